@@ -1,0 +1,39 @@
+# The two commands: `make demo` and `make test`. Both build .venv themselves from python3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test lint format docs clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tidings demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests
+
+docs: $(STAMP)
+	$(BIN)/python -m tidings.cli.reference cli > docs/cli.md
+	$(BIN)/python -m tidings.cli.reference config > docs/configuration.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

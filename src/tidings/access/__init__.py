@@ -1,0 +1,1 @@
+"""Admin access: API keys (SPEC API-2)."""

@@ -1,0 +1,74 @@
+"""Use cases for admin API keys: create (shown once), list, revoke, authenticate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tidings.domain.apikeys import generate_key, hashes_match, parse_key
+from tidings.domain.errors import InvalidInput, NotFound, Unauthenticated
+from tidings.storage import apikeys as queries
+from tidings.storage.apikeys import ApiKeyRow
+from tidings.storage.database import Database
+
+LAST_USE_RESOLUTION = timedelta(minutes=1)
+MAX_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    key: ApiKeyRow
+    token: str  # the only time the whole key exists outside the caller's hands
+
+
+class ApiKeys:
+    def __init__(self, db: Database, now: Callable[[], datetime]) -> None:
+        self._db = db
+        self._now = now
+
+    async def create(self, name: str) -> CreatedKey:
+        name = name.strip()
+        if not name or len(name) > MAX_NAME_LENGTH or not name.isprintable():
+            raise InvalidInput(
+                f"name must be 1-{MAX_NAME_LENGTH} printable characters", field="name"
+            )
+        generated = generate_key()
+        async with self._db.write() as conn:
+            await queries.insert_key(
+                conn,
+                key_id=generated.key_id,
+                name=name,
+                secret_hash=generated.secret_hash,
+                now=self._now(),
+            )
+            row = await queries.get_key(conn, generated.key_id)
+        assert row is not None
+        return CreatedKey(key=row, token=generated.token)
+
+    async def list(self, *, after_id: str | None = None, limit: int = 100) -> list[ApiKeyRow]:
+        async with self._db.read() as conn:
+            return await queries.list_keys(conn, after_id=after_id, limit=limit)
+
+    async def revoke(self, key_id: str) -> None:
+        async with self._db.write() as conn:
+            if await queries.get_key(conn, key_id) is None:
+                raise NotFound(f"no API key with id {key_id!r}")
+            await queries.revoke_key(conn, key_id, now=self._now())
+
+    async def authenticate(self, token: str) -> ApiKeyRow:
+        """The key's row if `token` is a live key; records the use. Raises Unauthenticated."""
+        presented = parse_key(token)
+        if presented is None:
+            raise Unauthenticated("the API key is malformed")
+        async with self._db.read() as conn:
+            row = await queries.get_key(conn, presented.key_id)
+        if row is None or not hashes_match(row.secret_hash, presented):
+            raise Unauthenticated("the API key is not valid")
+        if row.revoked_at is not None:
+            raise Unauthenticated("the API key has been revoked")
+        now = self._now()
+        if row.last_used_at is None or row.last_used_at < now - LAST_USE_RESOLUTION:
+            async with self._db.write() as conn:
+                await queries.touch_key(conn, row.id, now=now, resolution=LAST_USE_RESOLUTION)
+        return row

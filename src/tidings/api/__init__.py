@@ -1,0 +1,1 @@
+"""The HTTP API: public and admin routers, schemas, the error table."""

@@ -1,0 +1,63 @@
+"""Admin API keys: list, create (the key is shown once), revoke."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.storage.apikeys import ApiKeyRow
+
+router = APIRouter(prefix="/keys", tags=["admin: keys"])
+KeyId = Annotated[str, Path(pattern=r"^[a-z0-9]{10}$", description="The key's id part.")]
+
+
+class ApiKeyCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200, description="What the key is for.")
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ApiKeyRow) -> ApiKeyPublic:
+        return cls(
+            id=row.id,
+            name=row.name,
+            created_at=row.created_at,
+            last_used_at=row.last_used_at,
+            revoked_at=row.revoked_at,
+        )
+
+
+class ApiKeyCreated(ApiKeyPublic):
+    key: str = Field(description="The whole key. It is shown only this once.")
+
+
+@router.get("", summary="List API keys")
+async def list_keys(
+    container: ContainerDep, limit: Limit = 100, cursor: Cursor = None
+) -> Page[ApiKeyPublic]:
+    after = decode_cursor(cursor)
+    rows = await container.api_keys.list(after_id=str(after) if after else None, limit=limit)
+    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
+    return Page(items=[ApiKeyPublic.of(row) for row in rows], next_cursor=next_cursor)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create an API key")
+async def create_key(container: ContainerDep, body: ApiKeyCreate) -> ApiKeyCreated:
+    created = await container.api_keys.create(body.name)
+    return ApiKeyCreated(**ApiKeyPublic.of(created.key).model_dump(), key=created.token)
+
+
+@router.delete("/{key_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Revoke an API key")
+async def revoke_key(container: ContainerDep, key_id: KeyId) -> None:
+    await container.api_keys.revoke(key_id)

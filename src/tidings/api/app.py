@@ -1,0 +1,57 @@
+"""The FastAPI application factory. Nothing is built at import time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI
+
+from tidings import __version__
+from tidings.api import health
+from tidings.api.admin import keys
+from tidings.api.deps import require_admin_key
+from tidings.api.errors import install_error_handlers
+from tidings.api.middleware import BodySizeLimit, RequestContext, RouteTemplates
+from tidings.bootstrap import Container, build, start
+from tidings.config import Settings
+
+
+def create_app(settings: Settings, *, apply_migrations: bool = False) -> FastAPI:
+    """The API for `settings`. `apply_migrations` is set by `tidings serve`."""
+    container = build(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await start(container, apply_migrations=apply_migrations)
+        try:
+            yield
+        finally:
+            await container.close()
+
+    app = FastAPI(
+        title="tidings",
+        version=__version__,
+        summary="Newsletters with double opt-in, accounted sends and signed webhooks.",
+        lifespan=lifespan,
+    )
+    app.state.container = container
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(admin_router())
+    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes)
+    routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
+    app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
+    return app
+
+
+def admin_router() -> APIRouter:
+    """Every admin route hangs off this router, which requires an admin API key."""
+    router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
+    router.include_router(keys.router)
+    return router
+
+
+def container_of(app: FastAPI) -> Container:
+    container: Container = app.state.container
+    return container

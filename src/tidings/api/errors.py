@@ -1,0 +1,118 @@
+"""The one table from error class to HTTP status, and problem+json rendering (RFC 9457)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tidings.domain.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    NotReady,
+    PayloadTooLarge,
+    RateLimited,
+    TidingsError,
+    Unauthenticated,
+)
+from tidings.observability.logging import get_logger
+
+PROBLEM_JSON = "application/problem+json"
+STATUS_BY_ERROR: dict[type[TidingsError], int] = {
+    InvalidInput: 422,
+    Unauthenticated: 401,
+    NotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    RateLimited: 429,
+    NotReady: 503,
+    TidingsError: 500,
+}
+# Codes for errors that FastAPI/Starlette raise before a tidings use case runs.
+CODE_BY_STATUS = {
+    400: "bad_request",
+    401: "unauthenticated",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    500: "internal_error",
+}
+log = get_logger(__name__)
+
+
+def status_for(error: TidingsError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def problem(
+    status: int,
+    code: str,
+    title: str,
+    detail: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"https://tidings.dev/problems/{code}",
+        "title": title,
+        "status": status,
+        "code": code,
+    }
+    if detail:
+        body["detail"] = detail
+    body.update(extra)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TidingsError)
+    status = status_for(exc)
+    headers: dict[str, str] = {}
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_seconds)
+    extra: dict[str, Any] = {}
+    if exc.field:
+        extra["errors"] = [{"field": exc.field, "message": exc.detail}]
+    return problem(status, exc.code, exc.title, exc.detail, headers=headers or None, **extra)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": ".".join(str(part) for part in error["loc"]), "message": error["msg"]}
+        for error in exc.errors()
+    ]
+    if any(error.get("type") == "json_invalid" for error in exc.errors()):
+        return problem(400, "bad_request", "The request body is not valid JSON", errors=errors)
+    return problem(422, "invalid_input", InvalidInput.title, errors=errors)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = CODE_BY_STATUS.get(exc.status_code, "http_error")
+    title = str(exc.detail) if exc.detail else code.replace("_", " ").capitalize()
+    return problem(exc.status_code, code, title, headers=dict(exc.headers or {}) or None)
+
+
+async def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
+    # The exception type only: messages can carry data from the request.
+    log.error("http.unhandled_error", error_type=type(exc).__name__)
+    return problem(500, "internal_error", "Internal error; the request id is in the logs")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TidingsError, _tidings_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

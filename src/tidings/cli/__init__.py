@@ -1,0 +1,1 @@
+"""The `tidings` command line (SPEC CLI-1)."""

@@ -1,0 +1,29 @@
+"""`tidings config show`: the effective settings, secrets masked."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from tidings.cli.context import out_console, state_of
+from tidings.config import masked
+
+app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of TOML."),
+) -> None:
+    """Print the effective settings (environment over file over defaults), secrets masked."""
+    shown = masked(state_of(ctx).settings())
+    if as_json:
+        print(json.dumps(shown, indent=2))
+        return
+    for section, values in shown.items():
+        out_console.print(f"[bold]\\[{section}][/]")
+        for key, value in values.items():
+            out_console.print(f"# {key} unset" if value is None else f"{key} = {json.dumps(value)}")
+        out_console.print()

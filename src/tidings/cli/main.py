@@ -1,0 +1,54 @@
+"""The `tidings` command: global options and the command tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tidings import __version__
+from tidings.cli import config_cmd, demo, keys, serve
+from tidings.cli.context import CliState
+
+app = typer.Typer(
+    name="tidings",
+    help="tidings: newsletters with double opt-in, accounted sends and signed webhooks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tidings {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        envvar="TIDINGS_CONFIG",
+        help="TOML configuration file. Environment variables (TIDINGS_*) override it.",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    ctx.obj = CliState(config_file=config)
+
+
+app.command()(serve.serve)
+app.command()(serve.api)
+app.command()(serve.migrate)
+app.command()(demo.demo)
+app.add_typer(keys.app, name="keys")
+app.add_typer(config_cmd.app, name="config")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,86 @@
+"""`tidings serve`, `tidings api` and `tidings migrate`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
+
+import typer
+import uvicorn
+
+from tidings.api.app import create_app
+from tidings.bootstrap import build
+from tidings.cli.context import err_console, run, state_of
+from tidings.storage import migrate as migrations
+
+HostOption = typer.Option(None, "--host", help="Listen address (default: http.host).")
+PortOption = typer.Option(None, "--port", help="Listen port (default: http.port).")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, minus its habit of re-raising SIGTERM after a graceful stop (exit 0 instead)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._request_exit)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _request_exit(self) -> None:
+        self.force_exit = self.should_exit  # a second signal skips the grace period
+        self.should_exit = True
+
+
+def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: bool) -> None:
+    settings = state_of(ctx).settings()
+    app = create_app(settings, apply_migrations=embedded)
+    config = uvicorn.Config(
+        app,
+        host=host or settings.http.host,
+        port=port or settings.http.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=30,
+    )
+    asyncio.run(_Server(config).serve())
+
+
+def serve(ctx: typer.Context, host: str | None = HostOption, port: int | None = PortOption) -> None:
+    """Run everything in one process: migrations, the HTTP API and the workers (SQLite default)."""
+    _serve(ctx, host, port, embedded=True)
+
+
+def api(ctx: typer.Context, host: str | None = HostOption, port: int | None = PortOption) -> None:
+    """Run only the HTTP API (no migrations, no workers): for deployments that scale parts apart."""
+    _serve(ctx, host, port, embedded=False)
+
+
+def migrate(
+    ctx: typer.Context,
+    downgrade_to: str = typer.Option(
+        None, "--downgrade-to", help="Roll back to this revision instead (`base` for empty)."
+    ),
+) -> None:
+    """Apply database migrations up to the latest revision (safe to run repeatedly)."""
+    container = build(state_of(ctx).settings())
+
+    async def go() -> tuple[str, ...]:
+        try:
+            if downgrade_to:
+                await migrations.downgrade(container.db, downgrade_to)
+            else:
+                await migrations.upgrade(container.db)
+            return await migrations.current_revisions(container.db)
+        finally:
+            await container.close()
+
+    revisions = run(go)
+    err_console.print(f"Database at revision {', '.join(revisions) or 'base'}.")

@@ -1,0 +1,204 @@
+"""Settings: every configuration key, typed, described and validated (SPEC CFG-1).
+
+Keys are grouped in sections. A key `section.name` is set by the environment variable
+`TIDINGS_SECTION_NAME` or by `name = ...` under `[section]` in a TOML file given with
+`--config` (or `TIDINGS_CONFIG`). The environment wins over the file; defaults make
+`tidings serve` work with no configuration at all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "TIDINGS_"
+CONFIG_FILE_ENV = "TIDINGS_CONFIG"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseSettings(_Section):
+    url: str = Field(
+        default="sqlite:///./tidings.db",
+        description=(
+            "Database URL. `sqlite:///path/to/file.db` (the default, one machine) or "
+            "`postgresql://user:password@host:5432/dbname` (many workers, many machines)."
+        ),
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=30_000,
+        ge=0,
+        description="SQLite only: how long a writer waits for the write lock before failing.",
+    )
+    pool_size: int = Field(
+        default=10, ge=1, le=200, description="PostgreSQL only: connections kept per process."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0].split("+", 1)[0]
+        if "://" not in value or scheme not in {"sqlite", "postgresql", "postgres"}:
+            raise ValueError("expected sqlite:///FILE or postgresql://USER@HOST/DB")
+        return value
+
+
+class HttpSettings(_Section):
+    host: str = Field(default="127.0.0.1", description="Address `serve` and `api` listen on.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port `serve` and `api` listen on.")
+    max_body_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Largest request body accepted; larger bodies get 413.",
+    )
+
+
+class SiteSettings(_Section):
+    name: str = Field(default="tidings", min_length=1, max_length=200, description="Site name.")
+    public_url: AnyHttpUrl = Field(
+        default=AnyHttpUrl("http://127.0.0.1:8000"),
+        description="Public base URL used in links inside emails (confirm, unsubscribe).",
+    )
+    secret: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Site secret for signing tokens and hashing suppressed addresses. When unset, one "
+            "is generated on first start and kept in the database."
+        ),
+    )
+
+
+class LogSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level written."
+    )
+    format: Literal["auto", "json", "console"] = Field(
+        default="auto",
+        description="`json` for machines, `console` for people, `auto` picks console on a TTY.",
+    )
+
+
+class Settings(BaseSettings):
+    """The effective configuration of one tidings process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        extra="forbid",
+        frozen=True,
+        toml_file=None,
+    )
+
+    database: DatabaseSettings = DatabaseSettings()
+    http: HttpSettings = HttpSettings()
+    site: SiteSettings = SiteSettings()
+    log: LogSettings = LogSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+class ConfigurationError(Exception):
+    """Raised for an invalid setting; the message names the key and the expected form."""
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Read settings from the environment and an optional TOML file, fully validated."""
+    if config_file is None and os.environ.get(CONFIG_FILE_ENV):
+        config_file = Path(os.environ[CONFIG_FILE_ENV])
+    if config_file is not None and not config_file.is_file():
+        raise ConfigurationError(f"configuration file not found: {config_file}")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    try:
+        return _FromFile(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_validation_error(exc)) from None
+    except (ValueError, OSError) as exc:  # malformed TOML
+        raise ConfigurationError(f"cannot read configuration file {config_file}: {exc}") from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per invalid key: `key (ENV_VAR): problem`. Values are never echoed."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        key = ".".join(str(part) for part in error["loc"])
+        env_var = ENV_PREFIX + key.replace(".", "_").upper()
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown setting"
+        lines.append(f"{key} ({env_var}): {message}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def iter_keys(model: type[BaseModel] = Settings, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf key as (`section.name`, field info), in declaration order."""
+    keys: list[tuple[str, Any]] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.extend(iter_keys(annotation, f"{prefix}{name}."))
+        else:
+            keys.append((f"{prefix}{name}", field))
+    return keys
+
+
+def masked(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The effective settings as plain data with every secret replaced by `********`."""
+    shown: dict[str, dict[str, Any]] = {}
+    for section_name in type(settings).model_fields:
+        section = getattr(settings, section_name)
+        values: dict[str, Any] = {}
+        for key in type(section).model_fields:
+            value = getattr(section, key)
+            if isinstance(value, SecretStr):
+                value = "********"
+            elif value is not None and not isinstance(value, bool | int | float | str):
+                value = str(value)
+            if key == "url" and isinstance(value, str):
+                value = mask_url_password(value)
+            values[key] = value
+        shown[section_name] = values
+    return shown
+
+
+def mask_url_password(url: str) -> str:
+    """`postgresql://u:pw@h/db` -> `postgresql://u:********@h/db`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    if ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:********@{host}"

@@ -1,0 +1,1 @@
+"""Logging, metrics and event names. A leaf: imports nothing else from tidings."""

@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy Core tables, named queries per aggregate, Alembic migrations."""

@@ -1,0 +1,112 @@
+"""The database handle: one async engine, read and write transactions, dialect set-up.
+
+SQLite has one writer. Rather than emulate row locks, every write transaction starts with
+`BEGIN IMMEDIATE` (taking the write lock up front, so two writers never deadlock upgrading
+from read to write) and writers inside one process queue on an asyncio lock instead of
+spinning in the busy handler. PostgreSQL transactions are ordinary READ COMMITTED ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+_IMMEDIATE = "tidings_sqlite_immediate"
+
+
+def async_url(url: str) -> str:
+    """Map a plain database URL onto the async drivers tidings uses."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
+    if backend in {"postgresql", "postgres"}:
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    raise ValueError(f"unsupported database backend: {backend}")
+
+
+class Database:
+    """An engine plus the two kinds of transaction tidings uses: `read()` and `write()`."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._writer = asyncio.Lock() if self.is_sqlite else None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @property
+    def is_postgresql(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read transaction: one consistent snapshot, no write lock."""
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction, committed on exit and rolled back on error."""
+        if self._writer is None:
+            async with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        async with self._writer, self.engine.connect() as conn:
+            conn = await conn.execution_options(**{_IMMEDIATE: True})
+            async with conn.begin():
+                yield conn
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def create_database(url: str, *, busy_timeout_ms: int = 30_000, pool_size: int = 10) -> Database:
+    """Build the engine for `url` with tidings' per-dialect connection settings."""
+    driver_url = async_url(url)
+    kwargs: dict[str, Any] = {}
+    if make_url(driver_url).get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000}
+        if make_url(driver_url).database in (None, "", ":memory:"):
+            raise ValueError("an in-memory SQLite database cannot be shared; give a file path")
+    else:
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    engine = create_async_engine(driver_url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, busy_timeout_ms)
+    return Database(engine)
+
+
+def create_unpooled_database(url: str) -> Database:
+    """A database without a connection pool, for short-lived tools (migrations, tests)."""
+    engine = create_async_engine(async_url(url), poolclass=NullPool)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, 30_000)
+    return Database(engine)
+
+
+def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

@@ -1,0 +1,55 @@
+"""Every error is problem+json; bad input never becomes a 500 and changes nothing (API-3, PRI-8)."""
+
+import httpx
+
+from tests.factories import admin_headers, api_client, make_settings
+
+PROBLEM = "application/problem+json"
+
+
+async def test_unknown_route_and_wrong_method_are_problems(sqlite_url: str) -> None:
+    async with api_client(make_settings(sqlite_url)) as (client, _):
+        missing = await client.get("/no/such/thing")
+        assert (missing.status_code, missing.headers["content-type"]) == (404, PROBLEM)
+        assert missing.json()["code"] == "not_found"
+        wrong = await client.put("/healthz")
+        assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
+
+
+async def test_oversized_body_is_413_whether_declared_or_streamed(database_url: str) -> None:
+    # A client must not be able to make the API buffer an arbitrarily large body.
+    settings = make_settings(database_url, http={"max_body_bytes": 2048})
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        declared = await client.post(
+            "/api/admin/keys", content=b'{"name": "' + b"x" * 5000 + b'"}', headers=headers
+        )
+        assert (declared.status_code, declared.headers["content-type"]) == (413, PROBLEM)
+
+        async def chunks():  # no Content-Length: the limit applies while streaming
+            for _ in range(10):
+                yield b"x" * 1000
+
+        streamed = await client.post("/api/admin/keys", content=chunks(), headers=headers)
+        assert streamed.status_code == 413
+        assert len(await container.api_keys.list()) == 1
+
+
+async def test_malformed_json_and_wrong_types_are_4xx_and_change_nothing(database_url: str) -> None:
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = {**await admin_headers(container), "content-type": "application/json"}
+        cases = [
+            b"{not json",
+            b'{"name": 5}',
+            b'{"name": ""}',
+            b"[]",
+            b'{"name": "' + b"y" * 300 + b'"}',
+        ]
+        for body in cases:
+            response: httpx.Response = await client.post(
+                "/api/admin/keys", content=body, headers=headers
+            )
+            assert 400 <= response.status_code < 500, body
+            assert response.headers["content-type"] == PROBLEM
+            assert "input" not in str(response.json().get("errors", ""))
+        assert [key.name for key in await container.api_keys.list()] == ["tests"]

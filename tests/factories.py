@@ -1,0 +1,36 @@
+"""Factories for test objects: settings, a running app client, an admin key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+
+from tidings.api.app import create_app
+from tidings.bootstrap import Container
+from tidings.config import Settings, load_settings
+
+
+def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
+    return load_settings(database={"url": database_url}, log={"format": "json"}, **sections)
+
+
+@asynccontextmanager
+async def api_client(
+    settings: Settings, *, apply_migrations: bool = True
+) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
+    """The real ASGI app, lifespan run, reached over httpx's in-process transport."""
+    app: FastAPI = create_app(settings, apply_migrations=apply_migrations)
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:
+            yield client, app.state.container
+
+
+async def admin_headers(container: Container, name: str = "tests") -> dict[str, str]:
+    created = await container.api_keys.create(name)
+    return {"Authorization": f"Bearer {created.token}"}

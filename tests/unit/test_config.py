@@ -1,0 +1,84 @@
+"""Configuration is typed, validated, layered (env over file over defaults) and masked (CFG-1)."""
+
+from pathlib import Path
+
+import pytest
+
+from tidings.config import ConfigurationError, load_settings, mask_url_password, masked
+
+
+def test_defaults_need_no_configuration() -> None:
+    # `tidings serve` must work with nothing configured: SQLite file in the working directory.
+    settings = load_settings()
+    assert settings.database.url == "sqlite:///./tidings.db"
+    assert settings.http.port == 8000
+
+
+def test_environment_variable_sets_a_nested_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Operators configure containers by environment: TIDINGS_SECTION_KEY sets section.key.
+    monkeypatch.setenv("TIDINGS_DATABASE_URL", "postgresql://u@h/db")
+    monkeypatch.setenv("TIDINGS_HTTP_MAX_BODY_BYTES", "2048")
+    settings = load_settings()
+    assert settings.database.url == "postgresql://u@h/db"
+    assert settings.http.max_body_bytes == 2048
+
+
+def test_toml_file_is_read_and_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file holds the base configuration; the environment overrides single keys.
+    config = tmp_path / "tidings.toml"
+    config.write_text('[http]\nport = 9001\nhost = "0.0.0.0"\n[log]\nlevel = "debug"\n')
+    monkeypatch.setenv("TIDINGS_HTTP_PORT", "9002")
+    settings = load_settings(config)
+    assert settings.http.port == 9002
+    assert settings.http.host == "0.0.0.0"
+    assert settings.log.level == "debug"
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "named"),
+    [
+        ("TIDINGS_HTTP_PORT", "not-a-port", "http.port (TIDINGS_HTTP_PORT)"),
+        ("TIDINGS_HTTP_PORT", "70000", "http.port"),
+        ("TIDINGS_DATABASE_URL", "mysql://x", "database.url"),
+        ("TIDINGS_LOG_FORMAT", "xml", "log.format"),
+        ("TIDINGS_SITE_PUBLIC_URL", "not a url", "site.public_url"),
+    ],
+)
+def test_invalid_value_names_the_key(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, named: str
+) -> None:
+    # A bad value must stop start-up with a message an operator can act on.
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert named in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_unknown_key_in_file_is_an_error(tmp_path: Path) -> None:
+    # A typo in a key name must not be silently ignored.
+    config = tmp_path / "tidings.toml"
+    config.write_text("[http]\nprot = 1\n")
+    with pytest.raises(ConfigurationError, match=r"http\.prot .*unknown setting"):
+        load_settings(config)
+
+
+def test_missing_or_malformed_file_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="not found"):
+        load_settings(tmp_path / "absent.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[http\n")
+    with pytest.raises(ConfigurationError, match="cannot read"):
+        load_settings(broken)
+
+
+def test_secrets_are_masked_when_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `config show` output gets pasted into tickets; it must not carry secrets.
+    monkeypatch.setenv("TIDINGS_SITE_SECRET", "hunter2-very-secret")
+    monkeypatch.setenv("TIDINGS_DATABASE_URL", "postgresql://app:pw123@db/tidings")
+    shown = repr(masked(load_settings()))
+    assert "hunter2" not in shown
+    assert "pw123" not in shown
+    assert mask_url_password("postgresql://app:pw@db/x") == "postgresql://app:********@db/x"
