@@ -20,6 +20,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -97,6 +98,112 @@ class LogSettings(_Section):
     )
 
 
+class QueueSettings(_Section):
+    lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a claimed job is reserved before another worker may reclaim it.",
+    )
+    poll_interval_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=300,
+        description="How often an idle worker looks for due jobs (PostgreSQL also uses NOTIFY).",
+    )
+    max_attempts: int = Field(
+        default=12, ge=1, le=100, description="Attempts before a job is `dead`."
+    )
+    backoff_base_seconds: float = Field(
+        default=5.0, gt=0, description="First retry waits up to this long (doubling each time)."
+    )
+    backoff_max_seconds: float = Field(
+        default=3600.0, gt=0, description="Longest wait between two attempts."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=30.0, ge=0, description="On SIGTERM, how long in-flight jobs may take to finish."
+    )
+    prune_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="How often finished jobs and old attempts are pruned."
+    )
+    retention_days: float = Field(
+        default=7.0, gt=0, description="Finished and dead jobs older than this are pruned."
+    )
+    email_concurrency: int = Field(
+        default=8, ge=1, le=1000, description="Transactional emails sent at once per worker."
+    )
+    webhook_concurrency: int = Field(
+        default=16, ge=1, le=1000, description="Webhook requests in flight at once per worker."
+    )
+
+    @model_validator(mode="after")
+    def _deadline_inside_lease(self) -> QueueSettings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError("backoff_max_seconds must be at least backoff_base_seconds")
+        return self
+
+
+class EmailSettings(_Section):
+    provider: Literal["capture", "smtp"] = Field(
+        default="capture",
+        description="`capture` stores mail locally (see `tidings outbox`); `smtp` uses a relay.",
+    )
+    from_address: str = Field(
+        default="newsletter@localhost",
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description="Sender address of transactional mail (confirmations, notices).",
+    )
+    from_name: str = Field(
+        default="tidings",
+        max_length=200,
+        pattern=r"^[^\r\n\x00]*$",
+        description="Sender display name of transactional mail.",
+    )
+    send_deadline_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Whole-request deadline for one send; must be well inside queue.lease_seconds.",
+    )
+
+
+class SmtpSettings(_Section):
+    host: str = Field(default="localhost", description="SMTP relay host.")
+    port: int = Field(default=587, ge=1, le=65535, description="SMTP relay port.")
+    security: Literal["none", "starttls", "tls"] = Field(
+        default="starttls", description="`tls` (implicit, port 465), `starttls`, or `none`."
+    )
+    username: str | None = Field(default=None, description="SMTP AUTH user, if the relay needs it.")
+    password: SecretStr | None = Field(default=None, description="SMTP AUTH password.")
+    timeout_seconds: float = Field(default=10.0, gt=0, description="Per-command SMTP timeout.")
+    pool_size: int = Field(
+        default=4, ge=1, le=100, description="SMTP connections kept open and reused per worker."
+    )
+    validate_certs: bool = Field(default=True, description="Verify the relay's TLS certificate.")
+
+
+class WebhookSettings(_Section):
+    allow_private_networks: bool = Field(
+        default=False,
+        description=(
+            "Allow webhook URLs that resolve to private, loopback or link-local addresses. Off by "
+            "default (SSRF guard); turn on only for self-hosted receivers on your own network."
+        ),
+    )
+    deadline_seconds: float = Field(
+        default=10.0, gt=0, description="Whole-request deadline for one webhook delivery."
+    )
+    max_response_bytes: int = Field(
+        default=65_536, ge=0, description="How much of a receiver's response body is read."
+    )
+    per_host_concurrency: int = Field(
+        default=4, ge=1, le=100, description="Requests in flight at once to one destination host."
+    )
+    secret_rotation_overlap_hours: float = Field(
+        default=24.0,
+        ge=0,
+        description="After rotating an endpoint's secret, how long the old one still signs too.",
+    )
+
+
 class Settings(BaseSettings):
     """The effective configuration of one tidings process."""
 
@@ -113,6 +220,24 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()
     site: SiteSettings = SiteSettings()
     log: LogSettings = LogSettings()
+    queue: QueueSettings = QueueSettings()
+    email: EmailSettings = EmailSettings()
+    smtp: SmtpSettings = SmtpSettings()
+    webhooks: WebhookSettings = WebhookSettings()
+
+    @model_validator(mode="after")
+    def _send_deadline_inside_lease(self) -> Settings:
+        # A send that outlives its lease could be reclaimed and sent twice (DLV-2).
+        for key, deadline in (
+            ("email.send_deadline_seconds", self.email.send_deadline_seconds),
+            ("webhooks.deadline_seconds", self.webhooks.deadline_seconds),
+        ):
+            if deadline >= self.queue.lease_seconds * 0.8:
+                raise ValueError(
+                    f"{key} must be shorter than 80% of queue.lease_seconds "
+                    f"({self.queue.lease_seconds * 0.8:g})"
+                )
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -157,7 +282,8 @@ def describe_validation_error(exc: ValidationError) -> str:
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown setting"
-        lines.append(f"{key} ({env_var}): {message}")
+        # Cross-key rules (raised by a model validator) name their keys in the message.
+        lines.append(f"{key} ({env_var}): {message}" if key else message)
     return "invalid configuration: " + "; ".join(lines)
 
 

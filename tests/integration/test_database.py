@@ -44,7 +44,7 @@ async def test_failed_write_rolls_back(db: Database) -> None:
     # A write transaction that raises leaves nothing behind.
     async with db.write() as conn:
         await conn.execute(text("CREATE TABLE things (id INTEGER PRIMARY KEY)"))
-    with pytest.raises(IntegrityError):  # noqa: PT012 - the whole transaction is under test
+    with pytest.raises(IntegrityError):
         async with db.write() as conn:
             await conn.execute(text("INSERT INTO things VALUES (1)"))
             await conn.execute(text("INSERT INTO things VALUES (1)"))

@@ -1,0 +1,39 @@
+"""The local capture provider (PRV-3): the default when no relay is configured. Messages are
+stored in the database, readable with `tidings outbox` and the admin API, so the whole path
+works before anyone supplies credentials."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from email.parser import BytesHeaderParser
+from email.policy import default as default_policy
+
+from tidings.delivery.provider import Envelope, SendResult
+from tidings.storage import outbox
+from tidings.storage.database import Database
+
+
+class CaptureProvider:
+    name = "capture"
+
+    def __init__(self, db: Database, now: Callable[[], datetime]) -> None:
+        self._db = db
+        self._now = now
+
+    async def send(self, envelope: Envelope) -> SendResult:
+        headers = BytesHeaderParser(policy=default_policy).parsebytes(envelope.data)
+        async with self._db.write() as conn:
+            captured_id = await outbox.insert_captured(
+                conn,
+                message_id=envelope.message_id,
+                sender=envelope.sender,
+                recipients=list(envelope.recipients),
+                subject=str(headers.get("Subject", "")),
+                raw=envelope.data,
+                now=self._now(),
+            )
+        return SendResult(accepted=list(envelope.recipients), provider_message_id=str(captured_id))
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,114 @@
+"""The `send_email` job: one transactional message to one recipient, through the configured
+provider, with the provider's failure classes mapped onto the queue's retry rules."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formataddr, formatdate
+from typing import Any
+
+from tidings.delivery.provider import (
+    Envelope,
+    PermanentFailure,
+    PerRecipientProvider,
+    TemporaryFailure,
+)
+from tidings.domain.errors import InvalidInput
+from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.queue.store import Job
+
+SEND_EMAIL = "send_email"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalEmail:
+    """What a use case asks to send. One recipient: a retry never re-mails anyone else."""
+
+    to: str
+    subject: str
+    text: str
+    html: str | None
+    sender: str
+    sender_name: str | None = None
+    reply_to: str | None = None
+    message_id: str | None = None
+    headers: Mapping[str, str] | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        for field in ("to", "subject", "sender", "sender_name", "reply_to", "message_id"):
+            value = getattr(self, field)
+            if value is not None and any(ch in value for ch in "\r\n\0"):
+                raise InvalidInput("header values must not contain line breaks", field=field)
+        return {
+            "to": self.to,
+            "subject": self.subject,
+            "text": self.text,
+            "html": self.html,
+            "sender": self.sender,
+            "sender_name": self.sender_name,
+            "reply_to": self.reply_to,
+            "message_id": self.message_id,
+            "headers": dict(self.headers or {}),
+        }
+
+
+def build_envelope(payload: Mapping[str, Any], *, default_message_id: str) -> Envelope:
+    message = EmailMessage()
+    message["From"] = formataddr((payload.get("sender_name") or "", payload["sender"]))
+    message["To"] = payload["to"]
+    message["Subject"] = payload["subject"]
+    message["Date"] = formatdate(localtime=False)
+    message_id = payload.get("message_id") or default_message_id
+    message["Message-ID"] = message_id
+    if payload.get("reply_to"):
+        message["Reply-To"] = payload["reply_to"]
+    for name, value in (payload.get("headers") or {}).items():
+        message[name] = value
+    message.set_content(payload["text"])
+    if payload.get("html"):
+        message.add_alternative(payload["html"], subtype="html")
+    return Envelope(
+        sender=payload["sender"],
+        recipients=[payload["to"]],
+        data=message.as_bytes(),
+        message_id=message_id,
+    )
+
+
+class EmailJobHandler:
+    """Sends one `send_email` job. A whole-request deadline shorter than the lease bounds it."""
+
+    def __init__(
+        self, provider: PerRecipientProvider, *, deadline_seconds: float, domain: str
+    ) -> None:
+        self._provider = provider
+        self._deadline = deadline_seconds
+        self._domain = domain
+
+    async def __call__(self, job: Job) -> None:
+        # Stable across retries, so a provider or receiver can recognise a repeat.
+        digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()[:32]
+        envelope = build_envelope(job.payload, default_message_id=f"<{digest}@{self._domain}>")
+        try:
+            async with asyncio.timeout(self._deadline):
+                result = await self._provider.send(envelope)
+        except TemporaryFailure as exc:
+            raise RetryLater(
+                f"{self._provider.name} temporary failure {exc.status or ''}".strip(),
+                retry_after_seconds=exc.retry_after_seconds,
+            ) from None
+        except PermanentFailure as exc:
+            raise GiveUp(
+                f"{self._provider.name} permanent failure {exc.status or ''}".strip()
+            ) from None
+        except TimeoutError:
+            raise RetryLater(f"{self._provider.name} deadline exceeded") from None
+        for rejection in result.rejected.values():
+            # Reply codes only: the reply text usually echoes the address.
+            if rejection.permanent:
+                raise GiveUp(f"recipient rejected permanently {rejection.status or ''}".strip())
+            raise RetryLater(f"recipient deferred {rejection.status or ''}".strip())

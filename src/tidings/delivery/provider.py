@@ -1,0 +1,122 @@
+"""The email provider interface, shared by per-recipient providers (SMTP, local capture) and
+batch providers (a Mailgun-compatible HTTP API, one call per batch).
+
+Providers classify failures at the boundary (HOUSE rule 8): a whole-message failure raises
+`TemporaryFailure` (retry later: 4xx, dropped connection, timeout) or `PermanentFailure`
+(do not retry: 5xx); rejections of single recipients are reported per recipient in
+`SendResult.rejected`, so one bad address never fails the others. Callers decide by type,
+never by parsing messages. Failure details never carry addresses or provider text into logs:
+`detail` is for storage next to the recipient, `code` is safe to log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from tidings.domain.errors import TidingsError
+
+
+class DeliveryFailure(TidingsError):
+    """A provider could not take a message. `smtp_code`/`status` is safe to log; `detail` is not."""
+
+    code = "delivery_failed"
+    title = "The provider did not accept the message"
+
+    def __init__(self, detail: str | None = None, *, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class TemporaryFailure(DeliveryFailure):
+    """Worth retrying later: 4xx replies, dropped connections, timeouts, 429/5xx from HTTP APIs."""
+
+    code = "delivery_temporary_failure"
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        status: int | None = None,
+        retry_after_seconds: float | None = None,
+    ) -> None:
+        super().__init__(detail, status=status)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class PermanentFailure(DeliveryFailure):
+    """Retrying will not help: 5xx replies, a message the provider refuses outright."""
+
+    code = "delivery_permanent_failure"
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One serialised message and who gets it. `data` is the whole RFC 5322 message."""
+
+    sender: str
+    recipients: Sequence[str]
+    data: bytes
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One recipient refused. `permanent` decides retry; `status` is the reply code."""
+
+    permanent: bool
+    status: int | None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Per-recipient outcome of one envelope: accepted addresses and rejected ones."""
+
+    accepted: Sequence[str]
+    rejected: Mapping[str, Rejection] = field(default_factory=dict)
+    provider_message_id: str | None = None
+
+
+@runtime_checkable
+class PerRecipientProvider(Protocol):
+    """Sends one serialised envelope at a time (SMTP, local capture)."""
+
+    name: str
+
+    async def send(self, envelope: Envelope) -> SendResult: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecipient:
+    address: str
+    message_id: str
+    variables: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMessage:
+    """One message template for up to `max_batch_size` recipients, with per-recipient variables."""
+
+    sender: str
+    subject: str
+    html: str
+    text: str
+    headers: Mapping[str, str]
+    recipients: Sequence[BatchRecipient]
+    idempotency_key: str
+
+
+@runtime_checkable
+class BatchProvider(Protocol):
+    """Sends one batch per call (a Mailgun-compatible HTTP API)."""
+
+    name: str
+    max_batch_size: int
+
+    async def send_batch(self, batch: BatchMessage) -> SendResult: ...
+
+    async def close(self) -> None: ...

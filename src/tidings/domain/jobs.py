@@ -1,0 +1,35 @@
+"""Job statuses and the outcomes a handler can report. Pure."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from tidings.domain.errors import TidingsError
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  # waiting for its due time, or for a retry
+    RUNNING = "running"  # claimed under a lease; reclaimable once the lease expires
+    DONE = "done"
+    DEAD = "dead"  # out of attempts, or failed permanently: visible and replayable
+
+
+class RetryLater(TidingsError):
+    """A handler's transient failure. `reason` is stored and logged: no personal data."""
+
+    code = "job_retry"
+
+    def __init__(self, reason: str, *, retry_after_seconds: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_seconds = retry_after_seconds
+
+
+class GiveUp(TidingsError):
+    """A handler's permanent failure: the job goes straight to `dead`."""
+
+    code = "job_failed_permanently"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

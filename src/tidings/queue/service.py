@@ -1,0 +1,132 @@
+"""The queue as the rest of tidings sees it: enqueue inside a caller's transaction, inspect,
+replay, and run workers with pruning and wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.domain.errors import Conflict, NotFound
+from tidings.domain.jobs import JobStatus
+from tidings.queue import store
+from tidings.queue.listener import listen_for_jobs
+from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.store import Job
+from tidings.queue.worker import Worker
+from tidings.storage.database import Database
+
+log = structlog.get_logger("tidings.queue")
+PRUNE_BATCH = 1000
+
+
+class JobQueue:
+    def __init__(self, db: Database, policy: QueuePolicy, now: Callable[[], datetime]) -> None:
+        self.db = db
+        self.policy = policy
+        self._now = now
+
+    async def enqueue(
+        self,
+        conn: AsyncConnection,
+        kind: str,
+        idempotency_key: str,
+        payload: dict[str, Any],
+        *,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+    ) -> tuple[Job, bool]:
+        """Add a job inside the caller's write transaction (PRI-6: the outbox)."""
+        return await store.enqueue(
+            conn,
+            kind=kind,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            now=self._now(),
+            max_attempts=max_attempts or self.policy.max_attempts,
+            run_at=run_at,
+        )
+
+    async def get(self, job_id: int) -> tuple[Job, list[dict[str, Any]]]:
+        async with self.db.read() as conn:
+            job = await store.get(conn, job_id)
+            if job is None:
+                raise NotFound(f"no job with id {job_id}")
+            return job, await store.attempts_of(conn, job_id)
+
+    async def list_jobs(
+        self,
+        *,
+        status: JobStatus | None = None,
+        kind: str | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        async with self.db.read() as conn:
+            return await store.list_jobs(
+                conn, status=status, kind=kind, before_id=before_id, limit=limit
+            )
+
+    async def replay(self, job_id: int) -> Job:
+        async with self.db.write() as conn:
+            replayed = await store.replay(conn, job_id, now=self._now())
+            if replayed is None:
+                if await store.get(conn, job_id) is None:
+                    raise NotFound(f"no job with id {job_id}")
+                raise Conflict("the job is running; wait for its outcome before replaying")
+        log.info("job.replayed", job_id=job_id)
+        return replayed
+
+    async def prune_once(self) -> int:
+        cutoff = self._now() - timedelta(days=self.policy.retention_days)
+        removed = 0
+        while True:
+            async with self.db.write() as conn:
+                batch = await store.prune(conn, finished_before=cutoff, batch=PRUNE_BATCH)
+            removed += batch
+            if batch == 0:
+                return removed
+
+    async def depth(self) -> list[tuple[str, str, int, float]]:
+        async with self.db.read() as conn:
+            return await store.depth_by_kind_and_status(conn, now=self._now())
+
+    async def run_workers(
+        self,
+        registry: HandlerRegistry,
+        stop: asyncio.Event,
+        *,
+        on_outcome: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """Consume every registered kind until `stop`, pruning on an interval and, on
+        PostgreSQL, waking on NOTIFY. Returns after in-flight work drained."""
+        worker = Worker(self.db, registry, self.policy, self._now, on_outcome=on_outcome)
+        helpers = [
+            asyncio.create_task(listen_for_jobs(self.db, worker.wake, stop)),
+            asyncio.create_task(self._prune_loop(stop)),
+        ]
+        try:
+            await worker.run(stop)
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            for helper in helpers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
+
+    async def _prune_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                removed = await self.prune_once()
+                if removed:
+                    log.info("queue.pruned", removed=removed)
+            except Exception as exc:
+                log.warning("queue.prune_failed", error_type=type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.policy.prune_interval_seconds):
+                    await stop.wait()

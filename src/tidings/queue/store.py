@@ -1,0 +1,302 @@
+"""Named queries on the job table: enqueue, claim, settle, replay, prune (DLV-1..4).
+
+Every outcome is written only where the claim token still matches: a worker that overran its
+lease, whose job another worker reclaimed, has its late write refused (the fencing token).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.domain.jobs import JobStatus
+from tidings.storage.tables import job_attempts, jobs
+
+NOTIFY_CHANNEL = "tidings_jobs"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    kind: str
+    idempotency_key: str
+    payload: dict[str, Any]
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    locked_until: datetime | None
+    claim_token: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+def _job(row: Any) -> Job:
+    values = dict(row._mapping)
+    values["status"] = JobStatus(values["status"])
+    return Job(**values)
+
+
+async def enqueue(
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    idempotency_key: str,
+    payload: dict[str, Any],
+    now: datetime,
+    max_attempts: int,
+    run_at: datetime | None = None,
+) -> tuple[Job, bool]:
+    """Add a job in the caller's transaction (the outbox). Returns (job, created): a second
+    enqueue with the same idempotency key changes nothing and returns the existing job."""
+    values = {
+        "kind": kind,
+        "idempotency_key": idempotency_key,
+        "payload": payload,
+        "status": JobStatus.PENDING.value,
+        "attempts": 0,
+        "max_attempts": max_attempts,
+        "run_at": run_at or now,
+        "created_at": now,
+        "updated_at": now,
+    }
+    dialect = conn.dialect.name
+    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(jobs).values(values)
+    inserted = await conn.execute(
+        statement.on_conflict_do_nothing(index_elements=["idempotency_key"]).returning(jobs)
+    )
+    row = inserted.first()
+    if row is not None:
+        if dialect == "postgresql":  # delivered at commit, so listeners never see uncommitted work
+            await conn.execute(
+                text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind}
+            )
+        return _job(row), True
+    existing = await conn.execute(select(jobs).where(jobs.c.idempotency_key == idempotency_key))
+    return _job(existing.one()), False
+
+
+def _claimable(now: datetime) -> Any:
+    return or_(
+        and_(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= now),
+        and_(jobs.c.status == JobStatus.RUNNING.value, jobs.c.locked_until < now),
+    )
+
+
+async def claim(
+    conn: AsyncConnection, *, kinds: list[str], limit: int, now: datetime, lease: timedelta
+) -> list[Job]:
+    """Claim up to `limit` due jobs (or jobs whose lease expired) under a fresh token each.
+
+    On PostgreSQL `FOR UPDATE SKIP LOCKED` lets many workers claim at once without blocking or
+    double-claiming; on SQLite the caller's `BEGIN IMMEDIATE` transaction is the only writer,
+    which gives the same guarantee (the clause is not rendered there). Commit before working.
+    """
+    candidates = (
+        select(jobs.c.id)
+        .where(jobs.c.kind.in_(kinds), _claimable(now))
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    ids = list((await conn.execute(candidates)).scalars())
+    claimed = []
+    for job_id in ids:  # one token per job: each outcome is fenced separately
+        result = await conn.execute(
+            update(jobs)
+            .where(jobs.c.id == job_id)
+            .values(
+                status=JobStatus.RUNNING.value,
+                claim_token=secrets.token_hex(16),
+                locked_until=now + lease,
+                attempts=jobs.c.attempts + 1,
+                updated_at=now,
+            )
+            .returning(jobs)
+        )
+        claimed.append(_job(result.one()))
+    return claimed
+
+
+async def _settle(
+    conn: AsyncConnection,
+    job: Job,
+    *,
+    status: JobStatus,
+    outcome: str,
+    now: datetime,
+    error: str | None,
+    run_at: datetime | None = None,
+) -> bool:
+    values: dict[str, Any] = {
+        "status": status.value,
+        "claim_token": None,
+        "locked_until": None,
+        "updated_at": now,
+        "last_error": error,
+    }
+    if status in (JobStatus.DONE, JobStatus.DEAD):
+        values["finished_at"] = now
+    if run_at is not None:
+        values["run_at"] = run_at
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
+        .values(**values)
+    )
+    if result.rowcount != 1:
+        return False  # the lease was lost and another worker owns the job now
+    await conn.execute(
+        insert(job_attempts).values(
+            job_id=job.id,
+            attempt=job.attempts,
+            started_at=job.updated_at,
+            finished_at=now,
+            outcome=outcome,
+            error=error,
+        )
+    )
+    return True
+
+
+async def complete(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
+    return await _settle(conn, job, status=JobStatus.DONE, outcome="done", now=now, error=None)
+
+
+async def retry(
+    conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime, error: str
+) -> bool:
+    return await _settle(
+        conn, job, status=JobStatus.PENDING, outcome="retry", now=now, error=error, run_at=run_at
+    )
+
+
+async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
+    return await _settle(conn, job, status=JobStatus.DEAD, outcome="dead", now=now, error=error)
+
+
+async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease: timedelta) -> bool:
+    """Renew a live worker's lease; False when the job is no longer ours."""
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
+        .values(locked_until=now + lease, updated_at=now)
+    )
+    return result.rowcount == 1
+
+
+async def get(conn: AsyncConnection, job_id: int) -> Job | None:
+    row = (await conn.execute(select(jobs).where(jobs.c.id == job_id))).first()
+    return None if row is None else _job(row)
+
+
+async def get_by_key(conn: AsyncConnection, idempotency_key: str) -> Job | None:
+    query = select(jobs).where(jobs.c.idempotency_key == idempotency_key)
+    row = (await conn.execute(query)).first()
+    return None if row is None else _job(row)
+
+
+async def list_jobs(
+    conn: AsyncConnection,
+    *,
+    status: JobStatus | None,
+    kind: str | None,
+    before_id: int | None,
+    limit: int,
+) -> list[Job]:
+    query = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
+    if status is not None:
+        query = query.where(jobs.c.status == status.value)
+    if kind is not None:
+        query = query.where(jobs.c.kind == kind)
+    if before_id is not None:
+        query = query.where(jobs.c.id < before_id)
+    return [_job(row) for row in await conn.execute(query)]
+
+
+async def attempts_of(conn: AsyncConnection, job_id: int) -> list[dict[str, Any]]:
+    query = (
+        select(job_attempts)
+        .where(job_attempts.c.job_id == job_id)
+        .order_by(job_attempts.c.attempt, job_attempts.c.id)
+    )
+    return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | None:
+    """Make a dead (or done) job due again with a fresh attempt budget. Running jobs are left
+    alone: replaying one would let two workers hold it."""
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id, jobs.c.status != JobStatus.RUNNING.value)
+        .values(
+            status=JobStatus.PENDING.value,
+            attempts=0,
+            run_at=now,
+            finished_at=None,
+            updated_at=now,
+        )
+        .returning(jobs)
+    )
+    row = result.first()
+    if row is not None and conn.dialect.name == "postgresql":
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": row.kind}
+        )
+    return None if row is None else _job(row)
+
+
+async def prune(conn: AsyncConnection, *, finished_before: datetime, batch: int) -> int:
+    """Delete up to `batch` finished (done) jobs and old attempts; returns rows removed.
+    Dead jobs stay until an admin replays or they are pruned with the same age rule."""
+    old_jobs = (
+        select(jobs.c.id)
+        .where(
+            jobs.c.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]),
+            jobs.c.finished_at < finished_before,
+        )
+        .limit(batch)
+    )
+    removed = (await conn.execute(delete(jobs).where(jobs.c.id.in_(old_jobs)))).rowcount
+    old_attempts = (
+        select(job_attempts.c.id).where(job_attempts.c.finished_at < finished_before).limit(batch)
+    )
+    removed += (
+        await conn.execute(delete(job_attempts).where(job_attempts.c.id.in_(old_attempts)))
+    ).rowcount
+    return int(removed)
+
+
+async def depth_by_kind_and_status(
+    conn: AsyncConnection, *, now: datetime
+) -> list[tuple[str, str, int, float]]:
+    """(kind, status, count, age in seconds of the oldest due job) for the queue metrics."""
+    query = (
+        select(jobs.c.kind, jobs.c.status, func.count(), func.min(jobs.c.run_at))
+        .where(
+            jobs.c.status.in_(
+                [JobStatus.PENDING.value, JobStatus.RUNNING.value, JobStatus.DEAD.value]
+            )
+        )
+        .group_by(jobs.c.kind, jobs.c.status)
+    )
+    rows = []
+    for kind, status, count, oldest in await conn.execute(query):
+        age = 0.0
+        if oldest is not None:
+            if isinstance(oldest, str):
+                oldest = datetime.fromisoformat(oldest)
+            if oldest.tzinfo is None:
+                oldest = oldest.replace(tzinfo=now.tzinfo)
+            age = max(0.0, (now - oldest).total_seconds())
+        rows.append((kind, status, int(count), age))
+    return rows

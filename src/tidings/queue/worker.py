@@ -1,0 +1,190 @@
+"""The worker loop: claim due jobs per kind within concurrency limits, run their handlers,
+record outcomes under the claim token, back off on failure, drain on shutdown (DLV-2..4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import structlog
+
+from tidings.domain.backoff import is_exhausted, retry_delay
+from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.queue import store
+from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
+from tidings.queue.store import Job
+from tidings.storage.database import Database
+
+log = structlog.get_logger("tidings.queue")
+
+
+class Worker:
+    """One process's consumer of the job table. Many may run, on many machines."""
+
+    def __init__(
+        self,
+        db: Database,
+        registry: HandlerRegistry,
+        policy: QueuePolicy,
+        now: Callable[[], datetime],
+        *,
+        uniform: Callable[[float, float], float] = random.uniform,
+        on_outcome: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self._db = db
+        self._registry = registry
+        self._policy = policy
+        self._now = now
+        self._uniform = uniform
+        self._on_outcome = on_outcome
+        self._running: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+
+    def wake(self) -> None:
+        """Claim now instead of at the next poll (called on NOTIFY and when a slot frees)."""
+        self._wakeup.set()
+
+    async def claim_round(self) -> int:
+        """Claim and start as many due jobs as free slots allow; returns how many started."""
+        started = 0
+        for registration in self._registry:
+            free = registration.concurrency - self._running[registration.kind]
+            if free <= 0:
+                continue
+            async with self._db.write() as conn:
+                claimed = await store.claim(
+                    conn,
+                    kinds=[registration.kind],
+                    limit=free,
+                    now=self._now(),
+                    lease=self._policy.lease,
+                )
+            for job in claimed:
+                self._start(registration, job)
+            started += len(claimed)
+        return started
+
+    def _start(self, registration: Registration, job: Job) -> None:
+        self._running[registration.kind] += 1
+        task = asyncio.create_task(self._execute(registration, job))
+        self._tasks.add(task)
+
+        def finished(done: asyncio.Task[None]) -> None:
+            self._tasks.discard(done)
+            self._running[registration.kind] -= 1
+            self.wake()
+
+        task.add_done_callback(finished)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and work until `stop` is set; then stop claiming and let in-flight jobs finish
+        within the grace period. Jobs still running after it are cancelled: their leases
+        expire and another worker reclaims them (at-least-once, never lost)."""
+        stop_watch = asyncio.create_task(self._wake_on(stop))
+        try:
+            while not stop.is_set():
+                self._wakeup.clear()
+                try:
+                    started = await self.claim_round()
+                except Exception as exc:  # the database may be briefly unreachable: keep polling
+                    log.warning("queue.claim_failed", error_type=type(exc).__name__)
+                    started = 0
+                if started or stop.is_set():
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._policy.poll_interval_seconds):
+                        await self._wakeup.wait()
+        finally:
+            stop_watch.cancel()
+        await self.drain(self._policy.shutdown_grace_seconds)
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.wake()
+
+    async def drain(self, grace_seconds: float) -> None:
+        if not self._tasks:
+            return
+        log.info("queue.draining", in_flight=len(self._tasks))
+        _, still_running = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+        for task in still_running:
+            task.cancel()
+        if still_running:
+            await asyncio.wait(still_running)
+            log.warning("queue.drain_cancelled", cancelled=len(still_running))
+
+    async def _execute(self, registration: Registration, job: Job) -> None:
+        with structlog.contextvars.bound_contextvars(job_id=job.id, job_kind=job.kind):
+            error: str | None = None
+            retry_after: float | None = None
+            permanent = False
+            try:
+                await self._run_handler(registration, job)
+            except RetryLater as exc:
+                error, retry_after = exc.reason, exc.retry_after_seconds
+            except GiveUp as exc:
+                error, permanent = exc.reason, True
+            except TimeoutError:
+                error = "timeout"
+            except Exception as exc:
+                # The class name only: exception messages can carry addresses or payloads.
+                error = f"unexpected {type(exc).__name__}"
+                log.error("job.handler_crashed", error_type=type(exc).__name__)
+            await self._record(job, error, retry_after=retry_after, permanent=permanent)
+
+    async def _run_handler(self, registration: Registration, job: Job) -> None:
+        if not registration.renew_lease:
+            timeout = registration.timeout_seconds or self._policy.lease_seconds * 0.8
+            async with asyncio.timeout(timeout):
+                await registration.handler(job)
+            return
+        renewer = asyncio.create_task(self._renew_lease(job))
+        try:
+            await registration.handler(job)
+        finally:
+            renewer.cancel()
+
+    async def _renew_lease(self, job: Job) -> None:
+        while True:
+            await asyncio.sleep(self._policy.lease_seconds / 3)
+            async with self._db.write() as conn:
+                if not await store.extend_lease(
+                    conn, job, now=self._now(), lease=self._policy.lease
+                ):
+                    log.warning("job.lease_lost")
+                    return
+
+    async def _record(
+        self, job: Job, error: str | None, *, retry_after: float | None, permanent: bool
+    ) -> None:
+        now = self._now()
+        async with self._db.write() as conn:
+            if error is None:
+                outcome, kept = "done", await store.complete(conn, job, now=now)
+            elif permanent or is_exhausted(job.attempts, job.max_attempts):
+                outcome, kept = "dead", await store.bury(conn, job, now=now, error=error)
+            else:
+                delay = retry_delay(
+                    job.attempts,
+                    base_seconds=self._policy.backoff_base_seconds,
+                    max_seconds=self._policy.backoff_max_seconds,
+                    uniform=self._uniform,
+                    retry_after_seconds=retry_after,
+                )
+                outcome = "retry"
+                kept = await store.retry(
+                    conn, job, now=now, run_at=now + timedelta(seconds=delay), error=error
+                )
+        if not kept:
+            log.warning("job.outcome_refused", reason="claim_token_mismatch", outcome=outcome)
+            outcome = "refused"
+        else:
+            level = "info" if outcome == "done" else "warning"
+            getattr(log, level)(f"job.{outcome}", attempt=job.attempts, error=error)
+        if self._on_outcome is not None:
+            self._on_outcome(job.kind, outcome)

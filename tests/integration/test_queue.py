@@ -1,0 +1,322 @@
+"""The durable queue: outbox enqueue, exclusive claims, fencing, backoff, dead and replay."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from tidings.domain.jobs import GiveUp, JobStatus, RetryLater
+from tidings.queue import store
+from tidings.queue.policy import DuplicateHandler, HandlerRegistry, QueuePolicy
+from tidings.queue.service import JobQueue
+from tidings.queue.store import Job
+from tidings.queue.worker import Worker
+from tidings.storage.database import Database, create_database
+from tidings.storage.tables import job_attempts
+
+FAST = QueuePolicy(
+    lease_seconds=5,
+    poll_interval_seconds=0.05,
+    max_attempts=3,
+    backoff_base_seconds=0.01,
+    backoff_max_seconds=0.05,
+    shutdown_grace_seconds=5,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def _enqueue(db: Database, queue: JobQueue, count: int, kind: str = "noop") -> list[Job]:
+    async with db.write() as conn:
+        return [(await queue.enqueue(conn, kind, f"{kind}-{i}", {"n": i}))[0] for i in range(count)]
+
+
+async def _outcomes(db: Database) -> list[tuple[int, str]]:
+    async with db.read() as conn:
+        rows = await conn.execute(select(job_attempts.c.job_id, job_attempts.c.outcome))
+        return [(row.job_id, row.outcome) for row in rows]
+
+
+async def test_enqueue_same_key_twice_returns_the_existing_job(db: Database) -> None:
+    # The idempotency key is the dedupe: asking twice must not send twice.
+    queue = JobQueue(db, FAST, Clock())
+    async with db.write() as conn:
+        first, created = await queue.enqueue(conn, "send_email", "confirm:abc", {"a": 1})
+        second, created_again = await queue.enqueue(conn, "send_email", "confirm:abc", {"a": 2})
+    assert (created, created_again) == (True, False)
+    assert second.id == first.id
+    assert second.payload == {"a": 1}
+    assert len(await queue.list_jobs()) == 1
+
+
+async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> None:
+    # The outbox (PRI-6): a job exists if and only if the change that caused it committed.
+    queue = JobQueue(db, FAST, Clock())
+    with pytest.raises(RuntimeError):
+        async with db.write() as conn:
+            await queue.enqueue(conn, "send_email", "k", {})
+            raise RuntimeError("the caller's change failed")
+    assert await queue.list_jobs() == []
+
+
+async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> None:
+    # A worker that overran its lease must not overwrite the outcome of the one that reclaimed.
+    clock = Clock()
+    queue = JobQueue(db, FAST, clock)
+    await _enqueue(db, queue, 1)
+    async with db.write() as conn:
+        (slow,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
+    clock.now += timedelta(seconds=FAST.lease_seconds + 1)
+    async with db.write() as conn:
+        (fresh,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
+    assert fresh.id == slow.id
+    assert fresh.claim_token != slow.claim_token
+    assert fresh.attempts == 2
+    async with db.write() as conn:
+        assert not await store.bury(conn, slow, now=clock.now, error="late")
+        assert await store.complete(conn, fresh, now=clock.now)
+    job, _ = await queue.get(fresh.id)
+    assert job.status is JobStatus.DONE
+    assert await _outcomes(db) == [(fresh.id, "done")]
+
+
+async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(db, FAST, clock)
+    await _enqueue(db, queue, 2)
+    async with db.write() as conn:
+        (stale,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
+    clock.now += timedelta(seconds=3)
+    async with db.write() as conn:
+        (live,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
+    clock.now += timedelta(seconds=2.5)  # the first lease has expired, the second has not
+    async with db.write() as conn:
+        reclaimed = await store.claim(
+            conn, kinds=["noop"], limit=5, now=clock.now, lease=FAST.lease
+        )
+    assert [job.id for job in reclaimed] == [stale.id]
+    assert live.id != stale.id
+
+
+async def test_two_workers_never_both_complete_one_job(database_url: str) -> None:
+    # Two processes on one database (separate engines) share 120 jobs: each runs exactly once.
+    first, second = create_database(database_url), create_database(database_url)
+    from tidings.storage import migrate
+
+    await migrate.upgrade(first)
+    runs: list[int] = []
+
+    async def handler(job: Job) -> None:
+        runs.append(job.id)
+        await asyncio.sleep(0)
+
+    queue = JobQueue(first, FAST, lambda: datetime.now(UTC))
+    jobs = await _enqueue(first, queue, 120)
+    workers = []
+    for database in (first, second):
+        registry = HandlerRegistry()
+        registry.register("noop", handler, concurrency=8)
+        workers.append(Worker(database, registry, FAST, lambda: datetime.now(UTC)))
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(worker.run(stop)) for worker in workers]
+    try:
+        for _ in range(400):
+            if len(await queue.list_jobs(status=JobStatus.DONE, limit=500)) == len(jobs):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        await second.dispose()
+        await first.dispose()
+    assert sorted(runs) == sorted(job.id for job in jobs)
+    outcomes = await _outcomes_after(database_url)
+    assert sorted(outcomes) == sorted((job.id, "done") for job in jobs)
+
+
+async def _outcomes_after(database_url: str) -> list[tuple[int, str]]:
+    database = create_database(database_url)
+    try:
+        return await _outcomes(database)
+    finally:
+        await database.dispose()
+
+
+async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) -> None:
+    # DLV-3: transient failures retry with backoff up to max_attempts, then `dead`, replayable.
+    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    (job,) = await _enqueue(db, queue, 1, kind="flaky")
+    calls: list[int] = []
+    healthy = False
+
+    async def flaky(claimed: Job) -> None:
+        calls.append(claimed.attempts)
+        if not healthy:
+            raise RetryLater("provider temporary failure 451")
+
+    registry = HandlerRegistry()
+    registry.register("flaky", flaky)
+    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        for _ in range(200):
+            current, attempts = await queue.get(job.id)
+            if current.status is JobStatus.DEAD:
+                break
+            await asyncio.sleep(0.02)
+        assert current.status is JobStatus.DEAD
+        assert calls == [1, 2, 3]
+        assert [a["outcome"] for a in attempts] == ["retry", "retry", "dead"]
+        assert current.last_error == "provider temporary failure 451"
+        dead = await queue.list_jobs(status=JobStatus.DEAD)
+        assert [d.id for d in dead] == [job.id]
+        healthy = True
+        await queue.replay(job.id)
+        for _ in range(200):
+            current, _ = await queue.get(job.id)
+            if current.status is JobStatus.DONE:
+                break
+            await asyncio.sleep(0.02)
+        assert current.status is JobStatus.DONE
+    finally:
+        stop.set()
+        await task
+
+
+async def test_permanent_failure_and_crash_are_recorded_without_message_text(db: Database) -> None:
+    # GiveUp goes straight to dead; an unexpected exception's message (maybe an address) is
+    # never stored, only its class.
+    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    async with db.write() as conn:
+        (doomed, _), (crashing, _) = [
+            await queue.enqueue(conn, "doomed", "d", {}),
+            await queue.enqueue(conn, "crashing", "c", {}),
+        ]
+
+    async def give_up(job: Job) -> None:
+        raise GiveUp("provider permanent failure 550")
+
+    async def crash(job: Job) -> None:
+        raise ValueError("alice@example.com is weird")
+
+    registry = HandlerRegistry()
+    registry.register("doomed", give_up)
+    registry.register("crashing", crash)
+    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    await worker.claim_round()
+    await worker.drain(5)
+    dead, _ = await queue.get(doomed.id)
+    crashed, _ = await queue.get(crashing.id)
+    assert (dead.status, dead.attempts) == (JobStatus.DEAD, 1)
+    assert crashed.status is JobStatus.PENDING
+    assert crashed.last_error == "unexpected ValueError"
+
+
+async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
+    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    await _enqueue(db, queue, 10, kind="limited")
+    in_flight, peak = 0, 0
+    release = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await release.wait()
+        in_flight -= 1
+
+    registry = HandlerRegistry()
+    registry.register("limited", handler, concurrency=3)
+    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    assert await worker.claim_round() == 3
+    assert await worker.claim_round() == 0
+    await asyncio.sleep(0.1)  # let the three handlers start and block
+    assert in_flight == 3
+    release.set()
+    await worker.drain(5)
+    assert peak == 3
+
+
+async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
+    # SIGTERM mid-send: the send completes and is recorded before the worker exits.
+    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    (job,) = await _enqueue(db, queue, 1, kind="slow")
+    started = asyncio.Event()
+
+    async def slow(claimed: Job) -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+
+    registry = HandlerRegistry()
+    registry.register("slow", slow)
+    stop = asyncio.Event()
+    task = asyncio.create_task(Worker(db, registry, FAST, lambda: datetime.now(UTC)).run(stop))
+    await asyncio.wait_for(started.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    finished, _ = await queue.get(job.id)
+    assert finished.status is JobStatus.DONE
+
+
+def test_registering_a_second_handler_for_a_kind_is_an_error() -> None:
+    # SND-22: two consumers of one kind racing and dropping work is a known failure mode.
+    registry = HandlerRegistry()
+
+    async def handler(job: Job) -> None:
+        return None
+
+    registry.register("send_email", handler)
+    with pytest.raises(DuplicateHandler):
+        registry.register("send_email", handler)
+
+
+async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(db, FAST, clock)
+    await _enqueue(db, queue, 3)
+    async with db.write() as conn:
+        claimed = await store.claim(conn, kinds=["noop"], limit=2, now=clock.now, lease=FAST.lease)
+        for job in claimed:
+            await store.complete(conn, job, now=clock.now)
+    clock.now += timedelta(days=FAST.retention_days + 1)
+    assert await queue.prune_once() == 2
+    remaining = await queue.list_jobs()
+    assert [job.status for job in remaining] == [JobStatus.PENDING]
+    assert await _outcomes(db) == []  # their attempt history went with them
+
+
+async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) -> None:
+    # DLV-4: on PostgreSQL a new job is picked up at once, not at the next poll.
+    if not database_url.startswith("postgresql"):
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
+    from tidings.storage import migrate
+
+    database = create_database(database_url)
+    await migrate.upgrade(database)
+    slow_poll = QueuePolicy(poll_interval_seconds=60, prune_interval_seconds=3600)
+    queue = JobQueue(database, slow_poll, lambda: datetime.now(UTC))
+    handled = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        handled.set()
+
+    registry = HandlerRegistry()
+    registry.register("ping", handler)
+    stop = asyncio.Event()
+    task = asyncio.create_task(queue.run_workers(registry, stop))
+    try:
+        await asyncio.sleep(1.0)  # the worker has polled once and is now idle for 60 s
+        await _enqueue(database, queue, 1, kind="ping")
+        await asyncio.wait_for(handled.wait(), 10)
+    finally:
+        stop.set()
+        await task
+        await database.dispose()
