@@ -6,15 +6,24 @@ constructed at import time.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from tidings.access.keys import ApiKeys
 from tidings.config import Settings
+from tidings.delivery.capture import CapturedMail, CaptureProvider
+from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.delivery.provider import PerRecipientProvider
+from tidings.delivery.smtp import SmtpProvider
+from tidings.delivery.webhook_client import WebhookClient
+from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.observability.metrics import Metrics
+from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.service import JobQueue
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
 from tidings.storage.site_secrets import get_or_create_secret
@@ -32,10 +41,91 @@ class Container:
     db: Database
     metrics: Metrics
     api_keys: ApiKeys
+    queue: JobQueue
+    webhooks: Webhooks
+    captured_mail: CapturedMail
+    mailer: Mailer
     site_secret: str | None = None
+    _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
 
     async def close(self) -> None:
+        for resource in self._closers:
+            if isinstance(resource, WebhookClient):
+                await resource.aclose()
+            else:
+                await resource.close()
         await self.db.dispose()
+
+    def email_provider(self) -> PerRecipientProvider:
+        """The configured provider (built on first use: only workers send)."""
+        email = self.settings.email
+        if email.provider == "capture":
+            provider: PerRecipientProvider = CaptureProvider(self.db, utcnow)
+        else:
+            smtp = self.settings.smtp
+            provider = SmtpProvider(
+                host=smtp.host,
+                port=smtp.port,
+                username=smtp.username,
+                password=smtp.password.get_secret_value() if smtp.password else None,
+                security=smtp.security,
+                timeout_seconds=smtp.timeout_seconds,
+                pool_size=smtp.pool_size,
+                validate_certs=smtp.validate_certs,
+            )
+        self._closers.append(provider)
+        return provider
+
+    def webhook_client(self) -> WebhookClient:
+        hooks = self.settings.webhooks
+        client = WebhookClient(
+            allow_private_networks=hooks.allow_private_networks,
+            deadline_seconds=hooks.deadline_seconds,
+            max_response_bytes=hooks.max_response_bytes,
+            per_host_concurrency=hooks.per_host_concurrency,
+        )
+        self._closers.append(client)
+        return client
+
+    def handler_registry(self) -> HandlerRegistry:
+        """Every job kind and its one handler. A second registration of a kind fails here."""
+        queue = self.settings.queue
+        registry = HandlerRegistry()
+        registry.register(
+            SEND_EMAIL,
+            EmailJobHandler(
+                self.email_provider(),
+                deadline_seconds=self.settings.email.send_deadline_seconds,
+                domain=self.settings.email.from_address.rpartition("@")[2],
+            ),
+            concurrency=queue.email_concurrency,
+        )
+        registry.register(
+            DELIVER_WEBHOOK,
+            WebhookJobHandler(self.db, self.webhook_client(), utcnow),
+            concurrency=queue.webhook_concurrency,
+        )
+        return registry
+
+    async def run_workers(self, stop: asyncio.Event) -> None:
+        """Consume every job kind until `stop` is set, then drain (SIGTERM semantics)."""
+        await self.queue.run_workers(
+            self.handler_registry(), stop, on_outcome=self.metrics.record_job_outcome
+        )
+
+
+def queue_policy(settings: Settings) -> QueuePolicy:
+    queue = settings.queue
+    return QueuePolicy(
+        lease_seconds=queue.lease_seconds,
+        poll_interval_seconds=queue.poll_interval_seconds,
+        max_attempts=queue.max_attempts,
+        backoff_base_seconds=queue.backoff_base_seconds,
+        backoff_max_seconds=queue.backoff_max_seconds,
+        shutdown_grace_seconds=queue.shutdown_grace_seconds,
+        prune_interval_seconds=queue.prune_interval_seconds,
+        retention_days=queue.retention_days,
+    )
 
 
 def build(settings: Settings) -> Container:
@@ -44,11 +134,17 @@ def build(settings: Settings) -> Container:
         busy_timeout_ms=settings.database.sqlite_busy_timeout_ms,
         pool_size=settings.database.pool_size,
     )
+    queue = JobQueue(db, queue_policy(settings), utcnow)
+    overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
     return Container(
         settings=settings,
         db=db,
         metrics=Metrics(),
         api_keys=ApiKeys(db, utcnow),
+        queue=queue,
+        webhooks=Webhooks(db, queue, utcnow, rotation_overlap=overlap),
+        captured_mail=CapturedMail(db),
+        mailer=Mailer(db, queue),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from tidings import __version__
 from tidings.api import health
-from tidings.api.admin import keys
+from tidings.api.admin import emails, jobs, keys, outbox, webhooks
 from tidings.api.deps import require_admin_key
 from tidings.api.errors import install_error_handlers
 from tidings.api.middleware import BodySizeLimit, RequestContext, RouteTemplates
@@ -17,16 +18,24 @@ from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
 
 
-def create_app(settings: Settings, *, apply_migrations: bool = False) -> FastAPI:
-    """The API for `settings`. `apply_migrations` is set by `tidings serve`."""
+def create_app(
+    settings: Settings, *, apply_migrations: bool = False, run_workers: bool = False
+) -> FastAPI:
+    """The API for `settings`. `tidings serve` sets both flags: it migrates on start and runs
+    the workers in-process beside the API (the embedded default, ARC-1)."""
     container = build(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await start(container, apply_migrations=apply_migrations)
+        stop = asyncio.Event()
+        workers = asyncio.create_task(container.run_workers(stop)) if run_workers else None
         try:
             yield
         finally:
+            stop.set()
+            if workers is not None:
+                await workers  # drains in-flight jobs within queue.shutdown_grace_seconds
             await container.close()
 
     app = FastAPI(
@@ -48,7 +57,8 @@ def create_app(settings: Settings, *, apply_migrations: bool = False) -> FastAPI
 def admin_router() -> APIRouter:
     """Every admin route hangs off this router, which requires an admin API key."""
     router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
-    router.include_router(keys.router)
+    for module in (keys, jobs, emails, outbox, webhooks):
+        router.include_router(module.router)
     return router
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from fastapi import APIRouter, Response
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,4 +34,8 @@ async def readyz(container: ContainerDep) -> dict[str, str]:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(container: ContainerDep) -> Response:
+    # Queue depth is read from the rows at scrape time (PRI-7), never kept in memory. If the
+    # database is down, /readyz says so; metrics still answer with what they have.
+    with contextlib.suppress(SQLAlchemyError, OSError):
+        container.metrics.set_queue_depth(await container.queue.depth())
     return Response(container.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from tidings import __version__
-from tidings.cli import config_cmd, demo, keys, serve
+from tidings.cli import config_cmd, demo, dev_smtp, jobs, keys, outbox, serve
+from tidings.cli.bench import commands as bench
 from tidings.cli.context import CliState
 
 app = typer.Typer(
@@ -44,9 +45,14 @@ def root(
 
 app.command()(serve.serve)
 app.command()(serve.api)
+app.command()(serve.worker)
 app.command()(serve.migrate)
 app.command()(demo.demo)
+app.command("dev-smtp")(dev_smtp.dev_smtp)
 app.add_typer(keys.app, name="keys")
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(outbox.app, name="outbox")
+app.add_typer(bench.app, name="bench")
 app.add_typer(config_cmd.app, name="config")
 
 

@@ -12,9 +12,11 @@ import uvicorn
 
 from tidings.api.app import create_app
 from tidings.bootstrap import build
-from tidings.cli.context import err_console, run, state_of
+from tidings.cli.context import container_for, err_console, run, state_of
+from tidings.observability.logging import get_logger
 from tidings.storage import migrate as migrations
 
+log = get_logger("tidings.cli")
 HostOption = typer.Option(None, "--host", help="Listen address (default: http.host).")
 PortOption = typer.Option(None, "--port", help="Listen port (default: http.port).")
 
@@ -40,7 +42,7 @@ class _Server(uvicorn.Server):
 
 def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: bool) -> None:
     settings = state_of(ctx).settings()
-    app = create_app(settings, apply_migrations=embedded)
+    app = create_app(settings, apply_migrations=embedded, run_workers=embedded)
     config = uvicorn.Config(
         app,
         host=host or settings.http.host,
@@ -61,6 +63,30 @@ def serve(ctx: typer.Context, host: str | None = HostOption, port: int | None = 
 def api(ctx: typer.Context, host: str | None = HostOption, port: int | None = PortOption) -> None:
     """Run only the HTTP API (no migrations, no workers): for deployments that scale parts apart."""
     _serve(ctx, host, port, embedded=False)
+
+
+def worker(ctx: typer.Context) -> None:
+    """Run the background workers (email, webhooks, campaign jobs) until SIGTERM or Ctrl-C.
+
+    Start as many as you like, on any number of machines: they coordinate only through the
+    database. On SIGTERM/SIGINT a worker stops claiming, lets in-flight jobs finish within
+    queue.shutdown_grace_seconds, and exits 0.
+    """
+    settings = state_of(ctx).settings()
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            log.info(
+                "worker.started", database=container.db.dialect, provider=settings.email.provider
+            )
+            await container.run_workers(stop)
+            log.info("worker.stopped")
+
+    run(go)
 
 
 def migrate(

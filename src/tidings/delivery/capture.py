@@ -10,8 +10,10 @@ from email.parser import BytesHeaderParser
 from email.policy import default as default_policy
 
 from tidings.delivery.provider import Envelope, SendResult
+from tidings.domain.errors import NotFound
 from tidings.storage import outbox
 from tidings.storage.database import Database
+from tidings.storage.outbox import CapturedMessage
 
 
 class CaptureProvider:
@@ -37,3 +39,21 @@ class CaptureProvider:
 
     async def close(self) -> None:
         return None
+
+
+class CapturedMail:
+    """Reads what the capture provider stored (`tidings outbox`, the admin API)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def list(self, *, before_id: int | None = None, limit: int = 50) -> list[CapturedMessage]:
+        async with self._db.read() as conn:
+            return await outbox.list_captured(conn, before_id=before_id, limit=limit)
+
+    async def get(self, message_id: int) -> CapturedMessage:
+        async with self._db.read() as conn:
+            found = await outbox.get_captured(conn, message_id)
+        if found is None:
+            raise NotFound(f"no captured message with id {message_id}")
+        return found

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.provider import (
     Envelope,
@@ -19,7 +22,9 @@ from tidings.delivery.provider import (
 )
 from tidings.domain.errors import InvalidInput
 from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.queue.service import JobQueue
 from tidings.queue.store import Job
+from tidings.storage.database import Database
 
 SEND_EMAIL = "send_email"
 
@@ -112,3 +117,24 @@ class EmailJobHandler:
             if rejection.permanent:
                 raise GiveUp(f"recipient rejected permanently {rejection.status or ''}".strip())
             raise RetryLater(f"recipient deferred {rejection.status or ''}".strip())
+
+
+class Mailer:
+    """Queues transactional email. Inside a caller's transaction (`queue_in`), the email is
+    sent if and only if the caller's change commits (PRI-6)."""
+
+    def __init__(self, db: Database, queue: JobQueue) -> None:
+        self._db = db
+        self._queue = queue
+
+    async def queue_in(
+        self, conn: AsyncConnection, email: TransactionalEmail, *, idempotency_key: str
+    ) -> tuple[Job, bool]:
+        return await self._queue.enqueue(conn, SEND_EMAIL, idempotency_key, email.to_payload())
+
+    async def queue(
+        self, email: TransactionalEmail, *, idempotency_key: str | None = None
+    ) -> tuple[Job, bool]:
+        key = f"email:{idempotency_key}" if idempotency_key else f"email:{uuid.uuid4().hex}"
+        async with self._db.write() as conn:
+            return await self.queue_in(conn, email, idempotency_key=key)

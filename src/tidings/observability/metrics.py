@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
 class Metrics:
@@ -22,6 +22,35 @@ class Metrics:
             ["route"],
             registry=self.registry,
         )
+
+        self.jobs_finished = Counter(
+            "tidings_jobs_finished",
+            "Job attempts finished, by kind and outcome (done, retry, dead, refused).",
+            ["kind", "outcome"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "tidings_queue_jobs",
+            "Jobs in the queue by kind and status (pending, running, dead).",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+        self.queue_oldest_age = Gauge(
+            "tidings_queue_oldest_job_age_seconds",
+            "Age of the oldest job by kind and status, measured from its due time.",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+
+    def record_job_outcome(self, kind: str, outcome: str) -> None:
+        self.jobs_finished.labels(kind, outcome).inc()
+
+    def set_queue_depth(self, rows: list[tuple[str, str, int, float]]) -> None:
+        self.queue_depth.clear()
+        self.queue_oldest_age.clear()
+        for kind, status, count, age in rows:
+            self.queue_depth.labels(kind, status).set(count)
+            self.queue_oldest_age.labels(kind, status).set(age)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

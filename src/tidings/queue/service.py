@@ -59,6 +59,13 @@ class JobQueue:
                 raise NotFound(f"no job with id {job_id}")
             return job, await store.attempts_of(conn, job_id)
 
+    async def get_by_key(self, idempotency_key: str) -> tuple[Job, list[dict[str, Any]]]:
+        async with self.db.read() as conn:
+            job = await store.get_by_key(conn, idempotency_key)
+            if job is None:
+                raise NotFound("no job with that key")
+            return job, await store.attempts_of(conn, job.id)
+
     async def list_jobs(
         self,
         *,

@@ -276,6 +276,11 @@ async def prune(conn: AsyncConnection, *, finished_before: datetime, batch: int)
     return int(removed)
 
 
+async def count(conn: AsyncConnection, *, kind: str, status: JobStatus) -> int:
+    query = select(func.count()).where(jobs.c.kind == kind, jobs.c.status == status.value)
+    return int((await conn.execute(query)).scalar_one())
+
+
 async def depth_by_kind_and_status(
     conn: AsyncConnection, *, now: datetime
 ) -> list[tuple[str, str, int, float]]:

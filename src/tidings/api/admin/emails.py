@@ -1,0 +1,45 @@
+"""Transactional email: queue one message to one recipient through the delivery engine."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.delivery.email_jobs import TransactionalEmail
+
+router = APIRouter(prefix="/emails", tags=["admin: transactional email"])
+
+
+class EmailCreate(BaseModel):
+    to: str = Field(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    subject: str = Field(min_length=1, max_length=998, pattern=r"^[^\r\n\x00]*$")
+    text: str = Field(min_length=1, max_length=500_000)
+    html: str | None = Field(default=None, max_length=500_000)
+    idempotency_key: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Sending twice with the same key queues one email.",
+    )
+
+
+class EmailQueued(BaseModel):
+    job_id: int
+    created: bool = Field(description="False when the idempotency key was seen before.")
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, summary="Queue a transactional email")
+async def send_email(container: ContainerDep, body: EmailCreate) -> EmailQueued:
+    email = container.settings.email
+    job, created = await container.mailer.queue(
+        TransactionalEmail(
+            to=body.to,
+            subject=body.subject,
+            text=body.text,
+            html=body.html,
+            sender=email.from_address,
+            sender_name=email.from_name,
+        ),
+        idempotency_key=body.idempotency_key,
+    )
+    return EmailQueued(job_id=job.id, created=created)

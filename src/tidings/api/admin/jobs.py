@@ -1,0 +1,91 @@
+"""Admin view of the job queue: list (e.g. dead jobs), inspect with attempts, replay."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel
+
+from tidings.api.deps import ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.domain.jobs import JobStatus
+from tidings.queue.store import Job
+
+router = APIRouter(prefix="/jobs", tags=["admin: jobs"])
+JobId = Annotated[int, Path(ge=1, le=2**62)]
+
+
+class JobPublic(BaseModel):
+    """A job without its payload (payloads can hold addresses)."""
+
+    id: int
+    kind: str
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    locked_until: datetime | None
+    last_error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobPublic:
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            status=job.status,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at=job.run_at,
+            locked_until=job.locked_until,
+            last_error=job.last_error,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+        )
+
+
+class AttemptPublic(BaseModel):
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    error: str | None
+
+
+class JobDetail(JobPublic):
+    history: list[AttemptPublic]
+
+
+@router.get("", summary="List jobs, newest first (filter by status, e.g. dead)")
+async def list_jobs(
+    container: ContainerDep,
+    status: Annotated[JobStatus | None, Query()] = None,
+    kind: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+) -> Page[JobPublic]:
+    before = decode_cursor(cursor)
+    jobs = await container.queue.list_jobs(
+        status=status, kind=kind, before_id=int(before) if before else None, limit=limit
+    )
+    next_cursor = encode_cursor(jobs[-1].id) if len(jobs) == limit else None
+    return Page(items=[JobPublic.of(job) for job in jobs], next_cursor=next_cursor)
+
+
+def _detail(job: Job, attempts: list[dict[str, Any]]) -> JobDetail:
+    history = [AttemptPublic(**{k: a[k] for k in AttemptPublic.model_fields}) for a in attempts]
+    return JobDetail(**JobPublic.of(job).model_dump(), history=history)
+
+
+@router.get("/{job_id}", summary="One job with its attempt history")
+async def get_job(container: ContainerDep, job_id: JobId) -> JobDetail:
+    job, attempts = await container.queue.get(job_id)
+    return _detail(job, attempts)
+
+
+@router.post("/{job_id}/replay", summary="Run a dead (or finished) job again")
+async def replay_job(container: ContainerDep, job_id: JobId) -> JobPublic:
+    return JobPublic.of(await container.queue.replay(job_id))

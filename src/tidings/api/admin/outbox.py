@@ -1,0 +1,65 @@
+"""Admin view of locally captured mail (the `capture` provider)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+from pydantic import BaseModel
+
+from tidings.api.deps import ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.storage.outbox import CapturedMessage
+
+router = APIRouter(prefix="/outbox", tags=["admin: captured mail"])
+MessageId = Annotated[int, Path(ge=1, le=2**62)]
+
+
+class CapturedPublic(BaseModel):
+    id: int
+    message_id: str
+    sender: str
+    recipients: list[str]
+    subject: str
+    size_bytes: int
+    captured_at: datetime
+
+    @classmethod
+    def of(cls, message: CapturedMessage) -> CapturedPublic:
+        return cls(
+            id=message.id,
+            message_id=message.message_id,
+            sender=message.sender,
+            recipients=message.recipients,
+            subject=message.subject,
+            size_bytes=len(message.raw),
+            captured_at=message.captured_at,
+        )
+
+
+@router.get("", summary="List captured messages, newest first")
+async def list_captured(
+    container: ContainerDep, limit: Limit = 50, cursor: Cursor = None
+) -> Page[CapturedPublic]:
+    before = decode_cursor(cursor)
+    messages = await container.captured_mail.list(
+        before_id=int(before) if before else None, limit=limit
+    )
+    next_cursor = encode_cursor(messages[-1].id) if len(messages) == limit else None
+    return Page(items=[CapturedPublic.of(m) for m in messages], next_cursor=next_cursor)
+
+
+@router.get("/{message_id}", summary="One captured message's metadata")
+async def get_captured(container: ContainerDep, message_id: MessageId) -> CapturedPublic:
+    return CapturedPublic.of(await container.captured_mail.get(message_id))
+
+
+@router.get(
+    "/{message_id}/raw",
+    summary="The captured message as sent (message/rfc822)",
+    response_class=Response,
+)
+async def get_captured_raw(container: ContainerDep, message_id: MessageId) -> Response:
+    message = await container.captured_mail.get(message_id)
+    return Response(message.raw, media_type="message/rfc822")

@@ -1,0 +1,151 @@
+"""Admin webhook endpoints (secret shown once, rotation) and their delivery log (replay)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.storage.webhooks import DeliveryRow, EndpointRow
+
+router = APIRouter(prefix="/webhooks", tags=["admin: webhooks"])
+EndpointId = Annotated[int, Path(ge=1, le=2**62)]
+DeliveryId = Annotated[int, Path(ge=1, le=2**62)]
+EventTypes = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=50)]
+
+
+class EndpointCreate(BaseModel):
+    url: str = Field(max_length=2000, description="Where to POST events (http or https).")
+    event_types: EventTypes = Field(description='Event types to receive, or `["*"]` for all.')
+    description: str = Field(default="", max_length=500)
+
+
+class EndpointUpdate(BaseModel):
+    url: str | None = Field(default=None, max_length=2000)
+    event_types: EventTypes | None = None
+    description: str | None = Field(default=None, max_length=500)
+    enabled: bool | None = None
+
+
+class EndpointPublic(BaseModel):
+    id: int
+    url: str
+    description: str
+    event_types: list[str]
+    enabled: bool
+    disabled_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: EndpointRow) -> EndpointPublic:
+        return cls(**{name: getattr(row, name) for name in cls.model_fields})
+
+
+class EndpointWithSecret(EndpointPublic):
+    secret: str = Field(description="The signing secret (`whsec_...`). Shown only this once.")
+
+    @classmethod
+    def of(cls, row: EndpointRow) -> EndpointWithSecret:
+        return cls(**{name: getattr(row, name) for name in cls.model_fields})
+
+
+class DeliveryPublic(BaseModel):
+    id: int
+    endpoint_id: int
+    event_id: str
+    event_type: str
+    status: str
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    response_excerpt: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+    @classmethod
+    def of(cls, row: DeliveryRow) -> DeliveryPublic:
+        return cls(**{name: getattr(row, name) for name in cls.model_fields})
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create an endpoint")
+async def create_endpoint(container: ContainerDep, body: EndpointCreate) -> EndpointWithSecret:
+    row = await container.webhooks.create_endpoint(body.url, body.event_types, body.description)
+    return EndpointWithSecret.of(row)
+
+
+@router.get("", summary="List endpoints")
+async def list_endpoints(
+    container: ContainerDep, limit: Limit = 100, cursor: Cursor = None
+) -> Page[EndpointPublic]:
+    after = decode_cursor(cursor)
+    rows = await container.webhooks.list_endpoints(
+        after_id=int(after) if after else None, limit=limit
+    )
+    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
+    return Page(items=[EndpointPublic.of(row) for row in rows], next_cursor=next_cursor)
+
+
+@router.get("/{endpoint_id}", summary="One endpoint")
+async def get_endpoint(container: ContainerDep, endpoint_id: EndpointId) -> EndpointPublic:
+    return EndpointPublic.of(await container.webhooks.get_endpoint(endpoint_id))
+
+
+@router.patch("/{endpoint_id}", summary="Change URL, event types, description, or enable/disable")
+async def update_endpoint(
+    container: ContainerDep, endpoint_id: EndpointId, body: EndpointUpdate
+) -> EndpointPublic:
+    row = await container.webhooks.update_endpoint(
+        endpoint_id,
+        url=body.url,
+        event_types=body.event_types,
+        description=body.description,
+        enabled=body.enabled,
+    )
+    return EndpointPublic.of(row)
+
+
+@router.delete("/{endpoint_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete")
+async def delete_endpoint(container: ContainerDep, endpoint_id: EndpointId) -> None:
+    await container.webhooks.delete_endpoint(endpoint_id)
+
+
+@router.post(
+    "/{endpoint_id}/rotate-secret", summary="New secret; the old one signs too for a while"
+)
+async def rotate_secret(container: ContainerDep, endpoint_id: EndpointId) -> EndpointWithSecret:
+    return EndpointWithSecret.of(await container.webhooks.rotate_secret(endpoint_id))
+
+
+@router.post(
+    "/{endpoint_id}/test",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Queue a `webhook.test` event to this endpoint",
+)
+async def send_test(container: ContainerDep, endpoint_id: EndpointId) -> DeliveryPublic:
+    return DeliveryPublic.of(await container.webhooks.send_test(endpoint_id))
+
+
+@router.get("/{endpoint_id}/deliveries", summary="The endpoint's delivery log, newest first")
+async def list_deliveries(
+    container: ContainerDep, endpoint_id: EndpointId, limit: Limit = 100, cursor: Cursor = None
+) -> Page[DeliveryPublic]:
+    before = decode_cursor(cursor)
+    rows = await container.webhooks.list_deliveries(
+        endpoint_id, before_id=int(before) if before else None, limit=limit
+    )
+    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
+    return Page(items=[DeliveryPublic.of(row) for row in rows], next_cursor=next_cursor)
+
+
+@router.post(
+    "/deliveries/{delivery_id}/replay",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Send one delivery again (same webhook-id)",
+)
+async def replay_delivery(container: ContainerDep, delivery_id: DeliveryId) -> DeliveryPublic:
+    return DeliveryPublic.of(await container.webhooks.replay_delivery(delivery_id))

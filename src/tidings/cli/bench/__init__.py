@@ -1,0 +1,1 @@
+"""`tidings bench ...`: commands that measure and print JSON. Never timed tests."""

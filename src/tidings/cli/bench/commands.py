@@ -1,0 +1,31 @@
+"""The `tidings bench` command group."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import typer
+
+from tidings.cli.bench.queue import bench_queue
+from tidings.cli.context import state_of
+
+app = typer.Typer(
+    help="Benchmarks: measure and print JSON (never pass/fail).", no_args_is_help=True
+)
+
+
+@app.command("queue")
+def queue(
+    ctx: typer.Context,
+    jobs: int = typer.Option(2000, "--jobs", min=1, help="Jobs to run."),
+    workers: int = typer.Option(2, "--workers", min=1, max=64, help="Worker processes."),
+    concurrency: int = typer.Option(
+        8, "--concurrency", min=1, max=1000, help="Jobs in flight per worker."
+    ),
+) -> None:
+    """Jobs claimed and completed per second with a no-op handler (BEN-3), on a scratch
+    database of the configured kind (created and dropped), beside the claim-only rate."""
+    url = state_of(ctx).settings().database.url
+    result = asyncio.run(bench_queue(url, jobs=jobs, workers=workers, concurrency=concurrency))
+    print(json.dumps(result, indent=2))

@@ -1,0 +1,68 @@
+"""`tidings dev-smtp`: a local SMTP sink that stores what it receives and can inject faults."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import typer
+
+from tidings.cli.context import err_console
+from tidings.delivery.sink import Faults, SmtpSink
+
+
+def dev_smtp(
+    host: str = typer.Option("127.0.0.1", "--host", help="Listen address."),
+    port: int = typer.Option(2525, "--port", help="Listen port."),
+    store: Path | None = typer.Option(
+        None, "--store", help="Write each received message to this directory as a .eml file."
+    ),
+    delay: float = typer.Option(0.0, "--delay", help="Seconds to wait before each reply."),
+    data_reply: str | None = typer.Option(
+        None, "--data-reply", help='Answer every DATA with this reply, e.g. "451 4.3.0 later".'
+    ),
+    fail_every: int = typer.Option(
+        0, "--fail-every", help="Answer every Nth DATA with 451 (0: never)."
+    ),
+    disconnect: bool = typer.Option(
+        False, "--disconnect-during-data", help="Drop every connection mid-DATA."
+    ),
+) -> None:
+    """Run a local SMTP sink for development, tests and benchmarks.
+
+    Recipients whose address contains +reject550 or +defer451 are refused at RCPT with that
+    code, so per-recipient failures can be tried from any client. Point tidings at it with
+    TIDINGS_EMAIL_PROVIDER=smtp TIDINGS_SMTP_HOST=127.0.0.1 TIDINGS_SMTP_PORT=2525
+    TIDINGS_SMTP_SECURITY=none.
+    """
+    if store is not None:
+        store.mkdir(parents=True, exist_ok=True)
+    if data_reply is not None and not (data_reply[:3].isdigit() and data_reply[:1] in "2345"):
+        raise typer.BadParameter(
+            "must start with a three-digit SMTP code", param_hint="--data-reply"
+        )
+    faults = Faults(
+        delay_seconds=delay,
+        data_reply=data_reply,
+        fail_every_nth=fail_every,
+        disconnect_during_data=disconnect,
+    )
+
+    async def go() -> None:
+        sink = SmtpSink(host=host, port=port, faults=faults, store_dir=store)
+        await sink.start()
+        err_console.print(
+            f"SMTP sink listening on {host}:{sink.port}"
+            + (f", storing to {store}" if store else "")
+            + " (Ctrl-C to stop)"
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await sink.stop()
+        err_console.print(f"Received {len(sink.messages)} message(s).")
+
+    asyncio.run(go())

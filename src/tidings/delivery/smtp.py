@@ -1,0 +1,298 @@
+"""The SMTP relay provider (PRV-1): a bounded pool of reused aiosmtplib connections.
+
+Each `send` runs one SMTP transaction (MAIL, one RCPT per recipient, DATA) on a pooled
+connection and classifies the outcome at the boundary (HOUSE rule 8): a refused recipient is
+reported in `SendResult.rejected`; a refused or lost transaction raises `TemporaryFailure`
+(4xx, dropped connection, timeout) or `PermanentFailure` (5xx on MAIL or DATA).
+
+A pooled connection may have been closed by the relay while it sat idle. If that shows up
+before DATA was issued, nothing was handed over, so the transaction is replayed once on a
+fresh connection. Once DATA has started it never is: the relay may already have accepted the
+message, and sending it twice is worse than retrying it later. Nothing here logs: reply text
+echoes addresses. Exception details carry only the command, reply code and enhanced status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+from typing import Literal
+
+from aiosmtplib import (
+    SMTP,
+    SMTPException,
+    SMTPHeloError,
+    SMTPRecipientRefused,
+    SMTPResponseException,
+    SMTPServerDisconnected,
+    SMTPTimeoutError,
+)
+
+from tidings.delivery.provider import (
+    Envelope,
+    PermanentFailure,
+    Rejection,
+    SendResult,
+    TemporaryFailure,
+)
+
+Security = Literal["none", "starttls", "tls"]
+
+# 421 means the relay is closing the channel: the connection is gone, not the message refused.
+SERVICE_CLOSING = 421
+ENHANCED_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}\b")
+QUEUE_ID = re.compile(r"queued as\s+<?([\w.@-]+)>?", re.IGNORECASE)
+MAX_DETAIL_LENGTH = 300
+
+
+class _DroppedBeforeData(Exception):
+    """The connection died before DATA was issued: safe to replay on a fresh connection."""
+
+
+class SmtpProvider:
+    """Sends envelopes through one SMTP relay over at most `pool_size` reused connections."""
+
+    name = "smtp"
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        username: str | None = None,
+        password: str | None = None,
+        security: Security = "starttls",
+        timeout_seconds: float = 30.0,
+        pool_size: int = 4,
+        validate_certs: bool = True,
+        tls_context: ssl.SSLContext | None = None,
+        local_hostname: str | None = None,
+    ) -> None:
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
+        if security not in ("none", "starttls", "tls"):
+            raise ValueError(f"unknown SMTP security mode: {security!r}")
+        self._host = host
+        self._port = port
+        self._username = username
+        self._password = password
+        self._security: Security = security
+        self._timeout = timeout_seconds
+        self._validate_certs = validate_certs
+        self._tls_context = tls_context
+        self._local_hostname = local_hostname
+        # A connection is either idle here or held by one sender inside the semaphore, and a
+        # new one is opened only when none is idle, so at most `pool_size` ever exist.
+        self._slots = asyncio.Semaphore(pool_size)
+        self._idle: list[SMTP] = []
+        self._closed = False
+
+    async def send(self, envelope: Envelope) -> SendResult:
+        if self._closed:
+            raise TemporaryFailure("the SMTP provider is closed")
+        async with self._slots:
+            connection, reused = await self._checkout()
+            try:
+                return await self._send_on(connection, envelope)
+            except _DroppedBeforeData:
+                if not reused:
+                    raise TemporaryFailure("connection lost before DATA") from None
+            # The idle connection had died unnoticed; nothing was handed over, so replay once.
+            connection = await self._connect()
+            try:
+                return await self._send_on(connection, envelope)
+            except _DroppedBeforeData:
+                raise TemporaryFailure("connection lost before DATA") from None
+
+    async def close(self) -> None:
+        """Quit every idle connection; connections in use are closed when they come back."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        await asyncio.gather(*(self._quit(connection) for connection in idle))
+
+    async def _send_on(self, connection: SMTP, envelope: Envelope) -> SendResult:
+        """One transaction; the connection goes back to the pool only in a known-clean state."""
+        try:
+            result = await self._transact(connection, envelope)
+        except (TemporaryFailure, PermanentFailure):
+            self._checkin(connection)
+            raise
+        except BaseException:
+            # Cancelled (a caller's deadline) or something unexpected mid-command: the
+            # conversation state is unknown, so this connection must never carry another message.
+            connection.close()
+            raise
+        self._checkin(connection)
+        return result
+
+    async def _transact(self, connection: SMTP, envelope: Envelope) -> SendResult:
+        mail_options, encoding = self._mail_options(connection, envelope)
+        try:
+            await connection.mail(envelope.sender, options=mail_options, encoding=encoding)
+        except ValueError:
+            raise PermanentFailure("the sender address cannot be sent over SMTP") from None
+        except SMTPResponseException as exc:
+            if exc.code == SERVICE_CLOSING:
+                raise _DroppedBeforeData from None
+            await self._reset_or_drop(connection)
+            raise _transaction_failure("MAIL", exc) from None
+        # SMTPTimeoutError is an OSError too: a slow relay is not a dead connection.
+        except SMTPTimeoutError:
+            raise TemporaryFailure("timed out waiting for the MAIL reply") from None
+        except (SMTPServerDisconnected, OSError):
+            raise _DroppedBeforeData from None
+
+        accepted, rejected = await self._add_recipients(connection, envelope, encoding)
+        if not accepted:
+            await self._reset_or_drop(connection)
+            return SendResult(accepted=[], rejected=rejected)
+
+        # From here the relay may accept the message at any moment: never replay.
+        try:
+            reply = await connection.data(envelope.data)
+        except SMTPResponseException as exc:
+            await self._reset_or_drop(connection)
+            raise _transaction_failure("DATA", exc) from None
+        except SMTPTimeoutError:
+            connection.close()
+            raise TemporaryFailure("timed out waiting for the DATA reply") from None
+        except (SMTPServerDisconnected, OSError):
+            connection.close()
+            raise TemporaryFailure("connection lost during DATA") from None
+        queue_id = QUEUE_ID.search(reply.message)
+        return SendResult(
+            accepted=accepted,
+            rejected=rejected,
+            provider_message_id=queue_id.group(1) if queue_id else None,
+        )
+
+    async def _add_recipients(
+        self, connection: SMTP, envelope: Envelope, encoding: str
+    ) -> tuple[list[str], dict[str, Rejection]]:
+        """RCPT each recipient; refusals are settled per recipient, never for the envelope."""
+        accepted: list[str] = []
+        rejected: dict[str, Rejection] = {}
+        for recipient in envelope.recipients:
+            try:
+                await connection.rcpt(recipient, encoding=encoding)
+            except ValueError:
+                rejected[recipient] = Rejection(
+                    permanent=True, status=None, detail="address cannot be sent over SMTP"
+                )
+            except SMTPRecipientRefused as exc:
+                if exc.code == SERVICE_CLOSING:
+                    raise _DroppedBeforeData from None
+                rejected[recipient] = Rejection(
+                    permanent=_is_permanent(exc.code),
+                    status=exc.code,
+                    detail=exc.message[:MAX_DETAIL_LENGTH],
+                )
+            except SMTPTimeoutError:
+                raise TemporaryFailure("timed out waiting for a RCPT reply") from None
+            except (SMTPServerDisconnected, OSError):
+                raise _DroppedBeforeData from None
+            else:
+                accepted.append(recipient)
+        return accepted, rejected
+
+    def _mail_options(self, connection: SMTP, envelope: Envelope) -> tuple[list[str], str]:
+        """MAIL parameters the relay advertised: SIZE, 8BITMIME, and SMTPUTF8 when needed."""
+        options: list[str] = []
+        if connection.supports_extension("size"):
+            options.append(f"SIZE={len(envelope.data)}")
+        if not envelope.data.isascii() and connection.supports_extension("8bitmime"):
+            options.append("BODY=8BITMIME")
+        addresses = [envelope.sender, *envelope.recipients]
+        if all(address.isascii() for address in addresses):
+            return options, "ascii"
+        if not connection.supports_extension("smtputf8"):
+            raise PermanentFailure("the relay does not support internationalised addresses")
+        options.append("SMTPUTF8")
+        return options, "utf-8"
+
+    async def _checkout(self) -> tuple[SMTP, bool]:
+        """An idle connection that still looks alive (reused=True), else a new one."""
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.is_connected:
+                return connection, True
+            connection.close()
+        return await self._connect(), False
+
+    def _checkin(self, connection: SMTP) -> None:
+        if connection.is_connected and not self._closed:
+            self._idle.append(connection)
+        else:
+            connection.close()
+
+    async def _connect(self) -> SMTP:
+        """Open, secure, authenticate and greet one connection; every failure is temporary."""
+        connection = SMTP(
+            hostname=self._host,
+            port=self._port,
+            username=self._username,
+            password=self._password,
+            local_hostname=self._local_hostname,
+            timeout=self._timeout,
+            use_tls=self._security == "tls",
+            start_tls=self._security == "starttls",
+            validate_certs=self._validate_certs,
+            tls_context=self._tls_context,
+        )
+        try:
+            await connection.connect()
+            if connection.is_ehlo_or_helo_needed:
+                try:
+                    await connection.ehlo()
+                except SMTPHeloError:
+                    await connection.helo()
+        except SMTPResponseException as exc:
+            # A refused greeting or login is the relay's or the configuration's problem, never
+            # the message's: failing it permanently would bounce good addresses.
+            connection.close()
+            raise TemporaryFailure(
+                f"the relay refused the connection: {_reply_summary(exc)}", status=exc.code
+            ) from None
+        except (SMTPException, OSError) as exc:
+            connection.close()
+            raise TemporaryFailure(f"cannot connect to the relay ({type(exc).__name__})") from None
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    async def _reset_or_drop(self, connection: SMTP) -> None:
+        """RSET after a refused command so the connection can be reused; drop it if that fails."""
+        if not connection.is_connected:
+            return
+        try:
+            await connection.rset()
+        except (SMTPException, OSError):
+            connection.close()
+
+    async def _quit(self, connection: SMTP) -> None:
+        try:
+            if connection.is_connected:
+                await connection.quit()
+        except (SMTPException, OSError):
+            pass
+        finally:
+            connection.close()
+
+
+def _is_permanent(code: int) -> bool:
+    return 500 <= code <= 599
+
+
+def _reply_summary(exc: SMTPResponseException) -> str:
+    """The reply code and enhanced status (e.g. `451 4.3.0`): safe to log, unlike the text."""
+    enhanced = ENHANCED_STATUS.match(exc.message)
+    return f"{exc.code} {enhanced.group(0)}" if enhanced else str(exc.code)
+
+
+def _transaction_failure(command: str, exc: SMTPResponseException) -> Exception:
+    detail = f"{command} refused: {_reply_summary(exc)}"
+    if _is_permanent(exc.code):
+        return PermanentFailure(detail, status=exc.code)
+    return TemporaryFailure(detail, status=exc.code)

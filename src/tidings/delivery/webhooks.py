@@ -1,0 +1,305 @@
+"""Webhook endpoints, event publication through the outbox, and the `deliver_webhook` job.
+
+An event is published inside the transaction of the change it reports: one delivery row and
+one queued job per subscribed endpoint, so a committed change always gets its webhooks and a
+rolled-back one never does (PRI-6). Delivery is at-least-once; receivers deduplicate on the
+`webhook-id` header, which stays the same across retries and replays.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.delivery.signing import generate_secret, sign_headers
+from tidings.delivery.webhook_client import Outcome, WebhookClient
+from tidings.domain.errors import InvalidInput, NotFound
+from tidings.domain.events import WEBHOOK_EVENT_TYPES, validate_event_types
+from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.queue.service import JobQueue
+from tidings.queue.store import Job
+from tidings.storage import webhooks as queries
+from tidings.storage.database import Database
+from tidings.storage.webhooks import DeliveryRow, EndpointRow
+
+DELIVER_WEBHOOK = "deliver_webhook"
+MAX_URL_LENGTH = 2000
+log = structlog.get_logger("tidings.webhooks")
+
+
+def _validated_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    parts = urlsplit(url)
+    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput("url must be an absolute http(s) URL", field="url")
+    if parts.username or parts.password:
+        raise InvalidInput("url must not carry credentials", field="url")
+    return url
+
+
+def _validated_events(event_types: list[str]) -> list[str]:
+    try:
+        return validate_event_types(event_types)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="event_types") from None
+
+
+class Webhooks:
+    def __init__(
+        self,
+        db: Database,
+        queue: JobQueue,
+        now: Callable[[], datetime],
+        *,
+        rotation_overlap: timedelta,
+    ) -> None:
+        self._db = db
+        self._queue = queue
+        self._now = now
+        self._rotation_overlap = rotation_overlap
+
+    # -- endpoints ---------------------------------------------------------------------
+
+    async def create_endpoint(
+        self, url: str, event_types: list[str], description: str = ""
+    ) -> EndpointRow:
+        now = self._now()
+        async with self._db.write() as conn:
+            return await queries.insert_endpoint(
+                conn,
+                url=_validated_url(url),
+                description=description,
+                event_types=_validated_events(event_types),
+                enabled=True,
+                secret=generate_secret(),
+                created_at=now,
+                updated_at=now,
+            )
+
+    async def get_endpoint(self, endpoint_id: int) -> EndpointRow:
+        async with self._db.read() as conn:
+            endpoint = await queries.get_endpoint(conn, endpoint_id)
+        if endpoint is None:
+            raise NotFound(f"no webhook endpoint with id {endpoint_id}")
+        return endpoint
+
+    async def list_endpoints(self, *, after_id: int | None, limit: int) -> list[EndpointRow]:
+        async with self._db.read() as conn:
+            return await queries.list_endpoints(conn, after_id=after_id, limit=limit)
+
+    async def update_endpoint(
+        self,
+        endpoint_id: int,
+        *,
+        url: str | None = None,
+        event_types: list[str] | None = None,
+        description: str | None = None,
+        enabled: bool | None = None,
+    ) -> EndpointRow:
+        values: dict[str, Any] = {"updated_at": self._now()}
+        if url is not None:
+            values["url"] = _validated_url(url)
+        if event_types is not None:
+            values["event_types"] = _validated_events(event_types)
+        if description is not None:
+            values["description"] = description
+        if enabled is not None:
+            values["enabled"] = enabled
+            values["disabled_reason"] = None if enabled else "disabled by an admin"
+        async with self._db.write() as conn:
+            updated = await queries.update_endpoint(conn, endpoint_id, **values)
+        if updated is None:
+            raise NotFound(f"no webhook endpoint with id {endpoint_id}")
+        return updated
+
+    async def rotate_secret(self, endpoint_id: int) -> EndpointRow:
+        """A new secret; the old one keeps signing too for the overlap, so receivers can
+        switch over without rejecting deliveries in between."""
+        now = self._now()
+        async with self._db.write() as conn:
+            current = await queries.get_endpoint(conn, endpoint_id)
+            if current is None:
+                raise NotFound(f"no webhook endpoint with id {endpoint_id}")
+            rotated = await queries.update_endpoint(
+                conn,
+                endpoint_id,
+                secret=generate_secret(),
+                previous_secret=current.secret,
+                previous_secret_expires_at=now + self._rotation_overlap,
+                updated_at=now,
+            )
+        assert rotated is not None
+        return rotated
+
+    async def delete_endpoint(self, endpoint_id: int) -> None:
+        async with self._db.write() as conn:
+            if not await queries.delete_endpoint(conn, endpoint_id):
+                raise NotFound(f"no webhook endpoint with id {endpoint_id}")
+
+    # -- events and deliveries -----------------------------------------------------------
+
+    async def publish(self, conn: AsyncConnection, event_type: str, data: dict[str, Any]) -> int:
+        """Queue `event_type` for every enabled endpoint that wants it, inside the caller's
+        transaction. Returns how many deliveries were queued."""
+        if event_type not in WEBHOOK_EVENT_TYPES:
+            raise ValueError(f"unknown event type {event_type!r}")
+        endpoints = [
+            e for e in await queries.enabled_endpoints(conn) if e.subscribes_to(event_type)
+        ]
+        return await self._queue_deliveries(conn, endpoints, event_type, data)
+
+    async def send_test(self, endpoint_id: int) -> DeliveryRow:
+        async with self._db.write() as conn:
+            endpoint = await queries.get_endpoint(conn, endpoint_id)
+            if endpoint is None:
+                raise NotFound(f"no webhook endpoint with id {endpoint_id}")
+            await self._queue_deliveries(
+                conn, [endpoint], "webhook.test", {"endpoint_id": endpoint_id}
+            )
+            (delivery,) = await queries.list_deliveries(conn, endpoint_id, before_id=None, limit=1)
+        return delivery
+
+    async def _queue_deliveries(
+        self,
+        conn: AsyncConnection,
+        endpoints: list[EndpointRow],
+        event_type: str,
+        data: dict[str, Any],
+    ) -> int:
+        now = self._now()
+        event_id = f"msg_{uuid.uuid4().hex}"
+        payload = {"type": event_type, "timestamp": now.isoformat(), "data": data}
+        for endpoint in endpoints:
+            delivery = await queries.insert_delivery(
+                conn,
+                endpoint_id=endpoint.id,
+                event_id=event_id,
+                event_type=event_type,
+                payload=payload,
+                status="pending",
+                created_at=now,
+                updated_at=now,
+            )
+            await self._queue.enqueue(
+                conn, DELIVER_WEBHOOK, f"webhook:{delivery.id}", {"delivery_id": delivery.id}
+            )
+        return len(endpoints)
+
+    async def list_deliveries(
+        self, endpoint_id: int, *, before_id: int | None, limit: int
+    ) -> list[DeliveryRow]:
+        await self.get_endpoint(endpoint_id)
+        async with self._db.read() as conn:
+            return await queries.list_deliveries(
+                conn, endpoint_id, before_id=before_id, limit=limit
+            )
+
+    async def replay_delivery(self, delivery_id: int) -> DeliveryRow:
+        """Send a delivery again (same `webhook-id`, so receivers can tell it is a repeat)."""
+        async with self._db.read() as conn:
+            delivery = await queries.get_delivery(conn, delivery_id)
+            if delivery is None:
+                raise NotFound(f"no webhook delivery with id {delivery_id}")
+        job, _ = await self._queue.get_by_key(f"webhook:{delivery_id}")
+        await self._queue.replay(job.id)
+        async with self._db.write() as conn:
+            await queries.reset_delivery(conn, delivery_id, now=self._now())
+            refreshed = await queries.get_delivery(conn, delivery_id)
+        assert refreshed is not None
+        return refreshed
+
+
+class WebhookJobHandler:
+    """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify."""
+
+    def __init__(self, db: Database, client: WebhookClient, now: Callable[[], datetime]) -> None:
+        self._db = db
+        self._client = client
+        self._now = now
+
+    async def __call__(self, job: Job) -> None:
+        delivery_id = int(job.payload["delivery_id"])
+        async with self._db.read() as conn:
+            delivery = await queries.get_delivery(conn, delivery_id)
+            endpoint = (
+                None if delivery is None else await queries.get_endpoint(conn, delivery.endpoint_id)
+            )
+        if delivery is None or endpoint is None:
+            raise GiveUp("the delivery or its endpoint was deleted")
+        if not endpoint.enabled:
+            await self._record(delivery_id, "failed", None, "endpoint disabled", None)
+            raise GiveUp("endpoint disabled")
+        now = self._now()
+        secrets = [endpoint.secret]
+        expires = endpoint.previous_secret_expires_at
+        if endpoint.previous_secret and expires is not None and expires > now:
+            secrets.append(endpoint.previous_secret)
+        body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+        headers = {
+            **sign_headers(delivery.event_id, now, body, secrets),
+            "content-type": "application/json",
+        }
+        response = await self._client.post(endpoint.url, body, headers)
+        status = {
+            Outcome.DELIVERED: "delivered",
+            Outcome.GONE: "gone",
+            Outcome.BLOCKED: "blocked",
+        }.get(response.outcome, "failed")
+        await self._record(
+            delivery_id, status, response.status_code, response.error, response.body or None
+        )
+        log.info(
+            "webhook.attempt",
+            endpoint_id=endpoint.id,
+            delivery_id=delivery_id,
+            outcome=response.outcome.value,
+            status_code=response.status_code,
+            elapsed_ms=response.elapsed_ms,
+        )
+        if response.outcome is Outcome.DELIVERED:
+            return
+        if response.outcome is Outcome.GONE:
+            async with self._db.write() as conn:
+                await queries.update_endpoint(
+                    conn,
+                    endpoint.id,
+                    enabled=False,
+                    disabled_reason="the receiver answered 410 Gone",
+                    updated_at=self._now(),
+                )
+            log.warning("webhook.endpoint_disabled", endpoint_id=endpoint.id, reason="gone")
+            raise GiveUp("receiver answered 410 Gone; endpoint disabled")
+        if response.outcome is Outcome.BLOCKED:
+            raise GiveUp(f"blocked by the SSRF guard: {response.error}")
+        reason = f"status {response.status_code}" if response.status_code else response.error
+        raise RetryLater(
+            f"webhook {response.outcome.value}: {reason}",
+            retry_after_seconds=response.retry_after_seconds,
+        )
+
+    async def _record(
+        self,
+        delivery_id: int,
+        status: str,
+        status_code: int | None,
+        error: str | None,
+        excerpt: str | None,
+    ) -> None:
+        async with self._db.write() as conn:
+            await queries.record_attempt(
+                conn,
+                delivery_id,
+                status=status,
+                status_code=status_code,
+                error=error[:200] if error else None,
+                response_excerpt=excerpt,
+                now=self._now(),
+            )

@@ -1,0 +1,115 @@
+"""Campaign email headers as pure functions: Message-ID, To, List-* and the line-break guard.
+
+Everything a header carries comes through here, so one place decides what may reach the
+wire. Values that become header text are refused at input if they hold a line break (CMP-4:
+rejected, not stripped at send): a CR or LF would start a new header, i.e. header injection.
+Per-recipient helpers (`message_id`, `to_header`) are called once per message on the hot
+path of a send, so they avoid the `email` package's policy machinery where a plain f-string
+is provably enough.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from email.header import Header
+from email.utils import formataddr
+
+from tidings.domain.errors import InvalidInput
+
+# Everything `str.splitlines` treats as a line end, plus NUL. The standard library's email
+# code splits header values with `splitlines`, so U+2028 or a form feed would be as good as a
+# CRLF to an attacker; refusing them all closes that door.
+_LINE_BREAKS = re.compile("[\r\n\x00\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# Other C0/C1 controls have no business in a display name; they are replaced, not refused,
+# because names arrive from subscribers (imports, forms) long before a campaign is composed.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*")
+_ASCII_ADDRESS = re.compile(rf"[A-Za-z0-9.!#$%&'*+/=?^_`{{|}}~-]{{1,64}}@{_LABEL}(?:\.{_LABEL})*")
+_ATOM = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# A display name longer than this is noise; capping keeps a quoted ASCII name on one
+# header line far below SMTP's 998-octet limit.
+MAX_DISPLAY_NAME = 200
+MESSAGE_ID_HASH_LENGTH = 32
+
+
+def check_header_value(field: str, value: str) -> None:
+    """Refuse a value bound for a header if it holds CR, LF, NUL or another line break."""
+    if _LINE_BREAKS.search(value):
+        raise InvalidInput(f"{field} must be a single line (no CR, LF or NUL)", field=field)
+
+
+def check_header_values(values: dict[str, str | None]) -> None:
+    """`check_header_value` for each named field; `None` (not set) passes."""
+    for field, value in values.items():
+        if value is not None:
+            check_header_value(field, value)
+
+
+def check_address(field: str, address: str) -> str:
+    """An ASCII addr-spec with nothing that could end a header or open a second address."""
+    if not _ASCII_ADDRESS.fullmatch(address) or len(address) > 254:
+        raise InvalidInput(f"{field} is not a plain email address", field=field)
+    return address
+
+
+def check_hostname(field: str, hostname: str) -> str:
+    if not _HOSTNAME.fullmatch(hostname):
+        raise InvalidInput(f"{field} is not a host name", field=field)
+    return hostname
+
+
+def check_atom(field: str, value: str) -> str:
+    """Identifiers that appear raw in headers or URLs: letters, digits, dot, dash, underscore."""
+    if not _ATOM.fullmatch(value):
+        raise InvalidInput(f"{field} may only hold letters, digits, '.', '-' and '_'", field=field)
+    return value
+
+
+def clean_display_name(name: str | None) -> str | None:
+    """A subscriber's name fit for display: controls become spaces, blanks become None."""
+    if name is None:
+        return None
+    if _CONTROLS.search(name):
+        name = _CONTROLS.sub(" ", name)
+    name = " ".join(name.split())
+    return name or None
+
+
+def message_id(campaign_id: str, address: str, sending_domain: str) -> str:
+    """`<campaign_id>.<hash>@<domain>`: findable at the provider by campaign and address (CMP-4)."""
+    digest = hashlib.sha256(f"{campaign_id}:{address}".encode()).hexdigest()
+    return f"<{campaign_id}.{digest[:MESSAGE_ID_HASH_LENGTH]}@{sending_domain}>"
+
+
+def mailbox_header(address: str, name: str | None) -> str:
+    """`Name <address>` with the name quoted (ASCII) or RFC 2047-encoded and folded (otherwise).
+
+    The address must already have passed `check_address`; the name is cleaned and capped here.
+    """
+    name = clean_display_name(name)
+    if name is None:
+        return address
+    name = name[:MAX_DISPLAY_NAME]
+    # A name that looks like an encoded word would be decoded by the reader's client, so it
+    # is encoded itself and arrives as typed.
+    if name.isascii() and "=?" not in name:
+        return formataddr((name, address))
+    encoded = Header(name, "utf-8", maxlinelen=76, header_name="To").encode(linesep="\r\n")
+    return f"{encoded} <{address}>"
+
+
+def list_id(newsletter_name: str, newsletter_slug: str, sending_domain: str) -> str:
+    """`Name <slug.domain>` (RFC 2919): the list's stable identity for filters and providers."""
+    return mailbox_header(f"{newsletter_slug}.{sending_domain}", newsletter_name)
+
+
+def list_unsubscribe(https_url: str, mailto_address: str, token: str) -> str:
+    """Both RFC 2369 targets; the mailto subject carries the token so no lookup by sender."""
+    return f"<{https_url}>,\r\n <mailto:{mailto_address}?subject=unsubscribe-{token}>"
+
+
+def feedback_id(campaign_id: str, newsletter_slug: str, sending_domain: str) -> str:
+    """Gmail's `CampaignID:CustomerID:MailType:SenderID` so complaint rates group by campaign."""
+    return f"{campaign_id}:{newsletter_slug}:tidings:{sending_domain}"

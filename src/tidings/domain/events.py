@@ -1,0 +1,28 @@
+"""Webhook event types: past-tense facts with stable names (DLV-5, HOUSE rule 11)."""
+
+from __future__ import annotations
+
+WEBHOOK_EVENT_TYPES: dict[str, str] = {
+    "subscriber.created": "A subscriber was added (form, API, import or admin).",
+    "subscriber.confirmed": "A subscriber confirmed a subscription (double opt-in).",
+    "subscriber.unsubscribed": "A subscriber left a newsletter.",
+    "subscriber.updated": "A subscriber's name, tier, labels or attributes changed.",
+    "subscriber.deleted": "A subscriber's personal data was deleted (privacy request).",
+    "subscriber.suppressed": "An address was suppressed (bounce, complaint or admin).",
+    "campaign.scheduled": "A campaign was scheduled for a later send.",
+    "campaign.sending": "A campaign started sending.",
+    "campaign.sent": "A campaign finished: every recipient accounted for.",
+    "campaign.failed": "A campaign stopped with an error; see its status for whether to retry.",
+    "webhook.test": "A test event sent from the admin API to check an endpoint.",
+}
+ALL_EVENTS = "*"
+
+
+def validate_event_types(requested: list[str]) -> list[str]:
+    """The requested event types, deduplicated in order; raises ValueError on an unknown one."""
+    unknown = [name for name in requested if name != ALL_EVENTS and name not in WEBHOOK_EVENT_TYPES]
+    if unknown:
+        raise ValueError(f"unknown event type(s): {', '.join(unknown)}")
+    if not requested:
+        raise ValueError("subscribe to at least one event type (or '*')")
+    return list(dict.fromkeys(requested))

@@ -1,0 +1,38 @@
+"""Campaign rendering: the design system, Markdown/HTML content, segments and personalisation.
+
+Render each segment once (`render_segment`), then personalise per recipient as bytes
+(`SegmentRendering.personalise`). See docs/rendering.md.
+"""
+
+from tidings.rendering.content import CampaignContent
+from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.mime import ListInfo, Sender
+from tidings.rendering.render import (
+    SIZE_WARNING_BYTES,
+    Preview,
+    SegmentRendering,
+    check_content,
+    preview,
+    render_segment,
+)
+from tidings.rendering.slots import MERGE_FIELDS, SAMPLE_RECIPIENT, RecipientValues
+from tidings.rendering.theme import DEFAULT_THEME, Theme
+
+__all__ = [
+    "DEFAULT_THEME",
+    "MERGE_FIELDS",
+    "SAMPLE_RECIPIENT",
+    "SIZE_WARNING_BYTES",
+    "CampaignContent",
+    "ListInfo",
+    "Preview",
+    "RecipientValues",
+    "SegmentRendering",
+    "Sender",
+    "TemplateEngine",
+    "Theme",
+    "check_content",
+    "default_engine",
+    "preview",
+    "render_segment",
+]

@@ -1,0 +1,82 @@
+"""A worker killed mid-job (SIGKILL) loses nothing: the job is reclaimed after the lease and
+completed exactly once (DLV-2)."""
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tidings.domain.jobs import JobStatus
+from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.service import JobQueue
+from tidings.queue.store import Job
+from tidings.storage import migrate
+from tidings.storage.database import create_database
+
+LEASE_SECONDS = 1.5
+
+
+async def test_killed_worker_job_is_reclaimed_and_completed_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    db = create_database(database_url)
+    await migrate.upgrade(db)
+    queue = JobQueue(
+        db,
+        QueuePolicy(lease_seconds=LEASE_SECONDS, poll_interval_seconds=0.05),
+        lambda: datetime.now(UTC),
+    )
+    async with db.write() as conn:
+        job, _ = await queue.enqueue(conn, "sleepy", "crash-1", {})
+    marker = tmp_path / "started.txt"
+    support = Path(__file__).parents[1] / "support" / "sleepy_worker.py"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(support),
+        database_url,
+        str(marker),
+        str(LEASE_SECONDS),
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline, "the worker never started the job"
+            assert process.returncode is None, "the worker process died on its own"
+            await asyncio.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGKILL
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    claimed, _ = await queue.get(job.id)
+    assert claimed.status is JobStatus.RUNNING  # still leased to the dead worker
+
+    completions: list[int] = []
+
+    async def finish(claimed_job: Job) -> None:
+        completions.append(claimed_job.attempts)
+
+    registry = HandlerRegistry()
+    registry.register("sleepy", finish)
+    stop = asyncio.Event()
+    task = asyncio.create_task(queue.run_workers(registry, stop))
+    try:
+        for _ in range(200):
+            current, attempts = await queue.get(job.id)
+            if current.status is JobStatus.DONE:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await task
+        await db.dispose()
+    assert current.status is JobStatus.DONE
+    assert completions == [2]  # reclaimed once, after the first claim's lease ran out
+    assert [a["outcome"] for a in attempts] == ["done"]
+    assert marker.read_text().count("started") == 1

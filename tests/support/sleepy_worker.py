@@ -1,0 +1,31 @@
+"""A real worker process for crash tests: runs `sleepy` jobs, each recording its start in a file
+and then sleeping, so a test can SIGKILL the process while the job is in flight."""
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.service import JobQueue
+from tidings.queue.store import Job
+from tidings.storage.database import create_database
+
+
+async def main(database_url: str, marker: Path, lease_seconds: float) -> None:
+    db = create_database(database_url)
+    policy = QueuePolicy(lease_seconds=lease_seconds, poll_interval_seconds=0.05)
+
+    async def sleepy(job: Job) -> None:
+        with marker.open("a") as out:
+            out.write(f"started {job.id} attempt {job.attempts}\n")
+        await asyncio.sleep(3600)
+
+    registry = HandlerRegistry()
+    registry.register("sleepy", sleepy, renew_lease=False, timeout_seconds=3600)
+    queue = JobQueue(db, policy, lambda: datetime.now(UTC))
+    await queue.run_workers(registry, asyncio.Event())
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])))
