@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint format docs clean
+.PHONY: demo test lint format docs clean browser venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/tidings demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The rendering test looks at emails in headless Chromium. Installed from Debian when we can;
+# without it that one test is skipped with a visible notice.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	      >/dev/null 2>&1 || echo "notice: could not install chromium; browser test skipped"; \
+	  else echo "notice: chromium not found; the rendering browser test will be skipped"; fi; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Sequence
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Query
@@ -13,11 +14,33 @@ from pydantic import BaseModel
 from tidings.domain.errors import InvalidInput
 
 ItemT = TypeVar("ItemT")
+RowT = TypeVar("RowT")
 
 
 class Page(BaseModel, Generic[ItemT]):
     items: list[ItemT]
     next_cursor: str | None = None
+
+
+def page_of(
+    rows: Sequence[RowT],
+    limit: int,
+    to_item: Callable[[RowT], ItemT],
+    key: Callable[[RowT], str | int],
+) -> Page[ItemT]:
+    """A page of `rows`; a full page gets a cursor that continues after its last row."""
+    next_cursor = encode_cursor(key(rows[-1])) if rows and len(rows) == limit else None
+    return Page(items=[to_item(row) for row in rows], next_cursor=next_cursor)
+
+
+def int_cursor(cursor: str | None) -> int | None:
+    """Decode a cursor whose key is an integer id."""
+    after = decode_cursor(cursor)
+    if after is None:
+        return None
+    if not isinstance(after, int):
+        raise InvalidInput("the cursor is not one this API returned", field="cursor")
+    return after
 
 
 def encode_cursor(after: str | int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -47,6 +48,38 @@ def _wait_until_up(base: str, server: subprocess.Popen[bytes], deadline_s: float
     fail("the server did not answer /healthz in time")
 
 
+def _send_through_the_queue(base: str, token: str, mail_dir: Path) -> None:
+    """Queue a transactional email; the in-process worker relays it to the local SMTP sink."""
+    headers = {"Authorization": f"Bearer {token}"}
+    queued = httpx.post(
+        f"{base}/api/admin/emails",
+        headers=headers,
+        json={
+            "to": "reader@example.org",
+            "subject": "Hello from tidings",
+            "text": "This message went API -> queue -> worker -> SMTP relay.",
+            "idempotency_key": "demo-hello",
+        },
+    )
+    if queued.status_code != 202:
+        fail(f"queueing an email failed: {queued.status_code} {queued.text}")
+    job_id = queued.json()["job_id"]
+    deadline = time.monotonic() + 30
+    job = {}
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{base}/api/admin/jobs/{job_id}", headers=headers).json()
+        if job["status"] in ("done", "dead"):
+            break
+        time.sleep(0.2)
+    stored = sorted(mail_dir.glob("*.eml")) if mail_dir.exists() else []
+    if job.get("status") != "done" or not stored:
+        fail(f"the email was not delivered (job {job_id}: {job.get('status')})")
+    out_console.print(
+        f"[green]✓[/] queued an email (job {job_id}); a worker relayed it over SMTP to the "
+        f"local sink in {len(job['history'])} attempt(s): {stored[0]}"
+    )
+
+
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Leave the server running until Ctrl-C."),
 ) -> None:
@@ -54,16 +87,37 @@ def demo(
     workdir = Path(tempfile.mkdtemp(prefix="tidings-demo-"))
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    smtp_port = _free_port()
+    mail_dir = workdir / "mail"
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
         "TIDINGS_DATABASE_URL": f"sqlite:///{workdir / 'demo.db'}",
         "TIDINGS_SITE_PUBLIC_URL": base,
         "TIDINGS_LOG_FORMAT": "json",
+        "TIDINGS_EMAIL_PROVIDER": "smtp",
+        "TIDINGS_SMTP_HOST": "127.0.0.1",
+        "TIDINGS_SMTP_PORT": str(smtp_port),
+        "TIDINGS_SMTP_SECURITY": "none",
+        "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.2",
     }
-    env.pop("TIDINGS_CONFIG", None)
     out_console.rule("tidings demo")
     out_console.print(f"database: {workdir / 'demo.db'} (fresh)")
     log_file = (workdir / "server.log").open("wb")
+    sink = subprocess.Popen(  # noqa: S603 - our own executable with fixed arguments
+        [
+            sys.executable,
+            "-m",
+            "tidings",
+            "dev-smtp",
+            "--port",
+            str(smtp_port),
+            "--store",
+            str(mail_dir),
+        ],
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
     server = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", "tidings", "serve", "--port", str(port)],
         env=env,
@@ -79,7 +133,7 @@ def demo(
         created = _tidings("keys", "create", "demo", "--json", env=env)
         if created.returncode != 0:
             fail(f"keys create failed: {created.stderr.strip()}")
-        token = __import__("json").loads(created.stdout)["key"]
+        token = json.loads(created.stdout)["key"]
         out_console.print(f"[green]✓[/] created an admin API key: {token[:15]}…")
         anonymous = httpx.get(f"{base}/api/admin/keys")
         keys = httpx.get(f"{base}/api/admin/keys", headers={"Authorization": f"Bearer {token}"})
@@ -90,13 +144,15 @@ def demo(
         )
         if anonymous.status_code != 401 or keys.status_code != 200:
             fail("admin authentication did not behave as documented")
+        _send_through_the_queue(base, token, mail_dir)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")
             server.wait()
     finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+        for process in (server, sink):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)
         log_file.close()
     out_console.print(
         f"[green]✓[/] server stopped cleanly (exit {server.returncode}); "

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel
 
 from tidings.api.deps import ContainerDep
-from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.domain.jobs import JobStatus
 from tidings.queue.store import Job
 
@@ -67,12 +67,10 @@ async def list_jobs(
     limit: Limit = 100,
     cursor: Cursor = None,
 ) -> Page[JobPublic]:
-    before = decode_cursor(cursor)
     jobs = await container.queue.list_jobs(
-        status=status, kind=kind, before_id=int(before) if before else None, limit=limit
+        status=status, kind=kind, before_id=int_cursor(cursor), limit=limit
     )
-    next_cursor = encode_cursor(jobs[-1].id) if len(jobs) == limit else None
-    return Page(items=[JobPublic.of(job) for job in jobs], next_cursor=next_cursor)
+    return page_of(jobs, limit, JobPublic.of, key=lambda job: job.id)
 
 
 def _detail(job: Job, attempts: list[dict[str, Any]]) -> JobDetail:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
-from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from tidings.storage.apikeys import ApiKeyRow
 
 router = APIRouter(prefix="/keys", tags=["admin: keys"])
@@ -48,8 +48,7 @@ async def list_keys(
 ) -> Page[ApiKeyPublic]:
     after = decode_cursor(cursor)
     rows = await container.api_keys.list(after_id=str(after) if after else None, limit=limit)
-    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
-    return Page(items=[ApiKeyPublic.of(row) for row in rows], next_cursor=next_cursor)
+    return page_of(rows, limit, ApiKeyPublic.of, key=lambda row: row.id)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create an API key")

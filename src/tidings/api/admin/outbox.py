@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel
 
 from tidings.api.deps import ContainerDep
-from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.storage.outbox import CapturedMessage
 
 router = APIRouter(prefix="/outbox", tags=["admin: captured mail"])
@@ -42,12 +42,8 @@ class CapturedPublic(BaseModel):
 async def list_captured(
     container: ContainerDep, limit: Limit = 50, cursor: Cursor = None
 ) -> Page[CapturedPublic]:
-    before = decode_cursor(cursor)
-    messages = await container.captured_mail.list(
-        before_id=int(before) if before else None, limit=limit
-    )
-    next_cursor = encode_cursor(messages[-1].id) if len(messages) == limit else None
-    return Page(items=[CapturedPublic.of(m) for m in messages], next_cursor=next_cursor)
+    messages = await container.captured_mail.list(before_id=int_cursor(cursor), limit=limit)
+    return page_of(messages, limit, CapturedPublic.of, key=lambda message: message.id)
 
 
 @router.get("/{message_id}", summary="One captured message's metadata")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
-from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, encode_cursor
+from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.storage.webhooks import DeliveryRow, EndpointRow
 
 router = APIRouter(prefix="/webhooks", tags=["admin: webhooks"])
@@ -82,12 +82,8 @@ async def create_endpoint(container: ContainerDep, body: EndpointCreate) -> Endp
 async def list_endpoints(
     container: ContainerDep, limit: Limit = 100, cursor: Cursor = None
 ) -> Page[EndpointPublic]:
-    after = decode_cursor(cursor)
-    rows = await container.webhooks.list_endpoints(
-        after_id=int(after) if after else None, limit=limit
-    )
-    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
-    return Page(items=[EndpointPublic.of(row) for row in rows], next_cursor=next_cursor)
+    rows = await container.webhooks.list_endpoints(after_id=int_cursor(cursor), limit=limit)
+    return page_of(rows, limit, EndpointPublic.of, key=lambda row: row.id)
 
 
 @router.get("/{endpoint_id}", summary="One endpoint")
@@ -134,12 +130,10 @@ async def send_test(container: ContainerDep, endpoint_id: EndpointId) -> Deliver
 async def list_deliveries(
     container: ContainerDep, endpoint_id: EndpointId, limit: Limit = 100, cursor: Cursor = None
 ) -> Page[DeliveryPublic]:
-    before = decode_cursor(cursor)
     rows = await container.webhooks.list_deliveries(
-        endpoint_id, before_id=int(before) if before else None, limit=limit
+        endpoint_id, before_id=int_cursor(cursor), limit=limit
     )
-    next_cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
-    return Page(items=[DeliveryPublic.of(row) for row in rows], next_cursor=next_cursor)
+    return page_of(rows, limit, DeliveryPublic.of, key=lambda row: row.id)
 
 
 @router.post(

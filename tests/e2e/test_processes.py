@@ -1,0 +1,83 @@
+"""The worker process honours SIGTERM/SIGINT, and the benchmarks run and print JSON."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from tidings.storage import migrate
+from tidings.storage.database import create_database
+
+
+def _env(database_url: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+    return {**clean, "TIDINGS_DATABASE_URL": database_url, "TIDINGS_LOG_FORMAT": "json"}
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+async def test_worker_stops_cleanly_on_signal(database_url: str, stop_signal: int) -> None:
+    # Deploys send SIGTERM: the worker must stop claiming, drain, and exit 0 (not crash).
+    database = create_database(database_url)
+    await migrate.upgrade(database)
+    await database.dispose()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "worker",
+        env=_env(database_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    started = await asyncio.wait_for(process.stdout.readline(), 30)
+    assert b"worker.started" in started
+    process.send_signal(stop_signal)
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, output.decode()
+    assert b"worker.stopped" in output
+
+
+async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "worker",
+        env=_env(sqlite_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, errors = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 1
+    assert b"tidings migrate" in errors
+
+
+async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
+    # BEN-3: the figures are for people; the test checks only that they are there.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "bench",
+        "queue",
+        "--jobs",
+        "40",
+        "--workers",
+        "2",
+        env=_env(database_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    output, errors = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, errors.decode()
+    result = json.loads(output)
+    assert result["database"] == database_url.split(":")[0]
+    assert result["jobs"] == 40
+    assert sum(result["handled_per_worker"]) == 40
+    for key in ("jobs_per_second", "claim_only_per_second", "fraction_of_claim_only"):
+        assert result[key] > 0
+    assert all(rss > 0 for rss in result["worker_max_rss_mib"])
