@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tidings.access.keys import ApiKeys
+from tidings.audience.context import AudienceContext
+from tidings.audience.newsletters import Newsletters
+from tidings.audience.public import PublicFlows
+from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
+from tidings.audience.subscribers import Subscribers
+from tidings.audience.suppression import Suppressions
 from tidings.config import Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
@@ -33,6 +39,19 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class SiteSecret:
+    """The site secret, loaded by `start()` (from settings, or generated once and kept in the
+    database). Services read it lazily, after start-up."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+    def __call__(self) -> str:
+        if self.value is None:
+            raise RuntimeError("the site secret is not loaded yet: start the container first")
+        return self.value
+
+
 @dataclass
 class Container:
     """Everything one process needs, built once from settings."""
@@ -45,7 +64,12 @@ class Container:
     webhooks: Webhooks
     captured_mail: CapturedMail
     mailer: Mailer
-    site_secret: str | None = None
+    site_secret: SiteSecret
+    public: PublicFlows
+    newsletters: Newsletters
+    subscribers: Subscribers
+    suppressions: Suppressions
+    subscribe_limiter: SubscribeRateLimiter
     _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -110,7 +134,10 @@ class Container:
     async def run_workers(self, stop: asyncio.Event) -> None:
         """Consume every job kind until `stop` is set, then drain (SIGTERM semantics)."""
         await self.queue.run_workers(
-            self.handler_registry(), stop, on_outcome=self.metrics.record_job_outcome
+            self.handler_registry(),
+            stop,
+            on_outcome=self.metrics.record_job_outcome,
+            maintenance=[self.subscribe_limiter.prune],
         )
 
 
@@ -136,15 +163,41 @@ def build(settings: Settings) -> Container:
     )
     queue = JobQueue(db, queue_policy(settings), utcnow)
     overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
+    webhooks = Webhooks(db, queue, utcnow, rotation_overlap=overlap)
+    mailer = Mailer(db, queue)
+    site_secret = SiteSecret()
+    audience = AudienceContext(
+        db=db,
+        now=utcnow,
+        secret=site_secret,
+        mailer=mailer,
+        webhooks=webhooks,
+        public_url=str(settings.site.public_url).rstrip("/"),
+        site_name=settings.site.name,
+        confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
+    )
+    limits = SubscribeLimits(
+        per_ip=settings.audience.subscribe_limit_per_ip,
+        per_address=settings.audience.subscribe_limit_per_address,
+        window_seconds=settings.audience.rate_limit_window_seconds,
+    )
+    limiter = SubscribeRateLimiter(audience, limits)
+    public = PublicFlows(audience, limiter)
     return Container(
         settings=settings,
         db=db,
         metrics=Metrics(),
         api_keys=ApiKeys(db, utcnow),
         queue=queue,
-        webhooks=Webhooks(db, queue, utcnow, rotation_overlap=overlap),
+        webhooks=webhooks,
         captured_mail=CapturedMail(db),
-        mailer=Mailer(db, queue),
+        mailer=mailer,
+        site_secret=site_secret,
+        public=public,
+        newsletters=Newsletters(audience),
+        subscribers=Subscribers(audience, public),
+        suppressions=Suppressions(audience),
+        subscribe_limiter=limiter,
     )
 
 
@@ -154,10 +207,10 @@ async def start(container: Container, *, apply_migrations: bool) -> None:
         await migrate.upgrade(container.db)
     configured = container.settings.site.secret
     if configured is not None:
-        container.site_secret = configured.get_secret_value()
+        container.site_secret.value = configured.get_secret_value()
     elif await migrate.is_at_head(container.db):
         async with container.db.write() as conn:
-            container.site_secret = await get_or_create_secret(
+            container.site_secret.value = await get_or_create_secret(
                 conn, "site", candidate=secrets.token_urlsafe(32), now=utcnow()
             )
 

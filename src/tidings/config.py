@@ -204,6 +204,21 @@ class WebhookSettings(_Section):
     )
 
 
+class AudienceSettings(_Section):
+    confirm_token_ttl_hours: int = Field(
+        default=72, ge=1, le=24 * 30, description="How long a confirmation link stays valid."
+    )
+    subscribe_limit_per_ip: int = Field(
+        default=20, ge=1, description="Subscribe requests per client address per window."
+    )
+    subscribe_limit_per_address: int = Field(
+        default=5, ge=1, description="Subscribe requests per target email address per window."
+    )
+    rate_limit_window_seconds: int = Field(
+        default=3600, ge=1, description="Length of the subscribe rate-limit window."
+    )
+
+
 class Settings(BaseSettings):
     """The effective configuration of one tidings process."""
 
@@ -224,6 +239,7 @@ class Settings(BaseSettings):
     email: EmailSettings = EmailSettings()
     smtp: SmtpSettings = SmtpSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    audience: AudienceSettings = AudienceSettings()
 
     @model_validator(mode="after")
     def _send_deadline_inside_lease(self) -> Settings:

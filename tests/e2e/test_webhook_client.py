@@ -393,7 +393,11 @@ async def test_a_slow_host_cannot_starve_another(make_client: Callable[..., Webh
 
         release.set()
         results = await asyncio.gather(*in_flight)
-    assert {result.outcome for result in results} == {Outcome.DELIVERED}
+    # Requests beyond the host's bound are not queued behind it: they come back BUSY at once,
+    # so the caller (the webhook job) can defer them without holding a worker slot.
+    outcomes = [result.outcome for result in results]
+    assert outcomes.count(Outcome.DELIVERED) == 4
+    assert outcomes.count(Outcome.BUSY) == 8
     assert slow.max_active == 4
 
 

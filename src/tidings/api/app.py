@@ -10,10 +10,21 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from tidings import __version__
 from tidings.api import health
-from tidings.api.admin import emails, jobs, keys, outbox, webhooks
+from tidings.api.admin import (
+    emails,
+    jobs,
+    keys,
+    newsletters,
+    outbox,
+    subscribers,
+    suppressions,
+    webhooks,
+)
 from tidings.api.deps import require_admin_key
 from tidings.api.errors import install_error_handlers
 from tidings.api.middleware import BodySizeLimit, RequestContext, RouteTemplates
+from tidings.api.public import json as public_json
+from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
 
@@ -47,6 +58,8 @@ def create_app(
     app.state.container = container
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(public_json.router)
+    app.include_router(public_pages.router)
     app.include_router(admin_router())
     app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes)
     routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
@@ -57,7 +70,7 @@ def create_app(
 def admin_router() -> APIRouter:
     """Every admin route hangs off this router, which requires an admin API key."""
     router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
-    for module in (keys, jobs, emails, outbox, webhooks):
+    for module in (newsletters, subscribers, suppressions, keys, jobs, emails, outbox, webhooks):
         router.include_router(module.router)
     return router
 

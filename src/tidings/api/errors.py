@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tidings.audience.public import LinkProblem
 from tidings.domain.errors import (
     Conflict,
     InvalidInput,
@@ -26,6 +27,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     InvalidInput: 422,
     Unauthenticated: 401,
     NotFound: 404,
+    LinkProblem: 404,
     Conflict: 409,
     PayloadTooLarge: 413,
     RateLimited: 429,

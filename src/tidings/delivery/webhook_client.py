@@ -31,6 +31,7 @@ class Outcome(StrEnum):
     RETRY = "retry"  # 408, 429, 5xx, timeouts, connection errors: retry, honouring retry_after
     REJECTED = "rejected"  # other 3xx/4xx: recorded and retried on the normal schedule
     BLOCKED = "blocked"  # the guard refused the address, or the URL cannot be sent at all
+    BUSY = "busy"  # every slot for this host is in use: not attempted, try again shortly
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,11 @@ class _HostSlots:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._users: dict[str, int] = {}
 
+    def busy(self, host: str) -> bool:
+        """True when every slot for `host` is taken: a new request would only wait."""
+        semaphore = self._semaphores.get(host)
+        return semaphore is not None and semaphore.locked()
+
     @asynccontextmanager
     async def hold(self, host: str) -> AsyncIterator[None]:
         semaphore = self._semaphores.setdefault(host, asyncio.Semaphore(self._limit))
@@ -154,9 +160,14 @@ class WebhookClient:
         if target.scheme not in ("http", "https") or not target.host:
             return WebhookResponse(Outcome.BLOCKED, None, elapsed_ms(), error="invalid url")
 
+        host = target.host.removesuffix(".")
+        if self._slots.busy(host):
+            # Don't queue behind a slow host while holding a worker slot: the caller defers
+            # this delivery, and deliveries to other hosts keep flowing (DLV-7).
+            return WebhookResponse(Outcome.BUSY, None, elapsed_ms(), error="host busy")
         try:
             async with asyncio.timeout(self._deadline_seconds):
-                async with self._slots.hold(target.host.removesuffix(".")):
+                async with self._slots.hold(host):
                     status, retry_after, text = await self._send(target, body, headers)
         except AddressBlocked as exc:
             return WebhookResponse(

@@ -19,9 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.signing import generate_secret, sign_headers
 from tidings.delivery.webhook_client import Outcome, WebhookClient
-from tidings.domain.errors import InvalidInput, NotFound
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.events import WEBHOOK_EVENT_TYPES, validate_event_types
-from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
+from tidings.queue import store as job_store
 from tidings.queue.service import JobQueue
 from tidings.queue.store import Job
 from tidings.storage import webhooks as queries
@@ -30,6 +31,7 @@ from tidings.storage.webhooks import DeliveryRow, EndpointRow
 
 DELIVER_WEBHOOK = "deliver_webhook"
 MAX_URL_LENGTH = 2000
+HOST_BUSY_RETRY_SECONDS = 1.0
 log = structlog.get_logger("tidings.webhooks")
 
 
@@ -204,14 +206,24 @@ class Webhooks:
 
     async def replay_delivery(self, delivery_id: int) -> DeliveryRow:
         """Send a delivery again (same `webhook-id`, so receivers can tell it is a repeat)."""
-        async with self._db.read() as conn:
+        now = self._now()
+        async with self._db.write() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
             if delivery is None:
                 raise NotFound(f"no webhook delivery with id {delivery_id}")
-        job, _ = await self._queue.get_by_key(f"webhook:{delivery_id}")
-        await self._queue.replay(job.id)
-        async with self._db.write() as conn:
-            await queries.reset_delivery(conn, delivery_id, now=self._now())
+            job = await job_store.get_by_key(conn, f"webhook:{delivery_id}")
+            if job is not None and job.status is JobStatus.RUNNING:
+                raise Conflict("the delivery is being attempted right now; try again shortly")
+            await queries.reset_delivery(conn, delivery_id, now=now)
+            if job is None:  # pruned after retention: a fresh job, same delivery and webhook-id
+                await self._queue.enqueue(
+                    conn,
+                    DELIVER_WEBHOOK,
+                    f"webhook:{delivery_id}:replay:{uuid.uuid4().hex}",
+                    {"delivery_id": delivery_id},
+                )
+            else:
+                await job_store.replay(conn, job.id, now=now)
             refreshed = await queries.get_delivery(conn, delivery_id)
         assert refreshed is not None
         return refreshed
@@ -248,6 +260,8 @@ class WebhookJobHandler:
             "content-type": "application/json",
         }
         response = await self._client.post(endpoint.url, body, headers)
+        if response.outcome is Outcome.BUSY:
+            raise Defer("destination host busy", seconds=HOST_BUSY_RETRY_SECONDS)
         status = {
             Outcome.DELIVERED: "delivered",
             Outcome.GONE: "gone",

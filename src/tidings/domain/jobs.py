@@ -33,3 +33,15 @@ class GiveUp(TidingsError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Defer(TidingsError):
+    """Not attempted now because a shared resource is busy (a slow webhook host's slots):
+    the job is due again after `seconds` without spending one of its attempts."""
+
+    code = "job_deferred"
+
+    def __init__(self, reason: str, *, seconds: float) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.seconds = seconds

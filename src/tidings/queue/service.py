@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -109,13 +109,15 @@ class JobQueue:
         stop: asyncio.Event,
         *,
         on_outcome: Callable[[str, str], None] | None = None,
+        maintenance: Sequence[Callable[[], Awaitable[int]]] = (),
     ) -> None:
-        """Consume every registered kind until `stop`, pruning on an interval and, on
-        PostgreSQL, waking on NOTIFY. Returns after in-flight work drained."""
+        """Consume every registered kind until `stop`, pruning (and running `maintenance`
+        tasks) on an interval and, on PostgreSQL, waking on NOTIFY. Returns after in-flight
+        work drained."""
         worker = Worker(self.db, registry, self.policy, self._now, on_outcome=on_outcome)
         helpers = [
             asyncio.create_task(listen_for_jobs(self.db, worker.wake, stop)),
-            asyncio.create_task(self._prune_loop(stop)),
+            asyncio.create_task(self._prune_loop(stop, maintenance)),
         ]
         try:
             await worker.run(stop)
@@ -126,10 +128,14 @@ class JobQueue:
                 with contextlib.suppress(asyncio.CancelledError):
                     await helper
 
-    async def _prune_loop(self, stop: asyncio.Event) -> None:
+    async def _prune_loop(
+        self, stop: asyncio.Event, maintenance: Sequence[Callable[[], Awaitable[int]]]
+    ) -> None:
         while not stop.is_set():
             try:
                 removed = await self.prune_once()
+                for task in maintenance:
+                    removed += await task()
                 if removed:
                     log.info("queue.pruned", removed=removed)
             except Exception as exc:

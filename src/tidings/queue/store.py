@@ -12,12 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
 from tidings.storage.tables import job_attempts, jobs
+from tidings.storage.upsert import insert_for
 
 NOTIFY_CHANNEL = "tidings_jobs"
 
@@ -70,7 +69,7 @@ async def enqueue(
         "updated_at": now,
     }
     dialect = conn.dialect.name
-    statement = (pg_insert if dialect == "postgresql" else sqlite_insert)(jobs).values(values)
+    statement = insert_for(conn, jobs).values(values)
     inserted = await conn.execute(
         statement.on_conflict_do_nothing(index_elements=["idempotency_key"]).returning(jobs)
     )
@@ -101,6 +100,7 @@ async def claim(
     double-claiming; on SQLite the caller's `BEGIN IMMEDIATE` transaction is the only writer,
     which gives the same guarantee (the clause is not rendered there). Commit before working.
     """
+    await bury_abandoned(conn, kinds=kinds, now=now)
     candidates = (
         select(jobs.c.id)
         .where(jobs.c.kind.in_(kinds), _claimable(now))
@@ -182,6 +182,46 @@ async def retry(
 
 async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
     return await _settle(conn, job, status=JobStatus.DEAD, outcome="dead", now=now, error=error)
+
+
+async def defer(conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime) -> bool:
+    """Give the claim back unspent: due again at `run_at`, the attempt not counted."""
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
+        .values(
+            status=JobStatus.PENDING.value,
+            claim_token=None,
+            locked_until=None,
+            attempts=jobs.c.attempts - 1,
+            run_at=run_at,
+            updated_at=now,
+        )
+    )
+    return result.rowcount == 1
+
+
+async def bury_abandoned(conn: AsyncConnection, *, kinds: list[str], now: datetime) -> int:
+    """Jobs whose lease ran out on their last attempt are dead, not reclaimed: a job that
+    kills its worker every time (out of memory, a crash) must not loop forever."""
+    result = await conn.execute(
+        update(jobs)
+        .where(
+            jobs.c.kind.in_(kinds),
+            jobs.c.status == JobStatus.RUNNING.value,
+            jobs.c.locked_until < now,
+            jobs.c.attempts >= jobs.c.max_attempts,
+        )
+        .values(
+            status=JobStatus.DEAD.value,
+            claim_token=None,
+            locked_until=None,
+            finished_at=now,
+            updated_at=now,
+            last_error="lease expired on the final attempt (worker lost)",
+        )
+    )
+    return int(result.rowcount)
 
 
 async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease: timedelta) -> bool:

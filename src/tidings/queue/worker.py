@@ -7,19 +7,21 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.backoff import is_exhausted, retry_delay
-from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.domain.jobs import Defer, GiveUp, RetryLater
 from tidings.queue import store
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
 from tidings.queue.store import Job
 from tidings.storage.database import Database
 
 log = structlog.get_logger("tidings.queue")
+OUTCOME_WRITE_TRIES = 5
 
 
 class Worker:
@@ -125,6 +127,14 @@ class Worker:
             permanent = False
             try:
                 await self._run_handler(registration, job)
+            except Defer as exc:
+                delay = timedelta(seconds=exc.seconds)
+                await self._write_outcome(
+                    job,
+                    "deferred",
+                    lambda conn, now: store.defer(conn, job, now=now, run_at=now + delay),
+                )
+                return
             except RetryLater as exc:
                 error, retry_after = exc.reason, exc.retry_after_seconds
             except GiveUp as exc:
@@ -162,29 +172,65 @@ class Worker:
     async def _record(
         self, job: Job, error: str | None, *, retry_after: float | None, permanent: bool
     ) -> None:
-        now = self._now()
-        async with self._db.write() as conn:
-            if error is None:
-                outcome, kept = "done", await store.complete(conn, job, now=now)
-            elif permanent or is_exhausted(job.attempts, job.max_attempts):
-                outcome, kept = "dead", await store.bury(conn, job, now=now, error=error)
-            else:
-                delay = retry_delay(
-                    job.attempts,
-                    base_seconds=self._policy.backoff_base_seconds,
-                    max_seconds=self._policy.backoff_max_seconds,
-                    uniform=self._uniform,
-                    retry_after_seconds=retry_after,
-                )
-                outcome = "retry"
-                kept = await store.retry(
+        if error is None:
+            await self._write_outcome(
+                job, "done", lambda conn, now: store.complete(conn, job, now=now)
+            )
+        elif permanent or is_exhausted(job.attempts, job.max_attempts):
+            await self._write_outcome(
+                job,
+                "dead",
+                lambda conn, now: store.bury(conn, job, now=now, error=error),
+                error=error,
+            )
+        else:
+            delay = retry_delay(
+                job.attempts,
+                base_seconds=self._policy.backoff_base_seconds,
+                max_seconds=self._policy.backoff_max_seconds,
+                uniform=self._uniform,
+                retry_after_seconds=retry_after,
+            )
+            await self._write_outcome(
+                job,
+                "retry",
+                lambda conn, now: store.retry(
                     conn, job, now=now, run_at=now + timedelta(seconds=delay), error=error
+                ),
+                error=error,
+            )
+
+    async def _write_outcome(
+        self,
+        job: Job,
+        outcome: str,
+        write: Callable[[AsyncConnection, datetime], Awaitable[bool]],
+        *,
+        error: str | None = None,
+    ) -> None:
+        """Write an outcome under the claim token. A database hiccup is retried while the
+        lease lasts; if it never succeeds the lease expires and the job is reclaimed."""
+        kept = False
+        for attempt in range(OUTCOME_WRITE_TRIES):
+            try:
+                async with self._db.write() as conn:
+                    kept = await write(conn, self._now())
+                break
+            except Exception as exc:
+                log.warning(
+                    "job.outcome_write_failed",
+                    error_type=type(exc).__name__,
+                    outcome=outcome,
+                    try_number=attempt + 1,
                 )
+                await asyncio.sleep(min(2.0**attempt, self._policy.lease_seconds / 10))
+        else:
+            return
         if not kept:
             log.warning("job.outcome_refused", reason="claim_token_mismatch", outcome=outcome)
             outcome = "refused"
         else:
-            level = "info" if outcome == "done" else "warning"
+            level = "info" if outcome in ("done", "deferred") else "warning"
             getattr(log, level)(f"job.{outcome}", attempt=job.attempts, error=error)
         if self._on_outcome is not None:
             self._on_outcome(job.kind, outcome)

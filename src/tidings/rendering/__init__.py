@@ -1,12 +1,15 @@
 """Campaign rendering: the design system, Markdown/HTML content, segments and personalisation.
 
 Render each segment once (`render_segment`), then personalise per recipient as bytes
-(`SegmentRendering.personalise`). See docs/rendering.md.
+(`SegmentRendering.personalise`). The same design system renders transactional notices
+(`render_confirmation_email`) and the public pages (`Pages`). See docs/rendering.md.
 """
 
 from tidings.rendering.content import CampaignContent
 from tidings.rendering.engine import TemplateEngine, default_engine
 from tidings.rendering.mime import ListInfo, Sender
+from tidings.rendering.notice import Notice, render_confirmation_email, render_notice
+from tidings.rendering.pages import LinkProblem, Pages, PreferenceItem
 from tidings.rendering.render import (
     SIZE_WARNING_BYTES,
     Preview,
@@ -24,7 +27,11 @@ __all__ = [
     "SAMPLE_RECIPIENT",
     "SIZE_WARNING_BYTES",
     "CampaignContent",
+    "LinkProblem",
     "ListInfo",
+    "Notice",
+    "Pages",
+    "PreferenceItem",
     "Preview",
     "RecipientValues",
     "SegmentRendering",
@@ -34,5 +41,7 @@ __all__ = [
     "check_content",
     "default_engine",
     "preview",
+    "render_confirmation_email",
+    "render_notice",
     "render_segment",
 ]

@@ -157,3 +157,133 @@ webhook_deliveries = Table(
     ),
 )
 Index(None, webhook_deliveries.c.endpoint_id, webhook_deliveries.c.id)
+
+# -- audience (SPEC §4) ------------------------------------------------------------------
+
+newsletters = Table(
+    "newsletters",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("slug", String(64), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("description", Text(), nullable=False, server_default=""),
+    Column("sender_name", String(200), nullable=False),
+    Column("sender_address", String(320), nullable=False),
+    Column("reply_to", String(320), nullable=True),
+    Column("double_opt_in", Boolean(), nullable=False, server_default="1"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("slug"),
+)
+
+subscribers = Table(
+    "subscribers",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    # Trimmed, domain lower-cased; `email_key` is fully lower-cased and carries the
+    # (non-partial) uniqueness, so two spellings of one mailbox are one subscriber (AUD-2).
+    Column("email", String(320), nullable=False),
+    Column("email_key", String(320), nullable=False),
+    # Keyed hash of `email_key`: joins the suppression list, which outlives this row (AUD-8).
+    Column("email_hash", String(64), nullable=False),
+    Column("name", String(200), nullable=True),
+    Column("tier", String(16), nullable=False, server_default="free"),
+    Column("attributes", Json, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("email_key"),
+    CheckConstraint("tier IN ('free', 'paid', 'comped')", name="tier"),
+)
+Index(None, subscribers.c.email_hash)
+Index(None, subscribers.c.tier)
+
+labels = Table(
+    "labels",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("name"),
+)
+
+subscriber_labels = Table(
+    "subscriber_labels",
+    metadata,
+    Column(
+        "subscriber_id",
+        BigId,
+        ForeignKey("subscribers.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("label_id", BigId, ForeignKey("labels.id", ondelete="CASCADE"), primary_key=True),
+)
+Index(None, subscriber_labels.c.label_id)
+
+subscriptions = Table(
+    "subscriptions",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column(
+        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("source", String(16), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("confirmed_at", UTCDateTime(), nullable=True),
+    # Where consent came from: an IP for a confirmed link, "admin:<key id>" for an assertion.
+    Column("consent_evidence", String(200), nullable=True),
+    Column("unsubscribed_at", UTCDateTime(), nullable=True),
+    Column("unsubscribe_count", Integer, nullable=False, server_default="0"),
+    Column("last_unsubscribed_at", UTCDateTime(), nullable=True),
+    # Only a hash of the confirmation token is kept; the token itself is a bearer secret.
+    Column("confirm_token_hash", String(64), nullable=True),
+    Column("confirm_token_expires_at", UTCDateTime(), nullable=True),
+    # Not partial: a re-subscribe revives this row, keeping its creation date and history.
+    UniqueConstraint("subscriber_id", "newsletter_id"),
+    UniqueConstraint("confirm_token_hash"),
+    CheckConstraint("source IN ('form', 'api', 'import', 'admin')", name="source"),
+    CheckConstraint(
+        "unsubscribed_at IS NULL OR (unsubscribe_count >= 1 AND last_unsubscribed_at IS NOT NULL)",
+        name="unsubscribed_has_history",
+    ),
+)
+Index(None, subscriptions.c.newsletter_id, subscriptions.c.subscriber_id)
+
+suppressions = Table(
+    "suppressions",
+    metadata,
+    Column("email_hash", String(64), primary_key=True),
+    Column("reason", String(32), nullable=False),
+    Column("note", String(500), nullable=True),
+    Column("created_by", String(100), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    CheckConstraint(
+        "reason IN ('hard_bounce', 'complaint', 'admin', 'unsubscribe_all')", name="reason"
+    ),
+)
+
+suppression_log = Table(
+    "suppression_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("email_hash", String(64), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("note", String(500), nullable=True),
+    Column("actor", String(100), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    CheckConstraint("action IN ('suppress', 'lift')", name="action"),
+)
+Index(None, suppression_log.c.email_hash)
+
+rate_limits = Table(
+    "rate_limits",
+    metadata,
+    Column("bucket", String(100), primary_key=True, comment="scope:keyed-hash, never raw PII"),
+    Column("window_start", UTCDateTime(), primary_key=True),
+    Column("hits", Integer, nullable=False),
+)
+Index(None, rate_limits.c.window_start)

@@ -1,0 +1,81 @@
+"""Admin newsletters: create, list, get, update, delete (AUD-1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.storage.newsletters import NewsletterRow
+
+router = APIRouter(prefix="/newsletters", tags=["admin: newsletters"])
+Slug = Annotated[str, Path(max_length=64)]
+SingleLine = r"^[^\r\n\x00]*$"
+
+
+class NewsletterCreate(BaseModel):
+    slug: str = Field(max_length=64, description="URL name: lowercase letters, digits, dashes.")
+    name: str = Field(min_length=1, max_length=200, pattern=SingleLine)
+    description: str = Field(default="", max_length=2000)
+    sender_name: str = Field(min_length=1, max_length=200, pattern=SingleLine)
+    sender_address: str = Field(max_length=320)
+    reply_to: str | None = Field(default=None, max_length=320)
+    double_opt_in: bool = Field(default=True, description="Require a confirmation click.")
+
+
+class NewsletterUpdate(BaseModel):
+    slug: str | None = Field(default=None, max_length=64)
+    name: str | None = Field(default=None, min_length=1, max_length=200, pattern=SingleLine)
+    description: str | None = Field(default=None, max_length=2000)
+    sender_name: str | None = Field(default=None, min_length=1, max_length=200, pattern=SingleLine)
+    sender_address: str | None = Field(default=None, max_length=320)
+    reply_to: str | None = Field(default=None, max_length=320)
+    double_opt_in: bool | None = None
+
+
+class NewsletterPublic(BaseModel):
+    id: int
+    slug: str
+    name: str
+    description: str
+    sender_name: str
+    sender_address: str
+    reply_to: str | None
+    double_opt_in: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: NewsletterRow) -> NewsletterPublic:
+        return cls(**{name: getattr(row, name) for name in cls.model_fields})
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create a newsletter")
+async def create_newsletter(container: ContainerDep, body: NewsletterCreate) -> NewsletterPublic:
+    return NewsletterPublic.of(await container.newsletters.create(**body.model_dump()))
+
+
+@router.get("", summary="List newsletters")
+async def list_newsletters(container: ContainerDep) -> list[NewsletterPublic]:
+    return [NewsletterPublic.of(row) for row in await container.newsletters.list()]
+
+
+@router.get("/{slug}", summary="One newsletter")
+async def get_newsletter(container: ContainerDep, slug: Slug) -> NewsletterPublic:
+    return NewsletterPublic.of(await container.newsletters.get(slug))
+
+
+@router.patch("/{slug}", summary="Change a newsletter")
+async def update_newsletter(
+    container: ContainerDep, slug: Slug, body: NewsletterUpdate
+) -> NewsletterPublic:
+    changes = body.model_dump(exclude_unset=True)
+    return NewsletterPublic.of(await container.newsletters.update(slug, **changes))
+
+
+@router.delete("/{slug}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete (if empty)")
+async def delete_newsletter(container: ContainerDep, slug: Slug) -> None:
+    await container.newsletters.delete(slug)

@@ -1,0 +1,184 @@
+"""Admin subscribers: search, get, create, update, subscriptions, privacy export and delete."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import AdminKey, ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
+from tidings.audience.subscribers import SubscriberView
+from tidings.domain.audience import SubscriptionState
+
+router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])
+SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
+Labels = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=50)]
+
+
+class SubscriptionRequest(BaseModel):
+    newsletter: str = Field(max_length=64)
+    confirmed: bool = Field(
+        default=False,
+        description=(
+            "True records consent asserted by you (the admin key is kept as evidence); "
+            "false sends a confirmation email."
+        ),
+    )
+
+
+class SubscriberCreate(BaseModel):
+    email: str = Field(max_length=320)
+    name: str | None = Field(default=None, max_length=200)
+    tier: str = Field(default="free", max_length=16)
+    labels: Labels = Field(default_factory=list)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    subscriptions: list[SubscriptionRequest] = Field(default_factory=list, max_length=100)
+
+
+class SubscriberUpdate(BaseModel):
+    name: str | None = Field(default=None, max_length=200)
+    tier: str | None = Field(default=None, max_length=16)
+    labels: Labels | None = None
+    attributes: dict[str, Any] | None = None
+
+
+class SubscriptionPublic(BaseModel):
+    newsletter: str
+    newsletter_name: str
+    state: SubscriptionState
+    source: str
+    created_at: datetime
+    confirmed_at: datetime | None
+    consent_evidence: str | None
+    unsubscribed_at: datetime | None
+    unsubscribe_count: int
+    last_unsubscribed_at: datetime | None
+
+
+class SubscriberPublic(BaseModel):
+    id: int
+    email: str
+    name: str | None
+    tier: str
+    labels: list[str]
+    attributes: dict[str, Any]
+    suppressed: bool
+    subscriptions: list[SubscriptionPublic]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, view: SubscriberView) -> SubscriberPublic:
+        row = view.subscriber
+        return cls(
+            id=row.id,
+            email=row.email,
+            name=row.name,
+            tier=row.tier,
+            labels=view.labels,
+            attributes=row.attributes,
+            suppressed=view.suppressed,
+            subscriptions=[
+                SubscriptionPublic(**{k: getattr(s, k) for k in SubscriptionPublic.model_fields})
+                for s in view.subscriptions
+            ],
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+
+@router.get("", summary="Search subscribers")
+async def search_subscribers(
+    container: ContainerDep,
+    newsletter: Annotated[str | None, Query(max_length=64)] = None,
+    state: SubscriptionState | None = None,
+    tier: Annotated[str | None, Query(max_length=16)] = None,
+    label: Annotated[str | None, Query(max_length=64)] = None,
+    q: Annotated[str | None, Query(max_length=200, description="Part of email or name.")] = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+) -> Page[SubscriberPublic]:
+    views = await container.subscribers.search(
+        newsletter=newsletter,
+        state=state,
+        tier=tier,
+        label=label,
+        text=q,
+        after_id=int_cursor(cursor),
+        limit=limit,
+    )
+    return page_of(views, limit, SubscriberPublic.of, key=lambda view: view.subscriber.id)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create a subscriber")
+async def create_subscriber(
+    container: ContainerDep, key: AdminKey, body: SubscriberCreate
+) -> SubscriberPublic:
+    view = await container.subscribers.create(
+        email=body.email,
+        name=body.name,
+        tier=body.tier,
+        labels=body.labels,
+        attributes=body.attributes,
+        subscribe_to=[(s.newsletter, s.confirmed) for s in body.subscriptions],
+        actor=key.id,
+    )
+    return SubscriberPublic.of(view)
+
+
+@router.get("/{subscriber_id}", summary="One subscriber with subscriptions")
+async def get_subscriber(container: ContainerDep, subscriber_id: SubscriberId) -> SubscriberPublic:
+    return SubscriberPublic.of(await container.subscribers.get(subscriber_id))
+
+
+@router.patch("/{subscriber_id}", summary="Change name, tier, labels or attributes")
+async def update_subscriber(
+    container: ContainerDep, subscriber_id: SubscriberId, body: SubscriberUpdate
+) -> SubscriberPublic:
+    view = await container.subscribers.update(
+        subscriber_id,
+        name=body.name,
+        tier=body.tier,
+        labels=body.labels,
+        attributes=body.attributes,
+    )
+    return SubscriberPublic.of(view)
+
+
+@router.post("/{subscriber_id}/subscriptions", summary="Subscribe to a newsletter")
+async def add_subscription(
+    container: ContainerDep,
+    key: AdminKey,
+    subscriber_id: SubscriberId,
+    body: SubscriptionRequest,
+) -> SubscriberPublic:
+    view = await container.subscribers.subscribe(
+        subscriber_id, body.newsletter, asserted=body.confirmed, actor=key.id
+    )
+    return SubscriberPublic.of(view)
+
+
+@router.delete("/{subscriber_id}/subscriptions/{newsletter}", summary="Unsubscribe")
+async def remove_subscription(
+    container: ContainerDep,
+    subscriber_id: SubscriberId,
+    newsletter: Annotated[str, Path(max_length=64)],
+) -> SubscriberPublic:
+    return SubscriberPublic.of(await container.subscribers.unsubscribe(subscriber_id, newsletter))
+
+
+@router.get("/{subscriber_id}/export", summary="Everything stored about this person (JSON)")
+async def export_subscriber(container: ContainerDep, subscriber_id: SubscriberId) -> dict[str, Any]:
+    return await container.subscribers.export(subscriber_id)
+
+
+@router.delete(
+    "/{subscriber_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete this person's data (privacy request)",
+)
+async def delete_subscriber(container: ContainerDep, subscriber_id: SubscriberId) -> None:
+    await container.subscribers.delete(subscriber_id)

@@ -1,0 +1,96 @@
+"""Public JSON endpoints: subscribe, confirm, unsubscribe, preferences (API-1)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.domain.audience import Source
+
+router = APIRouter(prefix="/api", tags=["public"])
+Token = Annotated[str, Path(max_length=100)]
+ACCEPTED = "If the address can be subscribed, a confirmation email is on its way."
+
+
+class SubscribeRequest(BaseModel):
+    email: str = Field(max_length=320)
+    name: str | None = Field(default=None, max_length=200)
+    newsletter: str = Field(max_length=64, description="The newsletter's slug.")
+
+
+class SubscribeAccepted(BaseModel):
+    status: str = "accepted"
+    detail: str = ACCEPTED
+
+
+class TokenRequest(BaseModel):
+    token: str = Field(max_length=100)
+
+
+class LinkResult(BaseModel):
+    status: str
+    newsletter: str
+
+
+class PreferenceItem(BaseModel):
+    newsletter_id: int
+    name: str
+    description: str
+    subscribed: bool
+
+
+class PreferencesUpdate(BaseModel):
+    newsletters: list[int] = Field(max_length=1000, description="Ids to stay subscribed to.")
+
+
+def client_ip(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+@router.post(
+    "/subscribe", status_code=status.HTTP_202_ACCEPTED, summary="Subscribe (double opt-in)"
+)
+async def subscribe(
+    container: ContainerDep, request: Request, body: SubscribeRequest
+) -> SubscribeAccepted:
+    """The same answer for new, pending, confirmed and unsubscribed addresses."""
+    await container.public.subscribe(
+        email=body.email,
+        name=body.name,
+        newsletter_slug=body.newsletter,
+        source=Source.API,
+        client_ip=client_ip(request),
+    )
+    return SubscribeAccepted()
+
+
+@router.post("/confirm", summary="Confirm a subscription with the emailed token")
+async def confirm(container: ContainerDep, request: Request, body: TokenRequest) -> LinkResult:
+    target = await container.public.confirm(body.token, client_ip=client_ip(request))
+    return LinkResult(status="confirmed", newsletter=target.newsletter_name)
+
+
+@router.post("/unsubscribe", summary="Unsubscribe with the token from an email")
+async def unsubscribe(container: ContainerDep, body: TokenRequest) -> LinkResult:
+    target = await container.public.unsubscribe(body.token)
+    return LinkResult(status="unsubscribed", newsletter=target.newsletter_name)
+
+
+@router.get("/preferences/{token}", summary="The person's newsletters and their state")
+async def get_preferences(container: ContainerDep, token: Token) -> list[PreferenceItem]:
+    return [PreferenceItem(**vars_of(p)) for p in await container.public.preferences(token)]
+
+
+@router.put("/preferences/{token}", summary="Choose which newsletters to receive")
+async def put_preferences(
+    container: ContainerDep, token: Token, body: PreferencesUpdate
+) -> list[PreferenceItem]:
+    updated = await container.public.update_preferences(token, set(body.newsletters))
+    return [PreferenceItem(**vars_of(p)) for p in updated]
+
+
+def vars_of(item: object) -> dict[str, object]:
+    return {name: getattr(item, name) for name in PreferenceItem.model_fields}

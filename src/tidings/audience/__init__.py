@@ -1,0 +1,1 @@
+"""Audience use cases: subscribe, confirm, unsubscribe, preferences, admin, import/export."""

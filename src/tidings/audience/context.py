@@ -1,0 +1,43 @@
+"""What every audience use case needs: the database, the clock, the site secret, outbox
+writers (email and webhooks) and the public URL for links in mail."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from tidings.delivery.email_jobs import Mailer
+from tidings.delivery.webhooks import Webhooks
+from tidings.domain import tokens
+from tidings.storage.database import Database
+
+
+@dataclass(frozen=True)
+class AudienceContext:
+    db: Database
+    now: Callable[[], datetime]
+    secret: Callable[[], str]  # loaded at start-up; read lazily
+    mailer: Mailer
+    webhooks: Webhooks
+    public_url: str  # no trailing slash
+    site_name: str
+    confirm_token_ttl_hours: int
+
+    def email_hash(self, email_key: str) -> str:
+        return tokens.keyed_email_hash(self.secret(), email_key)
+
+    def unsubscribe_token(self, subscription_id: int) -> str:
+        return tokens.sign(self.secret(), "unsubscribe", subscription_id)
+
+    def preferences_token(self, subscriber_id: int) -> str:
+        return tokens.sign(self.secret(), "preferences", subscriber_id)
+
+    def unsubscribe_url(self, subscription_id: int) -> str:
+        return f"{self.public_url}/unsubscribe/{self.unsubscribe_token(subscription_id)}"
+
+    def preferences_url(self, subscriber_id: int) -> str:
+        return f"{self.public_url}/preferences/{self.preferences_token(subscriber_id)}"
+
+    def confirm_url(self, token: str) -> str:
+        return f"{self.public_url}/confirm/{token}"

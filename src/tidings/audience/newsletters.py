@@ -1,0 +1,77 @@
+"""Admin use cases for newsletters (AUD-1)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from tidings.audience.context import AudienceContext
+from tidings.domain.email_headers import check_address, check_header_values
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.storage import newsletters as queries
+from tidings.storage.newsletters import NewsletterRow
+
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def _validate(values: dict[str, Any]) -> dict[str, Any]:
+    if "slug" in values and not SLUG.match(values["slug"]):
+        raise InvalidInput(
+            "slug must be lowercase letters, digits and dashes (max 63)", field="slug"
+        )
+    check_header_values({key: values.get(key) for key in ("name", "sender_name", "reply_to")})
+    for key in ("sender_address", "reply_to"):
+        if values.get(key) is not None:
+            check_address(key, values[key])
+    return values
+
+
+class Newsletters:
+    def __init__(self, context: AudienceContext) -> None:
+        self._ctx = context
+
+    async def create(self, **values: Any) -> NewsletterRow:
+        now = self._ctx.now()
+        try:
+            async with self._ctx.db.write() as conn:
+                return await queries.insert_newsletter(
+                    conn, **_validate(values), created_at=now, updated_at=now
+                )
+        except IntegrityError:
+            raise Conflict(
+                f"a newsletter with slug {values['slug']!r} exists", field="slug"
+            ) from None
+
+    async def list(self) -> list[NewsletterRow]:
+        async with self._ctx.db.read() as conn:
+            return await queries.list_newsletters(conn)
+
+    async def get(self, slug: str) -> NewsletterRow:
+        async with self._ctx.db.read() as conn:
+            found = await queries.get_by_slug(conn, slug)
+        if found is None:
+            raise NotFound(f"no newsletter called {slug!r}")
+        return found
+
+    async def update(self, slug: str, **values: Any) -> NewsletterRow:
+        changes = _validate({key: value for key, value in values.items() if value is not None})
+        current = await self.get(slug)
+        try:
+            async with self._ctx.db.write() as conn:
+                updated = await queries.update_newsletter(
+                    conn, current.id, **changes, updated_at=self._ctx.now()
+                )
+        except IntegrityError:
+            raise Conflict("that slug is taken", field="slug") from None
+        assert updated is not None
+        return updated
+
+    async def delete(self, slug: str) -> None:
+        """Refused while anyone is subscribed: deleting would silently erase consent records."""
+        current = await self.get(slug)
+        async with self._ctx.db.write() as conn:
+            if await queries.has_subscriptions(conn, current.id):
+                raise Conflict("the newsletter has subscriptions; remove them first")
+            await queries.delete_newsletter(conn, current.id)

@@ -1,0 +1,344 @@
+"""The public flows (AUD-5..7, API-1): subscribe, confirm, unsubscribe, preferences.
+
+None of them reveal whether an address is known. Every change that must cause an email or a
+webhook writes it to the queue in the same transaction (PRI-6). Nothing here locks rows a
+campaign send reads, so an unsubscribe never waits on a send in progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.audience.context import AudienceContext
+from tidings.audience.events import subscriber_event
+from tidings.audience.ratelimit import SubscribeRateLimiter
+from tidings.delivery.email_jobs import TransactionalEmail
+from tidings.domain import tokens
+from tidings.domain.audience import Source, normalise_email, validate_name
+from tidings.domain.errors import NotFound, TidingsError
+from tidings.rendering.notice import render_confirmation_email
+from tidings.storage import newsletters as newsletter_queries
+from tidings.storage import subscribers as subscriber_queries
+from tidings.storage import subscriptions as subscription_queries
+from tidings.storage import suppressions as suppression_queries
+from tidings.storage.newsletters import NewsletterRow
+from tidings.storage.subscribers import SubscriberRow
+from tidings.storage.subscriptions import SubscriptionRow
+
+log = structlog.get_logger("tidings.audience")
+
+
+class LinkProblem(TidingsError):
+    """A link from an email that cannot be used. `reason` is `invalid` or `expired`."""
+
+    code = "link_invalid"
+    title = "This link cannot be used"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("the link has expired" if reason == "expired" else "the link is not valid")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTarget:
+    """What a link from an email points at, for the page that answers it."""
+
+    newsletter_name: str
+    subscriber_id: int
+    preferences_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preference:
+    newsletter_id: int
+    name: str
+    description: str
+    subscribed: bool
+
+
+class PublicFlows:
+    def __init__(self, context: AudienceContext, limiter: SubscribeRateLimiter) -> None:
+        self._ctx = context
+        self._limiter = limiter
+
+    # -- subscribe (AUD-5) ----------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        *,
+        email: str,
+        name: str | None,
+        newsletter_slug: str,
+        source: Source,
+        client_ip: str | None,
+    ) -> None:
+        """Answers the same whether the address is new, pending, confirmed or unsubscribed.
+        Rate-limited per client and per target address (429 with Retry-After)."""
+        address = normalise_email(email)
+        name = validate_name(name)
+        await self._limiter.check(client_ip=client_ip, email_key=address.key)
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            newsletter = await newsletter_queries.get_by_slug(conn, newsletter_slug)
+            if newsletter is None:
+                raise NotFound(f"no newsletter called {newsletter_slug!r}", field="newsletter")
+            subscriber, created = await subscriber_queries.insert_if_absent(
+                conn,
+                email=address.email,
+                email_key=address.key,
+                email_hash=self._ctx.email_hash(address.key),
+                name=name,  # only a new subscriber takes the name: this endpoint is public
+                tier="free",
+                attributes={},
+                created_at=now,
+                updated_at=now,
+            )
+            if created:
+                await subscriber_event(
+                    self._ctx,
+                    conn,
+                    "subscriber.created",
+                    subscriber,
+                    newsletter,
+                    source=source.value,
+                )
+            if await suppression_queries.is_suppressed(conn, subscriber.email_hash):
+                log.info("subscribe.suppressed_address", subscriber_id=subscriber.id)
+                return
+            await self.request_consent(conn, subscriber, newsletter, source=source, now=now)
+
+    async def request_consent(
+        self,
+        conn: AsyncConnection,
+        subscriber: SubscriberRow,
+        newsletter: NewsletterRow,
+        *,
+        source: Source,
+        now: datetime,
+    ) -> SubscriptionRow:
+        """Create, revive or leave alone the subscription; queue a confirmation if needed."""
+        subscription, created = await subscription_queries.insert_if_absent(
+            conn,
+            subscriber_id=subscriber.id,
+            newsletter_id=newsletter.id,
+            source=source.value,
+            created_at=now,
+            updated_at=now,
+        )
+        if not created and subscription.unsubscribed_at is None and subscription.confirmed_at:
+            return subscription  # already confirmed: nothing changes
+        if not created and subscription.unsubscribed_at is not None:
+            # Revive: a fresh confirmation is required; the history columns stay as they are.
+            subscription = await subscription_queries.update_subscription(
+                conn, subscription.id, unsubscribed_at=None, confirmed_at=None, updated_at=now
+            )
+            log.info("subscription.revived", subscription_id=subscription.id)
+        if not newsletter.double_opt_in:
+            return await self._confirm(
+                conn, subscription, evidence=f"single_opt_in:{source}", now=now
+            )
+        token = tokens.new_confirmation_token()
+        token_hash = tokens.hash_token(token)
+        subscription = await subscription_queries.update_subscription(
+            conn,
+            subscription.id,
+            confirm_token_hash=token_hash,
+            confirm_token_expires_at=now + timedelta(hours=self._ctx.confirm_token_ttl_hours),
+            updated_at=now,
+        )
+        notice = render_confirmation_email(
+            site_name=self._ctx.site_name,
+            newsletter_name=newsletter.name,
+            confirm_url=self._ctx.confirm_url(token),
+            expires_hours=self._ctx.confirm_token_ttl_hours,
+        )
+        await self._ctx.mailer.queue_in(
+            conn,
+            TransactionalEmail(
+                to=subscriber.email,
+                subject=notice.subject,
+                text=notice.text,
+                html=notice.html,
+                sender=newsletter.sender_address,
+                sender_name=newsletter.sender_name,
+                reply_to=newsletter.reply_to,
+            ),
+            idempotency_key=tokens.confirmation_dedupe_key(token_hash),
+        )
+        return subscription
+
+    # -- confirm (AUD-6) ------------------------------------------------------------------
+
+    async def confirmation_target(self, token: str) -> LinkTarget:
+        """For the GET page: what the link would confirm. Changes nothing."""
+        async with self._ctx.db.read() as conn:
+            subscription = await self._subscription_for_confirmation(conn, token)
+            return await self._target(conn, subscription)
+
+    async def confirm(self, token: str, *, client_ip: str | None) -> LinkTarget:
+        """Confirm consent (POST). Idempotent: confirming twice changes nothing more."""
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            subscription = await self._subscription_for_confirmation(conn, token)
+            if subscription.confirmed_at is None and subscription.unsubscribed_at is None:
+                subscription = await self._confirm(
+                    conn, subscription, evidence=f"link:{client_ip or 'unknown'}", now=now
+                )
+            return await self._target(conn, subscription)
+
+    async def _subscription_for_confirmation(
+        self, conn: AsyncConnection, token: str
+    ) -> SubscriptionRow:
+        if not tokens.is_well_formed_confirmation_token(token):
+            raise LinkProblem("invalid")
+        subscription = await subscription_queries.get_by_token_hash(conn, tokens.hash_token(token))
+        if subscription is None:
+            raise LinkProblem("invalid")
+        expires = subscription.confirm_token_expires_at
+        if subscription.confirmed_at is None and (expires is None or expires < self._ctx.now()):
+            raise LinkProblem("expired")
+        return subscription
+
+    async def _confirm(
+        self,
+        conn: AsyncConnection,
+        subscription: SubscriptionRow,
+        *,
+        evidence: str,
+        now: datetime,
+    ) -> SubscriptionRow:
+        confirmed = await subscription_queries.update_subscription(
+            conn,
+            subscription.id,
+            confirmed_at=now,
+            consent_evidence=evidence[:200],
+            updated_at=now,
+        )
+        subscriber, newsletter = await _owners(conn, subscription)
+        await subscriber_event(self._ctx, conn, "subscriber.confirmed", subscriber, newsletter)
+        log.info("subscription.confirmed", subscription_id=subscription.id)
+        return confirmed
+
+    # -- unsubscribe (AUD-7) --------------------------------------------------------------
+
+    def _unsubscribe_subscription_id(self, token: str) -> int:
+        subscription_id = tokens.verify(self._ctx.secret(), "unsubscribe", token)
+        if subscription_id is None:
+            raise LinkProblem("invalid")
+        return subscription_id
+
+    async def unsubscribe_target(self, token: str) -> LinkTarget:
+        async with self._ctx.db.read() as conn:
+            subscription = await subscription_queries.get_by_id(
+                conn, self._unsubscribe_subscription_id(token)
+            )
+            if subscription is None:
+                raise LinkProblem("invalid")
+            return await self._target(conn, subscription)
+
+    async def unsubscribe(self, token: str) -> LinkTarget:
+        """One-click unsubscribe (RFC 8058): no cookie, no CSRF token, no second step."""
+        subscription_id = self._unsubscribe_subscription_id(token)
+        async with self._ctx.db.write() as conn:
+            subscription = await subscription_queries.get_by_id(conn, subscription_id)
+            if subscription is None:
+                raise LinkProblem("invalid")
+            await self.unsubscribe_in(conn, subscription)
+            return await self._target(conn, subscription)
+
+    async def unsubscribe_in(self, conn: AsyncConnection, subscription: SubscriptionRow) -> bool:
+        """Unsubscribe inside the caller's transaction; False when it already was."""
+        changed = await subscription_queries.mark_unsubscribed(
+            conn, subscription.id, now=self._ctx.now()
+        )
+        if changed is None:
+            return False
+        subscriber, newsletter = await _owners(conn, subscription)
+        await subscriber_event(self._ctx, conn, "subscriber.unsubscribed", subscriber, newsletter)
+        log.info("subscription.unsubscribed", subscription_id=subscription.id)
+        return True
+
+    # -- preferences ----------------------------------------------------------------------
+
+    def _preferences_subscriber_id(self, token: str) -> int:
+        subscriber_id = tokens.verify(self._ctx.secret(), "preferences", token)
+        if subscriber_id is None:
+            raise LinkProblem("invalid")
+        return subscriber_id
+
+    async def preferences(self, token: str) -> list[Preference]:
+        subscriber_id = self._preferences_subscriber_id(token)
+        async with self._ctx.db.read() as conn:
+            return await self._preferences(conn, subscriber_id)
+
+    async def _preferences(self, conn: AsyncConnection, subscriber_id: int) -> list[Preference]:
+        if await subscriber_queries.get(conn, subscriber_id) is None:
+            raise LinkProblem("invalid")
+        current = {
+            row.newsletter_id: row.confirmed_at is not None and row.unsubscribed_at is None
+            for row, _, _ in await subscription_queries.of_subscriber(conn, subscriber_id)
+        }
+        return [
+            Preference(n.id, n.name, n.description, current.get(n.id, False))
+            for n in await newsletter_queries.list_newsletters(conn)
+        ]
+
+    async def update_preferences(self, token: str, wanted: set[int]) -> list[Preference]:
+        """Unsubscribe from unticked newsletters; subscribe to ticked ones. The link arrived
+        by email, which proves the address, so a ticked newsletter is confirmed at once."""
+        subscriber_id = self._preferences_subscriber_id(token)
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            subscriber = await subscriber_queries.get(conn, subscriber_id)
+            if subscriber is None:
+                raise LinkProblem("invalid")
+            newsletter_ids = [n.id for n in await newsletter_queries.list_newsletters(conn)]
+            existing = {
+                row.newsletter_id: row
+                for row, _, _ in await subscription_queries.of_subscriber(conn, subscriber_id)
+            }
+            for newsletter_id in newsletter_ids:
+                subscription = existing.get(newsletter_id)
+                if newsletter_id in wanted:
+                    if subscription is None:
+                        subscription, _ = await subscription_queries.insert_if_absent(
+                            conn,
+                            subscriber_id=subscriber_id,
+                            newsletter_id=newsletter_id,
+                            source=Source.FORM.value,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    if subscription.confirmed_at is None or subscription.unsubscribed_at:
+                        subscription = await subscription_queries.update_subscription(
+                            conn, subscription.id, unsubscribed_at=None, updated_at=now
+                        )
+                        await self._confirm(
+                            conn, subscription, evidence="preferences_link", now=now
+                        )
+                elif subscription is not None:
+                    await self.unsubscribe_in(conn, subscription)
+            return await self._preferences(conn, subscriber_id)
+
+    async def _target(self, conn: AsyncConnection, subscription: SubscriptionRow) -> LinkTarget:
+        newsletter = await newsletter_queries.get_by_id(conn, subscription.newsletter_id)
+        assert newsletter is not None
+        return LinkTarget(
+            newsletter_name=newsletter.name,
+            subscriber_id=subscription.subscriber_id,
+            preferences_url=self._ctx.preferences_url(subscription.subscriber_id),
+        )
+
+
+async def _owners(
+    conn: AsyncConnection, subscription: SubscriptionRow
+) -> tuple[SubscriberRow, NewsletterRow]:
+    subscriber = await subscriber_queries.get(conn, subscription.subscriber_id)
+    newsletter = await newsletter_queries.get_by_id(conn, subscription.newsletter_id)
+    if subscriber is None or newsletter is None:  # both are FK-protected; cannot happen
+        raise NotFound("the subscription's subscriber or newsletter is gone")
+    return subscriber, newsletter

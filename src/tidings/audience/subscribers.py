@@ -1,0 +1,308 @@
+"""Admin use cases for subscribers: search, get, create, update, subscriptions, privacy
+export and delete (API-2, AUD-10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from tidings.audience.context import AudienceContext
+from tidings.audience.events import subscriber_event
+from tidings.audience.public import PublicFlows
+from tidings.domain.audience import (
+    Source,
+    SubscriptionState,
+    Tier,
+    normalise_email,
+    subscription_state,
+    validate_name,
+)
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.storage import newsletters as newsletter_queries
+from tidings.storage import subscribers as queries
+from tidings.storage import subscriptions as subscription_queries
+from tidings.storage import suppressions as suppression_queries
+from tidings.storage.subscribers import SearchFilter, SubscriberRow
+
+log = structlog.get_logger("tidings.audience")
+MAX_LABELS = 50
+MAX_ATTRIBUTES_BYTES = 16_384
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionView:
+    newsletter: str
+    newsletter_name: str
+    state: SubscriptionState
+    source: str
+    created_at: Any
+    confirmed_at: Any
+    consent_evidence: str | None
+    unsubscribed_at: Any
+    unsubscribe_count: int
+    last_unsubscribed_at: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberView:
+    subscriber: SubscriberRow
+    labels: list[str]
+    subscriptions: list[SubscriptionView]
+    suppressed: bool
+
+
+def validate_labels(labels: list[str]) -> list[str]:
+    cleaned = list(dict.fromkeys(label.strip().lower() for label in labels))
+    if len(cleaned) > MAX_LABELS:
+        raise InvalidInput(f"at most {MAX_LABELS} labels", field="labels")
+    for label in cleaned:
+        if not label or len(label) > 64 or not all(ch.isalnum() or ch in "-_" for ch in label):
+            raise InvalidInput("labels are 1-64 letters, digits, - or _", field="labels")
+    return cleaned
+
+
+def validate_tier(tier: str) -> str:
+    try:
+        return Tier(tier).value
+    except ValueError:
+        raise InvalidInput("tier must be free, paid or comped", field="tier") from None
+
+
+class Subscribers:
+    def __init__(self, context: AudienceContext, flows: PublicFlows) -> None:
+        self._ctx = context
+        self._flows = flows
+
+    async def _newsletter_id(self, conn: Any, slug: str | None) -> int | None:
+        if slug is None:
+            return None
+        newsletter = await newsletter_queries.get_by_slug(conn, slug)
+        if newsletter is None:
+            raise NotFound(f"no newsletter called {slug!r}", field="newsletter")
+        return newsletter.id
+
+    async def search(
+        self,
+        *,
+        newsletter: str | None = None,
+        state: SubscriptionState | None = None,
+        tier: str | None = None,
+        label: str | None = None,
+        text: str | None = None,
+        after_id: int | None = None,
+        limit: int = 100,
+    ) -> list[SubscriberView]:
+        async with self._ctx.db.read() as conn:
+            search = SearchFilter(
+                newsletter_id=await self._newsletter_id(conn, newsletter),
+                state=state.value if state else None,
+                tier=validate_tier(tier) if tier else None,
+                label=label.lower() if label else None,
+                text=text,
+            )
+            rows = await queries.search(conn, search, after_id=after_id, limit=limit)
+            return [await self._view(conn, row) for row in rows]
+
+    async def _view(self, conn: Any, row: SubscriberRow) -> SubscriberView:
+        labels = (await queries.labels_of(conn, [row.id]))[row.id]
+        subscriptions = [
+            SubscriptionView(
+                newsletter=slug,
+                newsletter_name=name,
+                state=subscription_state(s.confirmed_at, s.unsubscribed_at),
+                source=s.source,
+                created_at=s.created_at,
+                confirmed_at=s.confirmed_at,
+                consent_evidence=s.consent_evidence,
+                unsubscribed_at=s.unsubscribed_at,
+                unsubscribe_count=s.unsubscribe_count,
+                last_unsubscribed_at=s.last_unsubscribed_at,
+            )
+            for s, slug, name in await subscription_queries.of_subscriber(conn, row.id)
+        ]
+        suppressed = await suppression_queries.is_suppressed(conn, row.email_hash)
+        return SubscriberView(row, labels, subscriptions, suppressed)
+
+    async def get(self, subscriber_id: int) -> SubscriberView:
+        async with self._ctx.db.read() as conn:
+            row = await queries.get(conn, subscriber_id)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            return await self._view(conn, row)
+
+    async def create(
+        self,
+        *,
+        email: str,
+        name: str | None,
+        tier: str,
+        labels: list[str],
+        attributes: dict[str, Any],
+        subscribe_to: list[tuple[str, bool]],
+        actor: str,
+    ) -> SubscriberView:
+        """Create a subscriber. `(newsletter, True)` records consent asserted by the admin
+        (`admin:<key id>` as evidence); `(newsletter, False)` sends a confirmation email."""
+        address = normalise_email(email)
+        values = {
+            "name": validate_name(name),
+            "tier": validate_tier(tier),
+            "attributes": _checked_attributes(attributes),
+        }
+        labels = validate_labels(labels)
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            row, created = await queries.insert_if_absent(
+                conn,
+                email=address.email,
+                email_key=address.key,
+                email_hash=self._ctx.email_hash(address.key),
+                created_at=now,
+                updated_at=now,
+                **values,
+            )
+            if not created:
+                raise Conflict("a subscriber with that address exists", field="email")
+            await queries.set_labels(conn, row.id, labels, now=now)
+            await subscriber_event(self._ctx, conn, "subscriber.created", row, source="admin")
+            for slug, asserted in subscribe_to:
+                await self._subscribe(conn, row, slug, asserted=asserted, actor=actor)
+            return await self._view(conn, row)
+
+    async def _subscribe(
+        self, conn: Any, row: SubscriberRow, slug: str, *, asserted: bool, actor: str
+    ) -> None:
+        newsletter = await newsletter_queries.get_by_slug(conn, slug)
+        if newsletter is None:
+            raise NotFound(f"no newsletter called {slug!r}", field="subscriptions")
+        now = self._ctx.now()
+        if await suppression_queries.is_suppressed(conn, row.email_hash):
+            raise Conflict(
+                "the address is suppressed; lift the suppression first", field="subscriptions"
+            )
+        if not asserted:
+            await self._flows.request_consent(conn, row, newsletter, source=Source.ADMIN, now=now)
+            return
+        subscription, _ = await subscription_queries.insert_if_absent(
+            conn,
+            subscriber_id=row.id,
+            newsletter_id=newsletter.id,
+            source=Source.ADMIN.value,
+            created_at=now,
+            updated_at=now,
+        )
+        if subscription.confirmed_at is None or subscription.unsubscribed_at is not None:
+            await subscription_queries.update_subscription(
+                conn,
+                subscription.id,
+                confirmed_at=now,
+                unsubscribed_at=None,
+                consent_evidence=f"admin:{actor}",
+                updated_at=now,
+            )
+            await subscriber_event(
+                self._ctx, conn, "subscriber.confirmed", row, newsletter, asserted_by=actor
+            )
+
+    async def subscribe(
+        self, subscriber_id: int, slug: str, *, asserted: bool, actor: str
+    ) -> SubscriberView:
+        async with self._ctx.db.write() as conn:
+            row = await queries.get(conn, subscriber_id)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            await self._subscribe(conn, row, slug, asserted=asserted, actor=actor)
+            return await self._view(conn, row)
+
+    async def unsubscribe(self, subscriber_id: int, slug: str) -> SubscriberView:
+        async with self._ctx.db.write() as conn:
+            row = await queries.get(conn, subscriber_id)
+            newsletter_id = await self._newsletter_id(conn, slug)
+            if row is None or newsletter_id is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            subscription = await subscription_queries.get(conn, row.id, newsletter_id)
+            if subscription is None:
+                raise NotFound("the subscriber is not subscribed to that newsletter")
+            await self._flows.unsubscribe_in(conn, subscription)
+            return await self._view(conn, row)
+
+    async def update(
+        self,
+        subscriber_id: int,
+        *,
+        name: str | None = None,
+        tier: str | None = None,
+        labels: list[str] | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> SubscriberView:
+        changes: dict[str, Any] = {}
+        if name is not None:
+            changes["name"] = validate_name(name)
+        if tier is not None:
+            changes["tier"] = validate_tier(tier)
+        if attributes is not None:
+            changes["attributes"] = _checked_attributes(attributes)
+        cleaned_labels = validate_labels(labels) if labels is not None else None
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            row = await queries.update_subscriber(conn, subscriber_id, **changes, updated_at=now)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            if cleaned_labels is not None:
+                await queries.set_labels(conn, row.id, cleaned_labels, now=now)
+            await subscriber_event(self._ctx, conn, "subscriber.updated", row)
+            return await self._view(conn, row)
+
+    async def export(self, subscriber_id: int) -> dict[str, Any]:
+        """Everything stored about one person (AUD-10), as JSON-ready data."""
+        view = await self.get(subscriber_id)
+        row = view.subscriber
+        return {
+            "subscriber": {
+                "id": row.id,
+                "email": row.email,
+                "name": row.name,
+                "tier": row.tier,
+                "attributes": row.attributes,
+                "labels": view.labels,
+                "created_at": row.created_at.isoformat(),
+                "updated_at": row.updated_at.isoformat(),
+            },
+            "subscriptions": [
+                {
+                    key: (value.isoformat() if hasattr(value, "isoformat") else value)
+                    for key, value in vars_of(s).items()
+                }
+                for s in view.subscriptions
+            ],
+            "suppressed": view.suppressed,
+        }
+
+    async def delete(self, subscriber_id: int) -> None:
+        """Remove the person's data (AUD-10). A suppression of the address stays: it is a
+        keyed hash, not personal data in clear, and it must keep blocking re-imports."""
+        async with self._ctx.db.write() as conn:
+            row = await queries.get(conn, subscriber_id)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            await self._ctx.webhooks.publish(
+                conn, "subscriber.deleted", {"subscriber_id": subscriber_id}
+            )
+            await queries.delete_subscriber(conn, subscriber_id)
+        log.info("subscriber.deleted", subscriber_id=subscriber_id)
+
+
+def vars_of(view: SubscriptionView) -> dict[str, Any]:
+    return {name: getattr(view, name) for name in view.__slots__}
+
+
+def _checked_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    if len(json.dumps(attributes)) > MAX_ATTRIBUTES_BYTES:
+        raise InvalidInput(
+            f"attributes must be under {MAX_ATTRIBUTES_BYTES} bytes of JSON", field="attributes"
+        )
+    return attributes

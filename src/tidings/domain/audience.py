@@ -1,0 +1,97 @@
+"""Audience rules: address normalisation, tiers, subscription states and the consent predicate.
+
+The consent predicate here is the send-time form of AUD-4; `storage/consent.py` holds the same
+rule as a SQL expression for selection. A property test proves they agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from tidings.domain.errors import InvalidInput
+
+MAX_EMAIL_LENGTH = 320
+MAX_LOCAL_PART_LENGTH = 64
+MAX_NAME_LENGTH = 200
+
+
+class Tier(StrEnum):
+    FREE = "free"
+    PAID = "paid"
+    COMPED = "comped"
+
+
+class Source(StrEnum):
+    FORM = "form"
+    API = "api"
+    IMPORT = "import"
+    ADMIN = "admin"
+
+
+class SubscriptionState(StrEnum):
+    PENDING = "pending"  # waiting for the confirmation link to be used
+    CONFIRMED = "confirmed"
+    UNSUBSCRIBED = "unsubscribed"
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    email: str  # trimmed, domain lower-cased: how we write to the person
+    key: str  # fully lower-cased: what makes two spellings one subscriber
+
+
+def normalise_email(raw: str, *, field: str = "email") -> Address:
+    """Loose on purpose (AUD-2): one `@`, no whitespace or control characters, length limits.
+    The confirmation email arriving is the real check."""
+    candidate = raw.strip()
+    local, at, domain = candidate.rpartition("@")
+    problem = None
+    if not at or not local or not domain or "@" in local:
+        problem = "must contain exactly one @ with text on both sides"
+    elif len(candidate) > MAX_EMAIL_LENGTH or len(local) > MAX_LOCAL_PART_LENGTH:
+        problem = f"must be at most {MAX_EMAIL_LENGTH} characters"
+    elif any(ch.isspace() or not ch.isprintable() for ch in candidate):
+        problem = "must not contain spaces or control characters"
+    elif "." not in domain or domain.startswith(".") or domain.endswith("."):
+        problem = "must have a domain like example.org"
+    if problem:
+        raise InvalidInput(f"{field} {problem}", field=field)
+    email = f"{local}@{domain.lower()}"
+    return Address(email=email, key=email.lower())
+
+
+def validate_name(name: str | None, *, field: str = "name") -> str | None:
+    """A display name: trimmed, at most 200 characters, no line breaks or control characters
+    (names end up in email headers)."""
+    if name is None:
+        return None
+    name = name.strip()
+    if not name:
+        return None
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"{field} must be at most {MAX_NAME_LENGTH} characters", field=field)
+    if any(not ch.isprintable() for ch in name):
+        raise InvalidInput(
+            f"{field} must not contain line breaks or control characters", field=field
+        )
+    return name
+
+
+def subscription_state(
+    confirmed_at: datetime | None, unsubscribed_at: datetime | None
+) -> SubscriptionState:
+    if unsubscribed_at is not None:
+        return SubscriptionState.UNSUBSCRIBED
+    if confirmed_at is None:
+        return SubscriptionState.PENDING
+    return SubscriptionState.CONFIRMED
+
+
+def is_mailable(
+    confirmed_at: datetime | None, unsubscribed_at: datetime | None, suppressed: bool
+) -> bool:
+    """AUD-4, both halves plus suppression. Checking only `unsubscribed_at` is a bug: subscribe
+    is public and clears both timestamps when it revives a subscription."""
+    return confirmed_at is not None and unsubscribed_at is None and not suppressed

@@ -1,0 +1,138 @@
+"""The public pages reached from a form or an email: subscribe, confirm, unsubscribe, preferences.
+
+Each method returns a complete HTML document on the campaign design system (the one theme and
+stylesheet, `templates/pages/`): mobile-friendly, nothing loaded from elsewhere, no JavaScript.
+Every state change is a form POST, never a GET, because mail scanners open links (AUD-6,
+AUD-7). Names, descriptions and messages are escaped by Jinja; URLs are checked here because
+escaping cannot make a `javascript:` URL safe. Routes choose the status code, not this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tidings.domain.errors import InvalidInput
+from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.theme import DEFAULT_THEME, Theme
+
+# A path on this site or an absolute http(s) URL; no quotes, spaces or angle brackets.
+_URL = re.compile(r"(?:/(?!/)|https?://)[^\s\"'<>]*")
+
+LinkProblem = Literal["expired", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreferenceItem:
+    """One newsletter on the preferences page, ticked when the reader is subscribed."""
+
+    newsletter_id: int
+    name: str
+    description: str
+    subscribed: bool
+
+
+class Pages:
+    """Renders the public pages with one theme. Build once and share; rendering is read-only."""
+
+    def __init__(self, theme: Theme = DEFAULT_THEME, *, engine: TemplateEngine | None = None):
+        self.theme = theme
+        # The design system's one Jinja environment: templates are compiled once per process.
+        self._environment = (engine or default_engine()).environment
+
+    def subscribe_form(
+        self,
+        newsletters: Sequence[tuple[str, str, str]],
+        *,
+        action_url: str,
+        error: str | None = None,
+    ) -> str:
+        """The form: POSTs `email`, `name` and `newsletter` (a slug) to `action_url`.
+
+        `newsletters` are (slug, name, description); with one, it is chosen for the reader.
+        """
+        return self._render(
+            "subscribe.html",
+            newsletters=[tuple(newsletter) for newsletter in newsletters],
+            action_url=_url(action_url, "action_url"),
+            error=error,
+        )
+
+    def subscribe_thanks(self) -> str:
+        """ "Check your inbox": identical for every address, whatever its state (AUD-5)."""
+        return self._render("thanks.html")
+
+    def confirm_prompt(self, *, newsletter_name: str, action_url: str) -> str:
+        """The page a confirmation link opens: a button that POSTs to `action_url`."""
+        return self._render(
+            "confirm.html",
+            kicker=newsletter_name,
+            newsletter_name=newsletter_name,
+            action_url=_url(action_url, "action_url"),
+        )
+
+    def confirmed(self, *, newsletter_name: str, preferences_url: str | None) -> str:
+        return self._render(
+            "confirmed.html",
+            kicker=newsletter_name,
+            newsletter_name=newsletter_name,
+            preferences_url=_optional_url(preferences_url, "preferences_url"),
+        )
+
+    def unsubscribe_prompt(
+        self, *, newsletter_name: str, action_url: str, preferences_url: str | None = None
+    ) -> str:
+        """A button that POSTs `List-Unsubscribe=One-Click` to `action_url` (RFC 8058 body)."""
+        return self._render(
+            "unsubscribe.html",
+            kicker=newsletter_name,
+            newsletter_name=newsletter_name,
+            action_url=_url(action_url, "action_url"),
+            preferences_url=_optional_url(preferences_url, "preferences_url"),
+        )
+
+    def unsubscribed(self, *, newsletter_name: str, preferences_url: str | None) -> str:
+        return self._render(
+            "unsubscribed.html",
+            kicker=newsletter_name,
+            newsletter_name=newsletter_name,
+            preferences_url=_optional_url(preferences_url, "preferences_url"),
+        )
+
+    def preferences(self, *, items: Sequence[PreferenceItem], action_url: str, saved: bool) -> str:
+        """Checkboxes `newsletter=<id>` for the ticked newsletters, POSTed to `action_url`.
+
+        A form with every box cleared posts no `newsletter` field: the reader wants none.
+        """
+        return self._render(
+            "preferences.html",
+            items=tuple(items),
+            action_url=_url(action_url, "action_url"),
+            saved=saved,
+        )
+
+    def link_problem(self, *, reason: LinkProblem, subscribe_url: str | None = None) -> str:
+        """An expired or invalid link, in plain words; never the token or the cause."""
+        if reason not in ("expired", "invalid"):
+            raise InvalidInput("reason must be 'expired' or 'invalid'", field="reason")
+        return self._render(
+            "link_problem.html",
+            reason=reason,
+            subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
+        )
+
+    def _render(self, name: str, *, kicker: str | None = None, **context: Any) -> str:
+        template = self._environment.get_template(f"pages/{name}")
+        return template.render(theme=self.theme, kicker=kicker, **context) + "\n"
+
+
+def _url(value: str, field: str) -> str:
+    if not _URL.fullmatch(value):
+        raise InvalidInput(f"{field} must be a path or an http(s) URL", field=field)
+    return value
+
+
+def _optional_url(value: str | None, field: str) -> str | None:
+    return None if value is None else _url(value, field)

@@ -1,0 +1,31 @@
+"""Fixed-window rate limit counters in the database, so limits hold across processes and
+restarts (AUD-5). Buckets carry keyed hashes, never raw addresses or IPs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import rate_limits
+from tidings.storage.upsert import insert_for
+
+
+async def hit(conn: AsyncConnection, bucket: str, window_start: datetime) -> int:
+    """Count one hit in `bucket` for the window; returns the hits so far, this one included."""
+    statement = insert_for(conn, rate_limits).values(
+        bucket=bucket, window_start=window_start, hits=1
+    )
+    result = await conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=["bucket", "window_start"],
+            set_={"hits": rate_limits.c.hits + 1},
+        ).returning(rate_limits.c.hits)
+    )
+    return int(result.scalar_one())
+
+
+async def prune(conn: AsyncConnection, *, before: datetime) -> int:
+    result = await conn.execute(delete(rate_limits).where(rate_limits.c.window_start < before))
+    return int(result.rowcount)

@@ -1,0 +1,180 @@
+"""Named queries for subscribers, their labels, and admin search (AUD-2, AUD-11)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
+from tidings.storage.upsert import insert_for
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberRow:
+    id: int
+    email: str
+    email_key: str
+    email_hash: str
+    name: str | None
+    tier: str
+    attributes: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    newsletter_id: int | None = None
+    state: str | None = None  # pending | confirmed | unsubscribed
+    tier: str | None = None
+    label: str | None = None
+    text: str | None = None
+
+
+def _row(row: Any) -> SubscriberRow:
+    return SubscriberRow(**dict(row._mapping))
+
+
+async def get_by_key(conn: AsyncConnection, email_key: str) -> SubscriberRow | None:
+    query = select(subscribers).where(subscribers.c.email_key == email_key)
+    row = (await conn.execute(query)).first()
+    return None if row is None else _row(row)
+
+
+async def get(conn: AsyncConnection, subscriber_id: int) -> SubscriberRow | None:
+    row = (await conn.execute(select(subscribers).where(subscribers.c.id == subscriber_id))).first()
+    return None if row is None else _row(row)
+
+
+async def insert_if_absent(conn: AsyncConnection, **values: Any) -> tuple[SubscriberRow, bool]:
+    """Insert a subscriber unless the address exists; (row, created)."""
+    statement = insert_for(conn, subscribers).values(**values)
+    result = await conn.execute(
+        statement.on_conflict_do_nothing(index_elements=["email_key"]).returning(subscribers)
+    )
+    row = result.first()
+    if row is not None:
+        return _row(row), True
+    existing = await get_by_key(conn, values["email_key"])
+    assert existing is not None
+    return existing, False
+
+
+async def update_subscriber(
+    conn: AsyncConnection, subscriber_id: int, **values: Any
+) -> SubscriberRow | None:
+    result = await conn.execute(
+        update(subscribers)
+        .where(subscribers.c.id == subscriber_id)
+        .values(**values)
+        .returning(subscribers)
+    )
+    row = result.first()
+    return None if row is None else _row(row)
+
+
+async def delete_subscriber(conn: AsyncConnection, subscriber_id: int) -> bool:
+    result = await conn.execute(delete(subscribers).where(subscribers.c.id == subscriber_id))
+    return result.rowcount == 1
+
+
+async def set_labels(
+    conn: AsyncConnection, subscriber_id: int, names: Sequence[str], *, now: datetime
+) -> None:
+    """Replace the subscriber's labels with `names` (creating labels as needed)."""
+    await conn.execute(
+        delete(subscriber_labels).where(subscriber_labels.c.subscriber_id == subscriber_id)
+    )
+    if not names:
+        return
+    await conn.execute(
+        insert_for(conn, labels)
+        .values([{"name": name, "created_at": now} for name in names])
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    label_ids = (
+        await conn.execute(select(labels.c.id).where(labels.c.name.in_(list(names))))
+    ).scalars()
+    await conn.execute(
+        insert(subscriber_labels),
+        [{"subscriber_id": subscriber_id, "label_id": label_id} for label_id in label_ids],
+    )
+
+
+async def labels_of(conn: AsyncConnection, subscriber_ids: Iterable[int]) -> dict[int, list[str]]:
+    ids = list(subscriber_ids)
+    found: dict[int, list[str]] = {subscriber_id: [] for subscriber_id in ids}
+    if not ids:
+        return found
+    query = (
+        select(subscriber_labels.c.subscriber_id, labels.c.name)
+        .join(labels, labels.c.id == subscriber_labels.c.label_id)
+        .where(subscriber_labels.c.subscriber_id.in_(ids))
+        .order_by(labels.c.name)
+    )
+    for subscriber_id, name in await conn.execute(query):
+        found[subscriber_id].append(name)
+    return found
+
+
+def _state_clause(state: str) -> Any:
+    if state == "unsubscribed":
+        return subscriptions.c.unsubscribed_at.is_not(None)
+    if state == "pending":
+        return and_(
+            subscriptions.c.unsubscribed_at.is_(None), subscriptions.c.confirmed_at.is_(None)
+        )
+    return and_(
+        subscriptions.c.unsubscribed_at.is_(None), subscriptions.c.confirmed_at.is_not(None)
+    )
+
+
+def _filtered(search: SearchFilter) -> Any:
+    query = select(subscribers)
+    if search.newsletter_id is not None or search.state is not None:
+        conditions = [subscriptions.c.subscriber_id == subscribers.c.id]
+        if search.newsletter_id is not None:
+            conditions.append(subscriptions.c.newsletter_id == search.newsletter_id)
+        if search.state is not None:
+            conditions.append(_state_clause(search.state))
+        query = query.where(exists(select(subscriptions.c.id).where(*conditions)))
+    if search.tier is not None:
+        query = query.where(subscribers.c.tier == search.tier)
+    if search.label is not None:
+        query = query.where(
+            exists(
+                select(subscriber_labels.c.label_id)
+                .join(labels, labels.c.id == subscriber_labels.c.label_id)
+                .where(
+                    subscriber_labels.c.subscriber_id == subscribers.c.id,
+                    labels.c.name == search.label,
+                )
+            )
+        )
+    if search.text:
+        pattern = (
+            "%"
+            + search.text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            + "%"
+        )
+        query = query.where(
+            or_(
+                subscribers.c.email_key.like(pattern, escape="\\"),
+                func.lower(subscribers.c.name).like(pattern, escape="\\"),
+            )
+        )
+    return query
+
+
+async def search(
+    conn: AsyncConnection, search: SearchFilter, *, after_id: int | None, limit: int
+) -> list[SubscriberRow]:
+    query = _filtered(search).order_by(subscribers.c.id).limit(limit)
+    if after_id is not None:
+        query = query.where(subscribers.c.id > after_id)
+    return [_row(row) for row in await conn.execute(query)]

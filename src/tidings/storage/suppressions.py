@@ -1,0 +1,98 @@
+"""Named queries for the suppression list, keyed by a keyed hash of the address (AUD-8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import suppression_log, suppressions
+from tidings.storage.upsert import insert_for
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressionRow:
+    email_hash: str
+    reason: str
+    note: str | None
+    created_by: str
+    created_at: datetime
+
+
+async def is_suppressed(conn: AsyncConnection, email_hash: str) -> bool:
+    query = select(suppressions.c.email_hash).where(suppressions.c.email_hash == email_hash)
+    return (await conn.execute(query)).first() is not None
+
+
+async def suppress(
+    conn: AsyncConnection,
+    email_hash: str,
+    *,
+    reason: str,
+    note: str | None,
+    actor: str,
+    now: datetime,
+) -> bool:
+    """Add to the list (a no-op if already there); the action is logged either way.
+    Returns True when the address was newly suppressed."""
+    result = await conn.execute(
+        insert_for(conn, suppressions)
+        .values(email_hash=email_hash, reason=reason, note=note, created_by=actor, created_at=now)
+        .on_conflict_do_nothing(index_elements=["email_hash"])
+    )
+    created = result.rowcount == 1
+    if created:
+        await _log(conn, email_hash, "suppress", reason, note, actor, now)
+    return created
+
+
+async def lift(
+    conn: AsyncConnection, email_hash: str, *, note: str | None, actor: str, now: datetime
+) -> bool:
+    result = await conn.execute(delete(suppressions).where(suppressions.c.email_hash == email_hash))
+    if result.rowcount != 1:
+        return False
+    await _log(conn, email_hash, "lift", "admin", note, actor, now)
+    return True
+
+
+async def _log(
+    conn: AsyncConnection,
+    email_hash: str,
+    action: str,
+    reason: str,
+    note: str | None,
+    actor: str,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(suppression_log).values(
+            email_hash=email_hash,
+            action=action,
+            reason=reason,
+            note=note,
+            actor=actor,
+            created_at=now,
+        )
+    )
+
+
+async def list_suppressions(
+    conn: AsyncConnection, *, after_hash: str | None, limit: int
+) -> list[SuppressionRow]:
+    query = select(suppressions).order_by(suppressions.c.email_hash).limit(limit)
+    if after_hash is not None:
+        query = query.where(suppressions.c.email_hash > after_hash)
+    return [SuppressionRow(**dict(row._mapping)) for row in await conn.execute(query)]
+
+
+async def history(conn: AsyncConnection, email_hash: str) -> list[dict[str, Any]]:
+    query = (
+        select(suppression_log)
+        .where(suppression_log.c.email_hash == email_hash)
+        .order_by(suppression_log.c.id)
+    )
+    return [dict(row._mapping) for row in await conn.execute(query)]
