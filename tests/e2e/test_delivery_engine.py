@@ -151,8 +151,9 @@ async def test_smtp_outcomes_map_onto_the_queue(
 class Receiver:
     """A webhook receiver on loopback that records what it gets and answers `status`."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay_seconds: float = 0.0) -> None:
         self.status = 200
+        self.delay_seconds = delay_seconds
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self._server: asyncio.Server | None = None
         self.port = 0
@@ -175,6 +176,7 @@ class Receiver:
         }
         body = await reader.readexactly(int(headers.get("content-length", "0")))
         self.requests.append((headers, body))
+        await asyncio.sleep(self.delay_seconds)
         writer.write(
             f"HTTP/1.1 {self.status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".encode()
         )
@@ -184,6 +186,9 @@ class Receiver:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hooks"
+
+    def url_as(self, host: str) -> str:
+        return f"http://{host}:{self.port}/hooks"
 
 
 async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: str) -> None:
@@ -228,9 +233,9 @@ async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: s
         assert receiver.requests[1][0]["webhook-id"] == request_headers["webhook-id"]
 
 
-async def test_rotated_secret_signs_with_both_secrets_during_overlap(sqlite_url: str) -> None:
+async def test_rotated_secret_signs_with_both_secrets_during_overlap(database_url: str) -> None:
     settings = make_settings(
-        sqlite_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
+        database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
     )
     async with Receiver() as receiver, serving(settings) as (client, container):
         headers = await admin_headers(container)
@@ -254,9 +259,9 @@ async def test_rotated_secret_signs_with_both_secrets_during_overlap(sqlite_url:
             assert Webhook(secret).verify(body, request_headers)["type"] == "webhook.test"
 
 
-async def test_410_disables_the_endpoint(sqlite_url: str) -> None:
+async def test_410_disables_the_endpoint(database_url: str) -> None:
     settings = make_settings(
-        sqlite_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
+        database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
     )
     async with Receiver() as receiver, serving(settings) as (client, container):
         receiver.status = 410
@@ -281,9 +286,9 @@ async def test_410_disables_the_endpoint(sqlite_url: str) -> None:
         assert len(receiver.requests) == 1
 
 
-async def test_ssrf_guard_blocks_loopback_endpoint_by_default(sqlite_url: str) -> None:
+async def test_ssrf_guard_blocks_loopback_endpoint_by_default(database_url: str) -> None:
     # With the guard on (the default), a URL pointing at this machine is never dialed.
-    settings = make_settings(sqlite_url, queue=FAST_QUEUE)
+    settings = make_settings(database_url, queue=FAST_QUEUE)
     async with Receiver() as receiver, serving(settings) as (client, container):
         headers = await admin_headers(container)
         endpoint = (
@@ -310,8 +315,8 @@ async def test_ssrf_guard_blocks_loopback_endpoint_by_default(sqlite_url: str) -
         assert [job["kind"] for job in dead] == ["deliver_webhook"]
 
 
-async def test_bad_webhook_input_is_rejected_and_changes_nothing(sqlite_url: str) -> None:
-    settings = make_settings(sqlite_url, queue=FAST_QUEUE)
+async def test_bad_webhook_input_is_rejected_and_changes_nothing(database_url: str) -> None:
+    settings = make_settings(database_url, queue=FAST_QUEUE)
     async with serving(settings) as (client, container):
         headers = await admin_headers(container)
         for body in (
@@ -335,3 +340,47 @@ async def test_bad_webhook_input_is_rejected_and_changes_nothing(sqlite_url: str
         )
         assert bad_email.status_code == 422
         assert (await client.get("/api/admin/jobs", headers=headers)).json()["items"] == []
+
+
+async def test_a_slow_webhook_host_does_not_delay_another_host(database_url: str) -> None:
+    # DLV-7 through the real worker: deliveries to a host at its concurrency bound are
+    # deferred (no attempt spent) instead of holding worker slots, so other hosts keep flowing.
+    settings = make_settings(
+        database_url,
+        queue={**FAST_QUEUE, "webhook_concurrency": 4},
+        webhooks={"allow_private_networks": True, "per_host_concurrency": 1},
+    )
+    async with (
+        Receiver(delay_seconds=1.0) as slow,
+        Receiver() as fast,
+        serving(settings) as (
+            client,
+            container,
+        ),
+    ):
+        headers = await admin_headers(container)
+        slow_hook = (
+            await client.post(
+                "/api/admin/webhooks",
+                headers=headers,
+                json={"url": slow.url_as("localhost"), "event_types": ["webhook.test"]},
+            )
+        ).json()
+        fast_hook = (
+            await client.post(
+                "/api/admin/webhooks",
+                headers=headers,
+                json={"url": fast.url, "event_types": ["webhook.test"]},
+            )
+        ).json()
+        for _ in range(6):
+            await client.post(f"/api/admin/webhooks/{slow_hook['id']}/test", headers=headers)
+        await eventually(lambda: asyncio.sleep(0, result=len(slow.requests) >= 1))
+        await client.post(f"/api/admin/webhooks/{fast_hook['id']}/test", headers=headers)
+        await eventually(lambda: asyncio.sleep(0, result=len(fast.requests) == 1), within_seconds=3)
+        assert len(slow.requests) < 6  # the slow host's backlog is still being worked through
+        await eventually(
+            lambda: asyncio.sleep(0, result=len(slow.requests) == 6), within_seconds=20
+        )
+        jobs = await container.queue.list_jobs(kind="deliver_webhook")
+    assert all(job.attempts <= 1 for job in jobs)  # waiting for a busy host spent no attempts

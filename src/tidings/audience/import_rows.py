@@ -42,6 +42,10 @@ class ImportRow:
     status: SubscriptionState
     created_at: datetime | None
 
+    @property
+    def unsubscribes(self) -> bool:
+        return self.status is SubscriptionState.UNSUBSCRIBED
+
 
 def neutralise_formula(cell: str) -> str:
     return "'" + cell if cell.startswith(FORMULA_TRIGGERS) else cell

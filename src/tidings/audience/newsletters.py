@@ -55,9 +55,9 @@ class Newsletters:
             raise NotFound(f"no newsletter called {slug!r}")
         return found
 
-    async def update(self, slug: str, **values: Any) -> NewsletterRow:
+    async def update(self, current_slug: str, **values: Any) -> NewsletterRow:
         changes = _validate({key: value for key, value in values.items() if value is not None})
-        current = await self.get(slug)
+        current = await self.get(current_slug)
         try:
             async with self._ctx.db.write() as conn:
                 updated = await queries.update_newsletter(

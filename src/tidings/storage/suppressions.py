@@ -42,8 +42,9 @@ async def suppress(
         insert_for(conn, suppressions)
         .values(email_hash=email_hash, reason=reason, note=note, created_by=actor, created_at=now)
         .on_conflict_do_nothing(index_elements=["email_hash"])
+        .returning(suppressions.c.email_hash)
     )
-    created = result.rowcount == 1
+    created = result.first() is not None
     if created:
         await _log(conn, email_hash, "suppress", reason, note, actor, now)
     return created

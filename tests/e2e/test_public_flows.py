@@ -1,0 +1,297 @@
+"""Subscribe, confirm, unsubscribe and preferences as a reader meets them (AUD-5..8, API-1)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.audience_helpers import confirmation_tokens, create_newsletter, snapshot
+from tests.factories import admin_headers, api_client, make_settings
+from tidings.bootstrap import Container
+
+
+@pytest.fixture
+async def site(
+    database_url: str,
+) -> AsyncIterator[tuple[httpx.AsyncClient, Container, dict[str, str]]]:
+    settings = make_settings(
+        database_url, audience={"subscribe_limit_per_address": 50, "subscribe_limit_per_ip": 500}
+    )
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        yield client, container, headers
+
+
+async def _subscribe(client: httpx.AsyncClient, email: str, **extra: Any) -> httpx.Response:
+    return await client.post(
+        "/api/subscribe", json={"email": email, "newsletter": "weekly", **extra}
+    )
+
+
+async def _subscriber(
+    client: httpx.AsyncClient, headers: dict[str, str], email: str
+) -> dict[str, Any]:
+    page = await client.get("/api/admin/subscribers", params={"q": email}, headers=headers)
+    (found,) = page.json()["items"]
+    return dict(found)
+
+
+async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> None:
+    # No enumeration: a stranger must not learn whether an address is on the list.
+    client, container, headers = site
+    new = await _subscribe(client, "new@example.org")
+    await _subscribe(client, "pending@example.org")
+    pending = await _subscribe(client, "pending@example.org")
+    await _subscribe(client, "confirmed@example.org")
+    token = (await confirmation_tokens(container))[-1]
+    assert (await client.post(f"/confirm/{token}")).status_code == 200
+    confirmed = await _subscribe(client, "confirmed@example.org")
+    answers = {
+        (r.status_code, r.content, r.headers["content-type"]) for r in (new, pending, confirmed)
+    }
+    assert len(answers) == 1
+    assert new.status_code == 202
+
+
+async def test_confirm_get_changes_nothing_and_post_confirms_idempotently(site: Any) -> None:
+    # Mail scanners open every link: only the POST behind the button may confirm.
+    client, container, headers = site
+    await _subscribe(client, "Reader@Example.ORG", name="Rea")
+    (token,) = await confirmation_tokens(container)
+    page = await client.get(f"/confirm/{token}")
+    assert page.status_code == 200
+    assert f'action="/confirm/{token}"' in page.text
+    assert (await _subscriber(client, headers, "reader@example.org"))["subscriptions"][0][
+        "state"
+    ] == "pending"
+    for _ in range(2):
+        confirmed = await client.post(f"/confirm/{token}")
+        assert confirmed.status_code == 200
+    subscriber = await _subscriber(client, headers, "reader@example.org")
+    assert subscriber["email"] == "Reader@example.org"  # domain lower-cased, local part kept
+    (subscription,) = subscriber["subscriptions"]
+    assert subscription["state"] == "confirmed"
+    assert subscription["consent_evidence"].startswith("link:")
+    events = [job.payload for job in await container.queue.list_jobs(kind="deliver_webhook")]
+    assert events == []  # no endpoints: nothing queued, and nothing failed
+
+
+async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_again(
+    site: Any,
+) -> None:
+    client, container, headers = site
+    await _subscribe(client, "again@example.org")
+    (token,) = await confirmation_tokens(container)
+    await client.post(f"/confirm/{token}")
+    subscriber = await _subscriber(client, headers, "again@example.org")
+    removed = await client.delete(
+        f"/api/admin/subscribers/{subscriber['id']}/subscriptions/weekly", headers=headers
+    )
+    assert removed.json()["subscriptions"][0]["state"] == "unsubscribed"
+    await _subscribe(client, "again@example.org")
+    revived = (await _subscriber(client, headers, "again@example.org"))["subscriptions"][0]
+    assert revived["state"] == "pending"
+    assert revived["confirmed_at"] is None
+    assert revived["unsubscribe_count"] == 1
+    assert revived["last_unsubscribed_at"] is not None
+    tokens = await confirmation_tokens(container)
+    assert len(tokens) == 2  # a fresh confirmation was queued for the revived subscription
+
+
+async def test_asking_again_queues_a_new_confirmation_and_old_links_still_name_the_row(
+    site: Any,
+) -> None:
+    # Someone who never got the first email can ask again: the dedupe key is per token.
+    client, container, _ = site
+    await _subscribe(client, "twice@example.org")
+    await _subscribe(client, "twice@example.org")
+    first, second = await confirmation_tokens(container)
+    assert first != second
+    keys = {job.idempotency_key for job in await container.queue.list_jobs(kind="send_email")}
+    assert len(keys) == 2
+    assert all(first not in key and second not in key for key in keys)
+
+
+async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: Any) -> None:
+    client, container, headers = site
+    await _subscribe(client, "leaver@example.org")
+    (token,) = await confirmation_tokens(container)
+    await client.post(f"/confirm/{token}")
+    subscriber = await _subscriber(client, headers, "leaver@example.org")
+    unsubscribe_token = container.subscribers._ctx.unsubscribe_token(  # noqa: SLF001
+        (await _subscription_id(container, subscriber["id"]))
+    )
+    page = await client.get(f"/unsubscribe/{unsubscribe_token}")
+    assert page.status_code == 200
+    assert "List-Unsubscribe" in page.text
+    assert (await _subscriber(client, headers, "leaver@example.org"))["subscriptions"][0][
+        "state"
+    ] == "confirmed"
+    one_click = await client.post(
+        f"/unsubscribe/{unsubscribe_token}", data={"List-Unsubscribe": "One-Click"}
+    )
+    assert one_click.status_code == 200
+    (subscription,) = (await _subscriber(client, headers, "leaver@example.org"))["subscriptions"]
+    assert subscription["state"] == "unsubscribed"
+    assert subscription["unsubscribe_count"] == 1
+    again = await client.post(
+        f"/unsubscribe/{unsubscribe_token}", data={"List-Unsubscribe": "One-Click"}
+    )
+    assert again.status_code == 200
+    (subscription,) = (await _subscriber(client, headers, "leaver@example.org"))["subscriptions"]
+    assert subscription["unsubscribe_count"] == 1  # idempotent
+
+
+async def _subscription_id(container: Container, subscriber_id: int) -> int:
+    from tidings.storage import subscriptions
+
+    async with container.db.read() as conn:
+        ((row, _, _),) = await subscriptions.of_subscriber(conn, subscriber_id)
+    return row.id
+
+
+async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) -> None:
+    client, container, headers = site
+    await create_newsletter(client, headers, slug="daily")
+    await _subscribe(client, "prefs@example.org")
+    (token,) = await confirmation_tokens(container)
+    confirmed = await client.post(f"/confirm/{token}")
+    subscriber = await _subscriber(client, headers, "prefs@example.org")
+    preferences_token = container.subscribers._ctx.preferences_token(subscriber["id"])  # noqa: SLF001
+    assert f"/preferences/{preferences_token}" in confirmed.text
+    page = await client.get(f"/preferences/{preferences_token}")
+    assert "The Weekly" in page.text
+    assert "The Daily" in page.text
+    newsletters = {
+        n["slug"]: n["id"]
+        for n in (await client.get("/api/admin/newsletters", headers=headers)).json()
+    }
+    saved = await client.post(
+        f"/preferences/{preferences_token}", data={"newsletter": [newsletters["daily"]]}
+    )
+    assert saved.status_code == 200
+    states = {
+        s["newsletter"]: s["state"]
+        for s in (await _subscriber(client, headers, "prefs@example.org"))["subscriptions"]
+    }
+    assert states == {"weekly": "unsubscribed", "daily": "confirmed"}
+
+
+@pytest.mark.parametrize("path", ["/confirm/{}", "/unsubscribe/{}", "/preferences/{}"])
+async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str) -> None:
+    client, *_ = site
+    for token in ("nonsense", "1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "x" * 43, "../../etc"):
+        for method in ("GET", "POST"):
+            response = await client.request(method, path.format(token))
+            assert response.status_code in (404, 422), (method, token)
+            assert "Traceback" not in response.text
+            if response.status_code == 404 and response.headers["content-type"].startswith(
+                "text/html"
+            ):
+                assert "not valid" in response.text
+
+
+async def test_expired_confirmation_link_shows_expired_page(site: Any) -> None:
+    client, container, _ = site
+    await _subscribe(client, "late@example.org")
+    (token,) = await confirmation_tokens(container)
+    from datetime import timedelta
+
+    from tidings.domain.tokens import hash_token
+    from tidings.storage import subscriptions as queries
+
+    async with container.db.write() as conn:
+        row = await queries.get_by_token_hash(conn, hash_token(token))
+        assert row is not None
+        await queries.update_subscription(
+            conn, row.id, confirm_token_expires_at=row.created_at - timedelta(hours=1)
+        )
+    response = await client.post(f"/confirm/{token}")
+    assert response.status_code == 404
+    assert "expired" in response.text
+
+
+async def test_form_post_redirects_to_the_thank_you_page(site: Any) -> None:
+    client, *_ = site
+    form = await client.get("/subscribe")
+    assert 'action="/subscribe"' in form.text
+    posted = await client.post(
+        "/subscribe", data={"email": "form@example.org", "newsletter": "weekly"}
+    )
+    assert posted.status_code == 303
+    assert posted.headers["location"] == "/subscribe/thanks"
+    thanks = await client.get("/subscribe/thanks")
+    assert thanks.status_code == 200
+
+
+async def test_suppressed_address_stays_suppressed_when_it_subscribes_again(site: Any) -> None:
+    client, container, headers = site
+    suppressed = await client.post(
+        "/api/admin/suppressions",
+        headers=headers,
+        json={"email": "blocked@example.org", "reason": "complaint"},
+    )
+    assert suppressed.status_code == 201
+    await _subscribe(client, "BLOCKED@example.org")
+    assert await confirmation_tokens(container) == []  # no mail to a suppressed address
+    check = await client.get(
+        "/api/admin/suppressions/check", params={"email": "blocked@example.org"}, headers=headers
+    )
+    assert check.json() == {"suppressed": True}
+
+
+async def test_subscribe_rate_limits_hold_per_address(database_url: str) -> None:
+    settings = make_settings(database_url, audience={"subscribe_limit_per_address": 2})
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        codes = [(await _subscribe(client, "spam@example.org")).status_code for _ in range(3)]
+        assert codes == [202, 202, 429]
+        limited = await _subscribe(client, "spam@example.org")
+        assert limited.headers["content-type"] == "application/problem+json"
+        assert int(limited.headers["retry-after"]) > 0
+        assert (await _subscribe(client, "other@example.org")).status_code == 202
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"email": "no-at-sign", "newsletter": "weekly"},
+        {"email": "a@b@example.org", "newsletter": "weekly"},
+        {"email": "sp ace@example.org", "newsletter": "weekly"},
+        {"email": "ok@example.org", "newsletter": "nope"},
+        {"email": "ok@example.org", "newsletter": "weekly", "name": "Evil\r\nBcc: x@y.z"},
+        {"email": "ok@example.org", "newsletter": "weekly", "name": "x" * 500},
+        {"email": ["ok@example.org"], "newsletter": "weekly"},
+        {"email": "ok@example.org"},
+        {"email": "x" * 400 + "@example.org", "newsletter": "weekly"},
+    ],
+)
+async def test_bad_subscribe_input_is_4xx_and_changes_nothing(
+    site: Any, body: dict[str, Any]
+) -> None:
+    client, container, _ = site
+    before = await snapshot(container)
+    response = await client.post("/api/subscribe", json=body)
+    assert 400 <= response.status_code < 500
+    assert response.headers["content-type"] == "application/problem+json"
+    assert await snapshot(container) == before
+
+
+async def test_malformed_json_and_form_bodies_are_4xx(site: Any) -> None:
+    client, container, _ = site
+    before = await snapshot(container)
+    raw = await client.post(
+        "/api/subscribe", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert raw.status_code == 400
+    form = await client.post("/subscribe", data={"email": "bad", "newsletter": "weekly"})
+    assert form.status_code == 422
+    assert "must contain exactly one @" in form.text
+    assert (await client.post("/api/confirm", json={"token": "x"})).status_code == 404
+    assert (await client.post("/api/unsubscribe", json={"token": 5})).status_code == 422
+    assert await snapshot(container) == before
