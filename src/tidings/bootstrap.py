@@ -20,6 +20,7 @@ from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
+from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
 from tidings.config import Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
@@ -30,6 +31,7 @@ from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhoo
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
+from tidings.rendering import Theme
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
 from tidings.storage.site_secrets import get_or_create_secret
@@ -70,6 +72,7 @@ class Container:
     subscribers: Subscribers
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
+    campaigns: CampaignDrafts
     _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -198,6 +201,28 @@ def build(settings: Settings) -> Container:
         subscribers=Subscribers(audience, public),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
+        campaigns=CampaignDrafts(
+            CampaignContext(
+                db=db,
+                now=utcnow,
+                mailer=mailer,
+                public_url=audience.public_url,
+                theme=theme_from(settings),
+            )
+        ),
+    )
+
+
+def theme_from(settings: Settings) -> Theme:
+    """The one theme (CMP-2): the design system's defaults with the configured brand."""
+    theme = settings.theme
+    return Theme(
+        site_name=settings.site.name,
+        postal_address=theme.postal_address,
+        logo_url=theme.logo_url,
+        accent_color=theme.accent_color,
+        body_font=theme.body_font,
+        heading_font=theme.heading_font,
     )
 
 

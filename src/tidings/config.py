@@ -219,6 +219,36 @@ class AudienceSettings(_Section):
     )
 
 
+class ThemeSettings(_Section):
+    postal_address: str = Field(
+        default="Tidings Publishing, 1 Example Street, Springfield",
+        min_length=1,
+        max_length=300,
+        pattern=r"^[^\r\n\x00<>]*$",
+        description="The publisher's postal address, shown in every campaign footer.",
+    )
+    logo_url: str | None = Field(
+        default=None,
+        pattern=r"^https://[^\s\"'<>]+$",
+        description="An https URL of the logo shown in the email header.",
+    )
+    accent_color: str = Field(
+        default="#9b2c1f",
+        pattern=r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$",
+        description="Accent colour for links, buttons and rules (#rrggbb).",
+    )
+    body_font: str = Field(
+        default="Georgia, Cambria, 'Times New Roman', Times, serif",
+        pattern=r"^[A-Za-z0-9 ,'\"-]{1,300}$",
+        description="CSS font stack for body text.",
+    )
+    heading_font: str = Field(
+        default="Georgia, Cambria, 'Times New Roman', Times, serif",
+        pattern=r"^[A-Za-z0-9 ,'\"-]{1,300}$",
+        description="CSS font stack for headings.",
+    )
+
+
 class Settings(BaseSettings):
     """The effective configuration of one tidings process."""
 
@@ -240,6 +270,7 @@ class Settings(BaseSettings):
     smtp: SmtpSettings = SmtpSettings()
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
+    theme: ThemeSettings = ThemeSettings()
 
     @model_validator(mode="after")
     def _send_deadline_inside_lease(self) -> Settings:

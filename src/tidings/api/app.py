@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from tidings import __version__
 from tidings.api import health
 from tidings.api.admin import (
+    campaigns,
     emails,
     jobs,
     keys,
@@ -70,7 +71,17 @@ def create_app(
 def admin_router() -> APIRouter:
     """Every admin route hangs off this router, which requires an admin API key."""
     router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
-    for module in (newsletters, subscribers, suppressions, keys, jobs, emails, outbox, webhooks):
+    for module in (
+        newsletters,
+        subscribers,
+        suppressions,
+        campaigns,
+        keys,
+        jobs,
+        emails,
+        outbox,
+        webhooks,
+    ):
         router.include_router(module.router)
     return router
 

@@ -7,7 +7,17 @@ from pathlib import Path
 import typer
 
 from tidings import __version__
-from tidings.cli import config_cmd, demo, dev_smtp, jobs, keys, outbox, serve
+from tidings.cli import (
+    campaign,
+    config_cmd,
+    demo,
+    dev_smtp,
+    jobs,
+    keys,
+    newsletters,
+    outbox,
+    serve,
+)
 from tidings.cli.bench import commands as bench
 from tidings.cli.context import CliState
 
@@ -49,6 +59,8 @@ app.command()(serve.worker)
 app.command()(serve.migrate)
 app.command()(demo.demo)
 app.command("dev-smtp")(dev_smtp.dev_smtp)
+app.add_typer(newsletters.app, name="newsletters")
+app.add_typer(campaign.app, name="campaign")
 app.add_typer(keys.app, name="keys")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(outbox.app, name="outbox")

@@ -4,6 +4,7 @@ provider, with the provider's failure classes mapped onto the queue's retry rule
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import uuid
 from collections.abc import Mapping
@@ -61,7 +62,32 @@ class TransactionalEmail:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class RawEmail:
+    """An already-serialised message (a campaign message, a test send): sent byte for byte."""
+
+    sender: str
+    to: str
+    data: bytes
+    message_id: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "raw_b64": base64.b64encode(self.data).decode(),
+            "sender": self.sender,
+            "to": self.to,
+            "message_id": self.message_id,
+        }
+
+
 def build_envelope(payload: Mapping[str, Any], *, default_message_id: str) -> Envelope:
+    if "raw_b64" in payload:
+        return Envelope(
+            sender=payload["sender"],
+            recipients=[payload["to"]],
+            data=base64.b64decode(payload["raw_b64"]),
+            message_id=payload["message_id"],
+        )
     message = EmailMessage()
     message["From"] = formataddr((payload.get("sender_name") or "", payload["sender"]))
     message["To"] = payload["to"]
@@ -131,6 +157,12 @@ class Mailer:
         self, conn: AsyncConnection, email: TransactionalEmail, *, idempotency_key: str
     ) -> tuple[Job, bool]:
         return await self._queue.enqueue(conn, SEND_EMAIL, idempotency_key, email.to_payload())
+
+    async def queue_raw_in(
+        self, conn: AsyncConnection, email: RawEmail, *, idempotency_key: str | None = None
+    ) -> tuple[Job, bool]:
+        key = idempotency_key or f"email:{uuid.uuid4().hex}"
+        return await self._queue.enqueue(conn, SEND_EMAIL, key, email.to_payload())
 
     async def queue(
         self, email: TransactionalEmail, *, idempotency_key: str | None = None

@@ -287,3 +287,32 @@ rate_limits = Table(
     Column("hits", Integer, nullable=False),
 )
 Index(None, rate_limits.c.window_start)
+
+# -- campaigns (SPEC §5) -------------------------------------------------------------------
+
+campaigns = Table(
+    "campaigns",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="RESTRICT"), nullable=False
+    ),
+    Column("status", String(16), nullable=False),
+    Column("subject", String(998), nullable=False),
+    Column("preheader", String(500), nullable=False, server_default=""),
+    Column("body", Text(), nullable=False),
+    Column("body_format", String(16), nullable=False),
+    Column("audience_filter", String(500), nullable=False, server_default=""),
+    Column("sender_name", String(200), nullable=True),
+    Column("reply_to", String(320), nullable=True),
+    Column("scheduled_at", UTCDateTime(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint(
+        "status IN ('draft', 'scheduled', 'pending', 'submitting', 'submitted', 'failed', "
+        "'cancelled')",
+        name="status",
+    ),
+    CheckConstraint("body_format IN ('markdown', 'html')", name="body_format"),
+)
+Index(None, campaigns.c.newsletter_id, campaigns.c.id)

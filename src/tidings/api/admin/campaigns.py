@@ -1,0 +1,169 @@
+"""Admin campaigns: drafts (create, list, get, edit, delete), preview and test send."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Response, status
+from pydantic import BaseModel, Field
+
+from tidings.api.deps import ContainerDep
+from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
+from tidings.campaigns.drafts import CampaignDraft
+from tidings.storage.campaigns import CampaignRow
+
+router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
+CampaignId = Annotated[int, Path(ge=1, le=2**62)]
+MAX_BODY = 1_000_000
+
+
+class CampaignFields(BaseModel):
+    subject: str = Field(min_length=1, max_length=998)
+    preheader: str = Field(default="", max_length=500)
+    body: str = Field(max_length=MAX_BODY, description="Markdown (default) or HTML.")
+    body_format: Literal["markdown", "html"] = "markdown"
+    audience_filter: str = Field(
+        default="",
+        max_length=500,
+        description="e.g. `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`; "
+        "`,` separates alternatives. Empty: the whole newsletter.",
+    )
+    sender_name: str | None = Field(default=None, max_length=200)
+    reply_to: str | None = Field(default=None, max_length=320)
+    scheduled_at: datetime | None = None
+
+
+class CampaignCreate(CampaignFields):
+    newsletter: str = Field(max_length=64, description="The newsletter's slug.")
+
+
+class CampaignUpdate(BaseModel):
+    subject: str | None = Field(default=None, min_length=1, max_length=998)
+    preheader: str | None = Field(default=None, max_length=500)
+    body: str | None = Field(default=None, max_length=MAX_BODY)
+    body_format: Literal["markdown", "html"] | None = None
+    audience_filter: str | None = Field(default=None, max_length=500)
+    sender_name: str | None = Field(default=None, max_length=200)
+    reply_to: str | None = Field(default=None, max_length=320)
+    scheduled_at: datetime | None = None
+
+
+class CampaignSummary(BaseModel):
+    id: int
+    newsletter_id: int
+    status: str
+    subject: str
+    audience_filter: str
+    scheduled_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: CampaignRow) -> CampaignSummary:
+        return cls(**{name: getattr(row, name) for name in cls.model_fields})
+
+
+class CampaignPublic(CampaignFields):
+    id: int
+    newsletter: str
+    status: str
+    segments: list[str] = Field(description="Tiers the audience filter can reach.")
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, draft: CampaignDraft) -> CampaignPublic:
+        row = draft.campaign
+        return cls(
+            id=row.id,
+            newsletter=draft.newsletter.slug,
+            status=row.status,
+            subject=row.subject,
+            preheader=row.preheader,
+            body=row.body,
+            body_format="html" if row.body_format == "html" else "markdown",
+            audience_filter=row.audience_filter,
+            sender_name=row.sender_name,
+            reply_to=row.reply_to,
+            scheduled_at=row.scheduled_at,
+            segments=list(draft.segments),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+
+class TestSend(BaseModel):
+    to: list[str] = Field(min_length=1, max_length=10)
+    segment: str | None = Field(default=None, max_length=16)
+
+
+class TestSendQueued(BaseModel):
+    job_ids: list[int]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create a draft")
+async def create_campaign(container: ContainerDep, body: CampaignCreate) -> CampaignPublic:
+    values = body.model_dump(exclude={"newsletter"})
+    return CampaignPublic.of(await container.campaigns.create(newsletter=body.newsletter, **values))
+
+
+@router.get("", summary="List campaigns, newest first")
+async def list_campaigns(
+    container: ContainerDep,
+    newsletter: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[CampaignSummary]:
+    rows = await container.campaigns.list_campaigns(
+        newsletter=newsletter, before_id=int_cursor(cursor), limit=limit
+    )
+    return page_of(rows, limit, CampaignSummary.of, key=lambda row: row.id)
+
+
+@router.get("/{campaign_id}", summary="One campaign")
+async def get_campaign(container: ContainerDep, campaign_id: CampaignId) -> CampaignPublic:
+    return CampaignPublic.of(await container.campaigns.get(campaign_id))
+
+
+@router.patch("/{campaign_id}", summary="Edit a draft")
+async def update_campaign(
+    container: ContainerDep, campaign_id: CampaignId, body: CampaignUpdate
+) -> CampaignPublic:
+    changes = body.model_dump(exclude_unset=True)
+    return CampaignPublic.of(await container.campaigns.update(campaign_id, **changes))
+
+
+@router.delete("/{campaign_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a draft")
+async def delete_campaign(container: ContainerDep, campaign_id: CampaignId) -> None:
+    await container.campaigns.delete(campaign_id)
+
+
+@router.get(
+    "/{campaign_id}/preview",
+    summary="A segment's version as a sample reader sees it (HTML or text)",
+    response_class=Response,
+)
+async def preview_campaign(
+    container: ContainerDep,
+    campaign_id: CampaignId,
+    segment: Annotated[str | None, Query(max_length=16)] = None,
+    format: Annotated[Literal["html", "text"], Query()] = "html",
+) -> Response:
+    shown = await container.campaigns.preview(campaign_id, segment)
+    headers = {"X-Tidings-Warnings": " | ".join(shown.warnings)} if shown.warnings else None
+    if format == "text":
+        return Response(shown.text, media_type="text/plain; charset=utf-8", headers=headers)
+    return Response(shown.html, media_type="text/html; charset=utf-8", headers=headers)
+
+
+@router.post(
+    "/{campaign_id}/test-send",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Send a segment's version to up to 10 addresses (state and counts untouched)",
+)
+async def test_send(
+    container: ContainerDep, campaign_id: CampaignId, body: TestSend
+) -> TestSendQueued:
+    job_ids = await container.campaigns.test_send(campaign_id, body.to, body.segment)
+    return TestSendQueued(job_ids=job_ids)

@@ -1,0 +1,1 @@
+"""Campaign use cases: compose (drafts, preview, test send); later prepare, submit, finalise."""

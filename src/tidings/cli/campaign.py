@@ -1,0 +1,182 @@
+"""`tidings campaign create|edit|list|preview|test-send`: compose and check campaigns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.rendering import Preview
+
+app = typer.Typer(help="Compose campaigns: drafts, previews, test sends.", no_args_is_help=True)
+
+FromFile = typer.Option(
+    None, "--from-file", "-f", help="Body file (.md for Markdown, .html for HTML)."
+)
+
+
+def _body(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    if not path.is_file():
+        fail(f"--from-file: no such file: {path}")
+    body_format = "html" if path.suffix.lower() in (".html", ".htm") else "markdown"
+    return {"body": path.read_text(encoding="utf-8"), "body_format": body_format}
+
+
+def _show(draft: Any, as_json: bool) -> None:
+    row = draft.campaign
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "id": row.id,
+                    "status": row.status,
+                    "newsletter": draft.newsletter.slug,
+                    "subject": row.subject,
+                    "audience_filter": row.audience_filter,
+                    "segments": list(draft.segments),
+                }
+            )
+        )
+        return
+    out_console.print(f"campaign {row.id} [{row.status}] {draft.newsletter.slug}: {row.subject}")
+    out_console.print(
+        f"audience: {row.audience_filter or 'everyone'}; versions: {', '.join(draft.segments)}"
+    )
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    newsletter: str = typer.Option(..., "--newsletter", "-n", help="Newsletter slug."),
+    subject: str = typer.Option(..., "--subject", "-s", help="Subject line."),
+    from_file: Path | None = FromFile,
+    preheader: str = typer.Option("", "--preheader", help="Preview text shown after the subject."),
+    audience: str = typer.Option("", "--audience", help="Filter, e.g. tier:paid or label:beta."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Create a draft campaign from a Markdown or HTML file."""
+    body = _body(from_file)
+    if not body:
+        fail("--from-file is required to create a campaign")
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            draft = await container.campaigns.create(
+                newsletter=newsletter,
+                subject=subject,
+                preheader=preheader,
+                audience_filter=audience,
+                **body,
+            )
+        _show(draft, as_json)
+
+    run(go)
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    campaign_id: int = typer.Argument(..., help="The campaign's id."),
+    subject: str | None = typer.Option(None, "--subject", "-s", help="New subject line."),
+    from_file: Path | None = FromFile,
+    preheader: str | None = typer.Option(None, "--preheader", help="New preview text."),
+    audience: str | None = typer.Option(None, "--audience", help="New audience filter."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Change a draft (only drafts can be edited)."""
+    changes: dict[str, Any] = {**_body(from_file)}
+    for key, value in (
+        ("subject", subject),
+        ("preheader", preheader),
+        ("audience_filter", audience),
+    ):
+        if value is not None:
+            changes[key] = value
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            draft = await container.campaigns.update(campaign_id, **changes)
+        _show(draft, as_json)
+
+    run(go)
+
+
+@app.command("list")
+def list_campaigns(
+    ctx: typer.Context,
+    newsletter: str | None = typer.Option(None, "--newsletter", "-n", help="Only this newsletter."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List campaigns, newest first."""
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            rows = await container.campaigns.list_campaigns(newsletter=newsletter, limit=200)
+        if as_json:
+            print(
+                json.dumps([{"id": r.id, "status": r.status, "subject": r.subject} for r in rows])
+            )
+            return
+        table = Table("id", "status", "subject", "audience", "updated")
+        for r in rows:
+            table.add_row(
+                str(r.id),
+                r.status,
+                r.subject,
+                r.audience_filter or "everyone",
+                f"{r.updated_at:%Y-%m-%d %H:%M}",
+            )
+        out_console.print(table)
+
+    run(go)
+
+
+@app.command("preview")
+def preview(
+    ctx: typer.Context,
+    campaign_id: int = typer.Argument(..., help="The campaign's id."),
+    segment: str | None = typer.Option(None, "--segment", help="free, paid or comped."),
+    text: bool = typer.Option(False, "--text", help="The plain-text version instead of HTML."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (else stdout)."),
+) -> None:
+    """Render a segment's version with a sample reader's values."""
+
+    async def go() -> Preview:
+        async with container_for(ctx) as container:
+            return await container.campaigns.preview(campaign_id, segment)
+
+    shown = run(go)
+    rendered = shown.text if text else shown.html
+    for warning in shown.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    if out is None:
+        print(rendered)
+    else:
+        out.write_text(rendered, encoding="utf-8")
+        err_console.print(f"Wrote the {shown.segment} version to {out}.")
+
+
+@app.command("test-send")
+def send_test(
+    ctx: typer.Context,
+    campaign_id: int = typer.Argument(..., help="The campaign's id."),
+    to: list[str] = typer.Option(..., "--to", help="Recipient (repeat for up to 10)."),
+    segment: str | None = typer.Option(None, "--segment", help="free, paid or comped."),
+) -> None:
+    """Send a segment's real message to test addresses; the campaign is left untouched."""
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            job_ids = await container.campaigns.test_send(campaign_id, to, segment)
+        err_console.print(
+            f"Queued {len(job_ids)} test message(s): jobs "
+            f"{', '.join(map(str, job_ids))}. A worker (or `tidings serve`) sends them."
+        )
+
+    run(go)
