@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from tidings.access.keys import ApiKeys
 from tidings.audience.context import AudienceContext
+from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
@@ -73,6 +74,7 @@ class Container:
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
+    importer: Importer
     _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -201,6 +203,7 @@ def build(settings: Settings) -> Container:
         subscribers=Subscribers(audience, public),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
+        importer=Importer(audience),
         campaigns=CampaignDrafts(
             CampaignContext(
                 db=db,

@@ -149,7 +149,7 @@ async def test_preview_renders_each_segment_with_its_own_passages(studio: Any) -
 async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone(
     studio: Any,
 ) -> None:
-    client, container, headers = studio
+    client, _, headers = studio
     draft = await _draft(client, headers)
     before = (await client.get(f"/api/admin/campaigns/{draft['id']}", headers=headers)).json()
     sent = await client.post(

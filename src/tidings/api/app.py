@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from tidings import __version__
 from tidings.api import health
 from tidings.api.admin import (
+    audience_csv,
     campaigns,
     emails,
     jobs,
@@ -73,6 +74,7 @@ def admin_router() -> APIRouter:
     router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
     for module in (
         newsletters,
+        audience_csv,  # before `subscribers`: /subscribers/export is not /subscribers/{id}
         subscribers,
         suppressions,
         campaigns,

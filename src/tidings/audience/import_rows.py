@@ -17,6 +17,7 @@ from tidings.domain.errors import InvalidInput
 
 COLUMNS = ("email", "name", "tier", "labels", "newsletter", "status", "created_at")
 LABEL_SEPARATORS = (";", "|")
+_STATUSES = {state.value: state for state in SubscriptionState}
 # Spreadsheets run a cell that starts with one of these as a formula. Export prefixes such a
 # cell with an apostrophe (the spreadsheet convention for "text"); import takes it off again.
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "'")
@@ -58,7 +59,8 @@ def restore_formula(cell: str) -> str:
 def read_header(fields: list[str]) -> dict[str, int]:
     """Column name -> position. Unknown or repeated columns, or no `email`, fail the whole
     import before any row is read."""
-    names = [restore_formula(field).strip().lower() for field in fields]
+    # A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+    names = [restore_formula(field.lstrip("\ufeff").strip()).lower() for field in fields]
     unknown = [name for name in names if name not in COLUMNS]
     if unknown:
         raise InvalidInput(
@@ -127,10 +129,8 @@ class RowReader:
         newsletter_id = self._newsletter_ids.get(slug)
         if newsletter_id is None:
             problem("newsletter", "no newsletter with that slug")
-        status_text = (cell.get("status") or SubscriptionState.PENDING.value).lower()
-        try:
-            status = SubscriptionState(status_text)
-        except ValueError:
+        status = _STATUSES.get((cell.get("status") or SubscriptionState.PENDING).lower())
+        if status is None:
             problem("status", "status must be pending, confirmed or unsubscribed")
         try:
             created_at = self._created_at(cell.get("created_at", ""))
@@ -140,17 +140,19 @@ class RowReader:
             return errors
         assert address is not None
         assert newsletter_id is not None
+        assert status is not None
         repeat = self._repeat(line, address.key, newsletter_id, name, tier)
         if repeat is not None:
             return [repeat]
         return ImportRow(line, address, name, tier, labels, newsletter_id, status, created_at)
 
     def _cells(self, fields: list[str]) -> dict[str, str]:
-        return {
-            name: restore_formula(fields[position]).strip()
-            for name, position in self._columns.items()
-            if position < len(fields)
-        }
+        cells = {}
+        for name, position in self._columns.items():
+            if position < len(fields):
+                cell = fields[position].strip()
+                cells[name] = restore_formula(cell) if cell.startswith("'") else cell
+        return cells
 
     def _created_at(self, text: str) -> datetime | None:
         if not text:

@@ -17,6 +17,7 @@ from tidings.cli import (
     newsletters,
     outbox,
     serve,
+    subscribers,
 )
 from tidings.cli.bench import commands as bench
 from tidings.cli.context import CliState
@@ -60,6 +61,7 @@ app.command()(serve.migrate)
 app.command()(demo.demo)
 app.command("dev-smtp")(dev_smtp.dev_smtp)
 app.add_typer(newsletters.app, name="newsletters")
+app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")
 app.add_typer(keys.app, name="keys")
 app.add_typer(jobs.app, name="jobs")

@@ -53,7 +53,9 @@ async def list_campaigns(
     return [_row(row) for row in await conn.execute(query)]
 
 
-async def update_draft(conn: AsyncConnection, campaign_id: int, **values: Any) -> CampaignRow | None:
+async def update_draft(
+    conn: AsyncConnection, campaign_id: int, **values: Any
+) -> CampaignRow | None:
     """Change a campaign only while it is a draft; None when it is not (or is gone)."""
     result = await conn.execute(
         update(campaigns)

@@ -7,6 +7,7 @@ import json
 
 import typer
 
+from tidings.cli.bench.importing import bench_import
 from tidings.cli.bench.queue import bench_queue
 from tidings.cli.context import state_of
 from tidings.rendering.bench import run_render_benchmark
@@ -42,3 +43,13 @@ def render(
     """Personalised messages per second (rendered once per segment, headers built, bytes
     ready for SMTP), beside a full template render and EmailMessage per recipient (CMP-3)."""
     print(json.dumps(run_render_benchmark(recipients, comparison_sample=sample), indent=2))
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    rows: int = typer.Argument(100_000, min=1, help="CSV rows to generate and import."),
+) -> None:
+    """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
+    url = state_of(ctx).settings().database.url
+    print(json.dumps(asyncio.run(bench_import(url, rows=rows)), indent=2))

@@ -1,0 +1,112 @@
+"""Import and export through the CLI and the admin API, as an operator uses them (AUD-9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.audience_helpers import create_newsletter, snapshot
+from tests.factories import admin_headers, api_client, make_settings
+
+CSV = (
+    "email,name,tier,labels,status\n"
+    "ann@example.org,Ann,paid,beta;press,confirmed\n"
+    "not-an-address,Bob,free,,pending\n"
+    "cy@example.org,Cy,gold,,pending\n"
+    "dee@example.org,Dee,free,,unsubscribed\n"
+)
+
+
+def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
+        "TIDINGS_DATABASE_URL": database_url,
+        "TIDINGS_LOG_FORMAT": "json",
+    }
+
+    def tidings(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tidings", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert tidings("migrate").returncode == 0
+    assert (
+        tidings(
+            "newsletters",
+            "create",
+            "weekly",
+            "--name",
+            "Weekly",
+            "--sender-name",
+            "E",
+            "--sender-address",
+            "e@example.org",
+        ).returncode
+        == 0
+    )
+    source = tmp_path / "readers.csv"
+    source.write_text(CSV)
+    imported = tidings("subscribers", "import", str(source), "--newsletter", "weekly", "--json")
+    assert imported.returncode == 1  # some rows failed
+    report = json.loads(imported.stdout)
+    assert report["created"] == 2
+    assert sorted((e["line"], e["field"]) for e in report["errors"]) == [(3, "email"), (4, "tier")]
+    assert "not-an-address" not in imported.stdout + imported.stderr
+    again = tidings("subscribers", "import", str(source), "--newsletter", "weekly", "--json")
+    assert json.loads(again.stdout)["created"] == 0  # idempotent
+    out = tmp_path / "export.csv"
+    exported = tidings("subscribers", "export", "--newsletter", "weekly", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("email,")
+    assert any(
+        line.startswith("ann@example.org,Ann,paid") and "confirmed" in line for line in lines
+    )
+    assert any(line.startswith("dee@example.org") and "unsubscribed" in line for line in lines)
+
+
+async def test_admin_api_import_and_export(database_url: str) -> None:
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        imported = await client.post(
+            "/api/admin/subscribers/import",
+            params={"newsletter": "weekly"},
+            content=CSV.encode(),
+            headers={**headers, "content-type": "text/csv"},
+        )
+        assert imported.status_code == 200, imported.text
+        assert imported.json()["created"] == 2
+        assert [e["line"] for e in imported.json()["errors"]] == [3, 4]
+        exported = await client.get(
+            "/api/admin/subscribers/export",
+            params={"newsletter": "weekly", "state": "confirmed"},
+            headers=headers,
+        )
+        assert exported.headers["content-type"].startswith("text/csv")
+        rows = exported.text.splitlines()
+        assert len(rows) == 2
+        assert rows[1].startswith("ann@example.org")
+        before = await snapshot(container)
+        for body, params in (
+            (b"\xff\xfe bad", {"newsletter": "weekly"}),
+            (b"mail,name\nx@y.z,X\n", {"newsletter": "weekly"}),
+            (CSV.encode(), {"newsletter": "nope"}),
+        ):
+            bad = await client.post(
+                "/api/admin/subscribers/import",
+                params=params,
+                content=body,
+                headers={**headers, "content-type": "text/csv"},
+            )
+            assert 400 <= bad.status_code < 500, bad.text
+            assert bad.headers["content-type"] == "application/problem+json"
+        assert await snapshot(container) == before
