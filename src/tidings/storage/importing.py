@@ -23,10 +23,8 @@ from sqlalchemy import (
     Column,
     Result,
     Table,
-    and_,
     any_,
     bindparam,
-    exists,
     func,
     select,
     text,
@@ -34,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.subscribers import has_label, state_clause
 from tidings.storage.tables import (
     labels,
     newsletters,
@@ -337,15 +336,6 @@ class ExportRow:
     unsubscribed_at: datetime | None
 
 
-def _state_condition(state: str) -> Any:
-    pending_or_confirmed = subscriptions.c.unsubscribed_at.is_(None)
-    if state == "unsubscribed":
-        return subscriptions.c.unsubscribed_at.is_not(None)
-    if state == "pending":
-        return and_(pending_or_confirmed, subscriptions.c.confirmed_at.is_(None))
-    return and_(pending_or_confirmed, subscriptions.c.confirmed_at.is_not(None))
-
-
 async def export_page(
     conn: AsyncConnection, audience: ExportFilter, *, after_id: int | None, limit: int
 ) -> list[ExportRow]:
@@ -375,18 +365,9 @@ async def export_page(
     if audience.newsletter_id is not None:
         query = query.where(subscriptions.c.newsletter_id == audience.newsletter_id)
     if audience.state is not None:
-        query = query.where(_state_condition(audience.state))
+        query = query.where(state_clause(audience.state))
     if audience.tier is not None:
         query = query.where(subscribers.c.tier == audience.tier)
     if audience.label is not None:
-        query = query.where(
-            exists(
-                select(subscriber_labels.c.label_id)
-                .join(labels, labels.c.id == subscriber_labels.c.label_id)
-                .where(
-                    subscriber_labels.c.subscriber_id == subscribers.c.id,
-                    labels.c.name == audience.label,
-                )
-            )
-        )
+        query = query.where(has_label(audience.label))
     return [ExportRow(**dict(row._mapping)) for row in await conn.execute(query)]

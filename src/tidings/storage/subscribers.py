@@ -122,7 +122,8 @@ async def labels_of(conn: AsyncConnection, subscriber_ids: Iterable[int]) -> dic
     return found
 
 
-def _state_clause(state: str) -> Any:
+def state_clause(state: str) -> Any:
+    """Subscriptions in `state` (pending, confirmed, unsubscribed)."""
     if state == "unsubscribed":
         return subscriptions.c.unsubscribed_at.is_not(None)
     if state == "pending":
@@ -134,6 +135,15 @@ def _state_clause(state: str) -> Any:
     )
 
 
+def has_label(label: str) -> Any:
+    """The subscriber (of the enclosing query) carries `label`."""
+    return exists(
+        select(subscriber_labels.c.label_id)
+        .join(labels, labels.c.id == subscriber_labels.c.label_id)
+        .where(subscriber_labels.c.subscriber_id == subscribers.c.id, labels.c.name == label)
+    )
+
+
 def _filtered(search: SearchFilter) -> Any:
     query = select(subscribers)
     if search.newsletter_id is not None or search.state is not None:
@@ -141,21 +151,12 @@ def _filtered(search: SearchFilter) -> Any:
         if search.newsletter_id is not None:
             conditions.append(subscriptions.c.newsletter_id == search.newsletter_id)
         if search.state is not None:
-            conditions.append(_state_clause(search.state))
+            conditions.append(state_clause(search.state))
         query = query.where(exists(select(subscriptions.c.id).where(*conditions)))
     if search.tier is not None:
         query = query.where(subscribers.c.tier == search.tier)
     if search.label is not None:
-        query = query.where(
-            exists(
-                select(subscriber_labels.c.label_id)
-                .join(labels, labels.c.id == subscriber_labels.c.label_id)
-                .where(
-                    subscriber_labels.c.subscriber_id == subscribers.c.id,
-                    labels.c.name == search.label,
-                )
-            )
-        )
+        query = query.where(has_label(search.label))
     if search.text:
         pattern = (
             "%"
