@@ -7,6 +7,7 @@ constructed at import time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -142,7 +143,14 @@ class Container:
             self.handler_registry(),
             stop,
             on_outcome=self.metrics.record_job_outcome,
-            maintenance=[self.subscribe_limiter.prune],
+            maintenance=[
+                self.subscribe_limiter.prune,
+                self.captured_mail.prune,
+                functools.partial(
+                    self.webhooks.prune_deliveries,
+                    older_than=timedelta(days=self.settings.queue.retention_days),
+                ),
+            ],
         )
 
 
@@ -195,7 +203,9 @@ def build(settings: Settings) -> Container:
         api_keys=ApiKeys(db, utcnow),
         queue=queue,
         webhooks=webhooks,
-        captured_mail=CapturedMail(db),
+        captured_mail=CapturedMail(
+            db, utcnow, retention=timedelta(days=settings.email.capture_retention_days)
+        ),
         mailer=mailer,
         site_secret=site_secret,
         public=public,

@@ -126,7 +126,10 @@ class QueueSettings(_Section):
         default=3600.0, gt=0, description="How often finished jobs and old attempts are pruned."
     )
     retention_days: float = Field(
-        default=7.0, gt=0, description="Finished and dead jobs older than this are pruned."
+        default=7.0,
+        gt=0,
+        description="Finished and dead jobs, and finished webhook deliveries, older than this "
+        "are pruned.",
     )
     email_concurrency: int = Field(
         default=8, ge=1, le=1000, description="Transactional emails sent at once per worker."
@@ -157,6 +160,9 @@ class EmailSettings(_Section):
         max_length=200,
         pattern=r"^[^\r\n\x00]*$",
         description="Sender display name of transactional mail.",
+    )
+    capture_retention_days: float = Field(
+        default=30.0, gt=0, description="Captured mail (provider `capture`) is kept this long."
     )
     send_deadline_seconds: float = Field(
         default=10.0,

@@ -41,6 +41,42 @@ async def test_worker_stops_cleanly_on_signal(database_url: str, stop_signal: in
     assert b"worker.stopped" in output
 
 
+async def test_worker_serves_its_own_metrics(sqlite_url: str) -> None:
+    # Job outcomes are counted in the worker process; Prometheus must be able to scrape them.
+    import socket
+
+    import httpx
+
+    database = create_database(sqlite_url)
+    await migrate.upgrade(database)
+    await database.dispose()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "worker",
+        "--metrics-port",
+        str(port),
+        env=_env(sqlite_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        await asyncio.wait_for(process.stdout.readline(), 30)
+        async with httpx.AsyncClient() as client:
+            scraped = await client.get(f"http://127.0.0.1:{port}/metrics")
+        assert scraped.status_code == 200
+        assert "tidings_jobs_finished" in scraped.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0
+
+
 async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,

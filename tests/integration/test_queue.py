@@ -4,7 +4,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tidings.domain.jobs import GiveUp, JobStatus, RetryLater
 from tidings.queue import store
@@ -13,7 +13,7 @@ from tidings.queue.service import JobQueue
 from tidings.queue.store import Job
 from tidings.queue.worker import Worker
 from tidings.storage.database import Database, create_database
-from tidings.storage.tables import job_attempts
+from tidings.storage.tables import job_attempts, jobs
 
 FAST = QueuePolicy(
     lease_seconds=5,
@@ -320,3 +320,44 @@ async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) ->
         stop.set()
         await task
         await database.dispose()
+
+
+async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database) -> None:
+    # A job longer than its lease stays claimed while its worker lives; if another worker takes
+    # it over anyway, the first stops instead of both carrying on.
+    policy = QueuePolicy(
+        lease_seconds=0.6,
+        poll_interval_seconds=0.05,
+        backoff_base_seconds=0.01,
+        backoff_max_seconds=0.02,
+    )
+    queue = JobQueue(db, policy, lambda: datetime.now(UTC))
+    (long_job,) = await _enqueue(db, queue, 1, kind="long")
+    (stolen_job,) = await _enqueue(db, queue, 1, kind="stolen")
+    finished: list[str] = []
+    cancelled: list[str] = []
+
+    async def long_running(job: Job) -> None:
+        await asyncio.sleep(1.5)  # well past one lease; renewal keeps it ours
+        finished.append("long")
+
+    async def loses_its_lease(job: Job) -> None:
+        async with db.write() as conn:  # another worker's fresh claim replaces our token
+            await conn.execute(update(jobs).where(jobs.c.id == job.id).values(claim_token="x" * 32))
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append("stolen")
+            raise
+
+    registry = HandlerRegistry()
+    registry.register("long", long_running, renew_lease=True)
+    registry.register("stolen", loses_its_lease, renew_lease=True)
+    worker = Worker(db, registry, policy, lambda: datetime.now(UTC))
+    await worker.claim_round()
+    await worker.drain(10)
+    done, _ = await queue.get(long_job.id)
+    assert (done.status, done.attempts, finished) == (JobStatus.DONE, 1, ["long"])
+    assert cancelled == ["stolen"]
+    still_running, _ = await queue.get(stolen_job.id)
+    assert still_running.claim_token == "x" * 32  # the other worker's claim is left intact

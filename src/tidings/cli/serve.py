@@ -7,6 +7,7 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
+import prometheus_client
 import typer
 import uvicorn
 
@@ -65,7 +66,12 @@ def api(ctx: typer.Context, host: str | None = HostOption, port: int | None = Po
     _serve(ctx, host, port, embedded=False)
 
 
-def worker(ctx: typer.Context) -> None:
+def worker(
+    ctx: typer.Context,
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="Serve Prometheus metrics for this worker on this port."
+    ),
+) -> None:
     """Run the background workers (email, webhooks, campaign jobs) until SIGTERM or Ctrl-C.
 
     Start as many as you like, on any number of machines: they coordinate only through the
@@ -76,6 +82,11 @@ def worker(ctx: typer.Context) -> None:
 
     async def go() -> None:
         async with container_for(ctx) as container:
+            if metrics_port is not None:
+                # Job outcomes are counted where they happen: in the worker process.
+                prometheus_client.start_http_server(
+                    metrics_port, addr=settings.http.host, registry=container.metrics.registry
+                )
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,7 +5,7 @@ works before anyone supplies credentials."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.parser import BytesHeaderParser
 from email.policy import default as default_policy
 
@@ -44,8 +44,22 @@ class CaptureProvider:
 class CapturedMail:
     """Reads what the capture provider stored (`tidings outbox`, the admin API)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, now: Callable[[], datetime], *, retention: timedelta) -> None:
         self._db = db
+        self._now = now
+        self._retention = retention
+
+    async def prune(self) -> int:
+        """Forget captured mail older than the retention (it holds addresses and content)."""
+        removed = 0
+        while True:
+            async with self._db.write() as conn:
+                batch = await outbox.prune_captured(
+                    conn, before=self._now() - self._retention, batch=1000
+                )
+            removed += batch
+            if batch < 1000:
+                return removed
 
     async def list(self, *, before_id: int | None = None, limit: int = 50) -> list[CapturedMessage]:
         async with self._db.read() as conn:

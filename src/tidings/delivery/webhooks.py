@@ -195,6 +195,18 @@ class Webhooks:
             )
         return len(endpoints)
 
+    async def prune_deliveries(self, *, older_than: timedelta) -> int:
+        """Forget finished deliveries (payloads carry subscriber data) past the retention."""
+        removed = 0
+        while True:
+            async with self._db.write() as conn:
+                batch = await queries.prune_deliveries(
+                    conn, before=self._now() - older_than, batch=1000
+                )
+            removed += batch
+            if batch < 1000:
+                return removed
+
     async def list_deliveries(
         self, endpoint_id: int, *, before_id: int | None, limit: int
     ) -> list[DeliveryRow]:

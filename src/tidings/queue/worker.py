@@ -153,21 +153,41 @@ class Worker:
             async with asyncio.timeout(timeout):
                 await registration.handler(job)
             return
+        # A long job renews its lease while it works. If the lease is lost (another worker
+        # reclaimed the job), the handler is stopped: two workers must not both carry on.
+        handler: asyncio.Future[None] = asyncio.ensure_future(registration.handler(job))
         renewer = asyncio.create_task(self._renew_lease(job))
         try:
-            await registration.handler(job)
+            await asyncio.wait({handler, renewer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             renewer.cancel()
+        if not handler.done():
+            handler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await handler
+            raise RetryLater("lease lost while working")
+        handler.result()
 
     async def _renew_lease(self, job: Job) -> None:
+        """Returns only when the lease is lost; database hiccups are retried until it lapses."""
+        renew_every = self._policy.lease_seconds / 3
+        last_renewed = asyncio.get_running_loop().time()
         while True:
-            await asyncio.sleep(self._policy.lease_seconds / 3)
-            async with self._db.write() as conn:
-                if not await store.extend_lease(
-                    conn, job, now=self._now(), lease=self._policy.lease
-                ):
-                    log.warning("job.lease_lost")
-                    return
+            await asyncio.sleep(renew_every)
+            try:
+                async with self._db.write() as conn:
+                    kept = await store.extend_lease(
+                        conn, job, now=self._now(), lease=self._policy.lease
+                    )
+            except Exception as exc:
+                log.warning("job.lease_renewal_failed", error_type=type(exc).__name__)
+                if asyncio.get_running_loop().time() - last_renewed < self._policy.lease_seconds:
+                    continue
+                kept = False
+            if not kept:
+                log.warning("job.lease_lost")
+                return
+            last_renewed = asyncio.get_running_loop().time()
 
     async def _record(
         self, job: Job, error: str | None, *, retry_after: float | None, permanent: bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import captured_messages
@@ -60,3 +60,11 @@ async def get_captured(conn: AsyncConnection, message_id: int) -> CapturedMessag
     query = select(captured_messages).where(captured_messages.c.id == message_id)
     row = (await conn.execute(query)).first()
     return None if row is None else CapturedMessage(**dict(row._mapping))
+
+
+async def prune_captured(conn: AsyncConnection, *, before: datetime, batch: int) -> int:
+    old = (
+        select(captured_messages.c.id).where(captured_messages.c.captured_at < before).limit(batch)
+    )
+    result = await conn.execute(delete(captured_messages).where(captured_messages.c.id.in_(old)))
+    return int(result.rowcount)

@@ -158,3 +158,14 @@ async def reset_delivery(conn: AsyncConnection, delivery_id: int, *, now: dateti
         .where(webhook_deliveries.c.id == delivery_id)
         .values(status="pending", updated_at=now)
     )
+
+
+async def prune_deliveries(conn: AsyncConnection, *, before: datetime, batch: int) -> int:
+    """Finished deliveries older than `before` (pending ones stay until they finish)."""
+    old = (
+        select(webhook_deliveries.c.id)
+        .where(webhook_deliveries.c.updated_at < before, webhook_deliveries.c.status != "pending")
+        .limit(batch)
+    )
+    result = await conn.execute(delete(webhook_deliveries).where(webhook_deliveries.c.id.in_(old)))
+    return int(result.rowcount)

@@ -1,0 +1,61 @@
+"""Captured mail and the webhook delivery log are pruned after their retention: both hold
+personal data (addresses, message bodies, event payloads)."""
+
+from datetime import UTC, datetime, timedelta
+
+from tidings.delivery.capture import CapturedMail, CaptureProvider
+from tidings.delivery.provider import Envelope
+from tidings.delivery.webhooks import Webhooks
+from tidings.queue.policy import QueuePolicy
+from tidings.queue.service import JobQueue
+from tidings.storage import webhooks as webhook_queries
+from tidings.storage.database import Database
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_captured_mail_older_than_retention_is_pruned(db: Database) -> None:
+    clock = Clock()
+    provider = CaptureProvider(db, clock)
+    mail = CapturedMail(db, clock, retention=timedelta(days=30))
+    envelope = Envelope(
+        sender="a@example.org",
+        recipients=["b@example.org"],
+        data=b"Subject: hi\r\n\r\nbody",
+        message_id="<m@example.org>",
+    )
+    await provider.send(envelope)
+    clock.now += timedelta(days=31)
+    await provider.send(envelope)
+    assert await mail.prune() == 1
+    (kept,) = await mail.list()
+    assert kept.captured_at == clock.now
+
+
+async def test_finished_webhook_deliveries_are_pruned_pending_ones_kept(db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(db, QueuePolicy(), clock)
+    hooks = Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1))
+    endpoint = await hooks.create_endpoint("https://hooks.example.org/x", ["*"])
+    first = await hooks.send_test(endpoint.id)
+    second = await hooks.send_test(endpoint.id)
+    async with db.write() as conn:
+        await webhook_queries.record_attempt(
+            conn,
+            first.id,
+            status="delivered",
+            status_code=200,
+            error=None,
+            response_excerpt="ok",
+            now=clock.now,
+        )
+    clock.now += timedelta(days=8)
+    assert await hooks.prune_deliveries(older_than=timedelta(days=7)) == 1
+    remaining = await hooks.list_deliveries(endpoint.id, before_id=None, limit=10)
+    assert [d.id for d in remaining] == [second.id]
