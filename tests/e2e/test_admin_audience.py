@@ -258,3 +258,63 @@ async def test_bad_admin_input_is_4xx_and_changes_nothing(admin: Any) -> None:
         assert 400 <= response.status_code < 500, (method, path, body, response.status_code)
         assert response.headers["content-type"] == "application/problem+json"
     assert await snapshot(container) == before
+
+
+async def test_admin_assertion_does_not_override_a_persons_unsubscribe(admin: Any) -> None:
+    client, _, headers = admin
+    created = (
+        await client.post(
+            "/api/admin/subscribers",
+            headers=headers,
+            json={
+                "email": "left@example.org",
+                "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
+            },
+        )
+    ).json()
+    await client.delete(
+        f"/api/admin/subscribers/{created['id']}/subscriptions/weekly", headers=headers
+    )
+    forced = await client.post(
+        f"/api/admin/subscribers/{created['id']}/subscriptions",
+        headers=headers,
+        json={"newsletter": "weekly", "confirmed": True},
+    )
+    assert forced.status_code == 409
+    asked = await client.post(
+        f"/api/admin/subscribers/{created['id']}/subscriptions",
+        headers=headers,
+        json={"newsletter": "weekly", "confirmed": False},
+    )
+    assert asked.json()["subscriptions"][0]["state"] == "pending"
+
+
+async def test_privacy_delete_also_erases_queued_mail_and_webhook_payloads(admin: Any) -> None:
+    # AUD-10: after a deletion nothing about the person may still go out or sit in a log.
+    client, container, headers = admin
+    hook = (
+        await client.post(
+            "/api/admin/webhooks",
+            headers=headers,
+            json={"url": "https://hooks.example.org/x", "event_types": ["*"]},
+        )
+    ).json()
+    await client.post(
+        "/api/subscribe",
+        json={"email": "erase@example.org", "name": "Erin", "newsletter": "weekly"},
+    )
+    assert len(await confirmation_tokens(container)) == 1
+    subscriber = (
+        await client.get("/api/admin/subscribers", params={"q": "erase@"}, headers=headers)
+    ).json()["items"][0]
+    assert (
+        await client.delete(f"/api/admin/subscribers/{subscriber['id']}", headers=headers)
+    ).status_code == 204
+    assert await confirmation_tokens(container) == []  # the unsent confirmation is gone
+    rows = await snapshot(container)
+    assert "erase@example.org" not in repr(rows)
+    assert "Erin" not in repr(rows)
+    deliveries = (
+        await client.get(f"/api/admin/webhooks/{hook['id']}/deliveries", headers=headers)
+    ).json()["items"]
+    assert [d["event_type"] for d in deliveries] == ["subscriber.deleted"]

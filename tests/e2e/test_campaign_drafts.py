@@ -85,6 +85,15 @@ async def test_draft_is_saved_listed_and_edited(studio: Any) -> None:
         ({"audience_filter": "labels=beta"}, "audience_filter"),
         ({"body": "::: only platinum\nx\n:::"}, "body"),
         ({"body": "Hi {{ 7*7 }}"}, "body"),
+        ({"subject": "=?utf-8?q?Hi=0D=0AX-Injected:_yes?="}, "subject"),
+        ({"sender_name": "=?utf-8?q?Ed=0D=0AX:_y?="}, "sender_name"),
+        ({"subject": None}, "subject"),
+        ({"body": None}, "body"),
+        ({"body": "::: callout\n" * 12 + "deep\n" + ":::\n" * 12}, "body"),
+        (
+            {"body_format": "html", "body": '<div data-only="paid">\n::: callout\nx\n:::\n</div>'},
+            "body",
+        ),
     ],
 )
 async def test_invalid_fields_are_refused_at_save_time_and_change_nothing(
@@ -166,7 +175,10 @@ async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone
     raw = (await client.get(f"/api/admin/outbox/{item['id']}/raw", headers=headers)).content
     message = message_from_bytes(raw, policy=policy.default)
     digest = hashlib.sha256(f"{draft['id']}:editor@example.org".encode()).hexdigest()[:32]
-    assert message["Message-ID"] == f"<{draft['id']}.{digest}@example.org>"
+    # A test send carries a one-off id ending in the campaign's formula, so it is findable but
+    # never collides with the real send to the same address (providers drop repeats).
+    assert message["Message-ID"].startswith("<test-")
+    assert message["Message-ID"].endswith(f".{draft['id']}.{digest}@example.org>")
     assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert "mailto:" in message["List-Unsubscribe"]
     assert message["List-Id"] is not None

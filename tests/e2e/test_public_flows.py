@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -43,7 +44,7 @@ async def _subscriber(
 
 async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> None:
     # No enumeration: a stranger must not learn whether an address is on the list.
-    client, container, _ = site
+    client, container, headers = site
     new = await _subscribe(client, "new@example.org")
     await _subscribe(client, "pending@example.org")
     pending = await _subscribe(client, "pending@example.org")
@@ -51,9 +52,17 @@ async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> 
     token = (await confirmation_tokens(container))[-1]
     assert (await client.post(f"/confirm/{token}")).status_code == 200
     confirmed = await _subscribe(client, "confirmed@example.org")
-    answers = {
-        (r.status_code, r.content, r.headers["content-type"]) for r in (new, pending, confirmed)
-    }
+    subscriber = await _subscriber(client, headers, "confirmed@example.org")
+    await client.delete(
+        f"/api/admin/subscribers/{subscriber['id']}/subscriptions/weekly", headers=headers
+    )
+    unsubscribed = await _subscribe(client, "confirmed@example.org")
+    await client.post(
+        "/api/admin/suppressions", headers=headers, json={"email": "suppressed@example.org"}
+    )
+    suppressed = await _subscribe(client, "suppressed@example.org")
+    responses = (new, pending, confirmed, unsubscribed, suppressed)
+    answers = {(r.status_code, r.content, r.headers["content-type"]) for r in responses}
     assert len(answers) == 1
     assert new.status_code == 202
 
@@ -123,8 +132,9 @@ async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: A
     (token,) = await confirmation_tokens(container)
     await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "leaver@example.org")
+    subscription_id, created_at = await _subscription_id(container, subscriber["id"])
     unsubscribe_token = tokens.sign(
-        container.site_secret(), "unsubscribe", await _subscription_id(container, subscriber["id"])
+        container.site_secret(), "unsubscribe", subscription_id, created_at
     )
     page = await client.get(f"/unsubscribe/{unsubscribe_token}")
     assert page.status_code == 200
@@ -147,12 +157,21 @@ async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: A
     assert subscription["unsubscribe_count"] == 1  # idempotent
 
 
-async def _subscription_id(container: Container, subscriber_id: int) -> int:
+async def _subscription_id(container: Container, subscriber_id: int) -> tuple[int, datetime]:
     from tidings.storage import subscriptions
 
     async with container.db.read() as conn:
         ((row, _, _),) = await subscriptions.of_subscriber(conn, subscriber_id)
-    return row.id
+    return row.id, row.created_at
+
+
+async def _subscriber_created_at(container: Container, subscriber_id: int) -> datetime:
+    from tidings.storage import subscribers
+
+    async with container.db.read() as conn:
+        row = await subscribers.get(conn, subscriber_id)
+    assert row is not None
+    return row.created_at
 
 
 async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) -> None:
@@ -162,7 +181,12 @@ async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) ->
     (token,) = await confirmation_tokens(container)
     confirmed = await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "prefs@example.org")
-    preferences_token = tokens.sign(container.site_secret(), "preferences", subscriber["id"])
+    preferences_token = tokens.sign(
+        container.site_secret(),
+        "preferences",
+        subscriber["id"],
+        await _subscriber_created_at(container, subscriber["id"]),
+    )
     assert f"/preferences/{preferences_token}" in confirmed.text
     page = await client.get(f"/preferences/{preferences_token}")
     assert "The Weekly" in page.text
@@ -184,7 +208,9 @@ async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) ->
 
 @pytest.mark.parametrize("path", ["/confirm/{}", "/unsubscribe/{}", "/preferences/{}"])
 async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str) -> None:
-    client, *_ = site
+    client, container, _ = site
+    await _subscribe(client, "someone@example.org")
+    before = await snapshot(container)
     for token in ("nonsense", "1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "x" * 43, "../../etc"):
         for method in ("GET", "POST"):
             response = await client.request(method, path.format(token))
@@ -194,6 +220,7 @@ async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str)
                 "text/html"
             ):
                 assert "not valid" in response.text
+    assert await snapshot(container) == before
 
 
 async def test_expired_confirmation_link_shows_expired_page(site: Any) -> None:
@@ -295,4 +322,112 @@ async def test_malformed_json_and_form_bodies_are_4xx(site: Any) -> None:
     assert "must contain exactly one @" in form.text
     assert (await client.post("/api/confirm", json={"token": "x"})).status_code == 404
     assert (await client.post("/api/unsubscribe", json={"token": 5})).status_code == 422
+    assert await snapshot(container) == before
+
+
+async def test_links_from_a_deleted_subscriber_do_not_reach_a_new_one_with_the_same_id(
+    site: Any,
+) -> None:
+    # SQLite reuses ids: a link signed for a deleted row must not control a new person.
+    client, container, headers = site
+    created = (
+        await client.post(
+            "/api/admin/subscribers",
+            headers=headers,
+            json={
+                "email": "new@example.org",
+                "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
+            },
+        )
+    ).json()
+    old_stamp = datetime.fromisoformat(created["created_at"]) - timedelta(days=3)
+    stale = tokens.sign(container.site_secret(), "preferences", created["id"], old_stamp)
+    assert (await client.get(f"/preferences/{stale}")).status_code == 404
+    assert (await client.post(f"/preferences/{stale}", data={})).status_code == 404
+    current = await _subscriber(client, headers, "new@example.org")
+    assert current["subscriptions"][0]["state"] == "confirmed"
+
+
+async def test_single_opt_in_never_revives_an_unsubscribe_without_confirmation(site: Any) -> None:
+    # Subscribe is public: on a single opt-in list it must still not undo a person's own
+    # unsubscribe without a click in their mailbox.
+    client, container, headers = site
+    await client.patch(
+        "/api/admin/newsletters/weekly", headers=headers, json={"double_opt_in": False}
+    )
+    await _subscribe(client, "carol@example.org")
+    carol = await _subscriber(client, headers, "carol@example.org")
+    assert carol["subscriptions"][0]["state"] == "confirmed"
+    await client.delete(
+        f"/api/admin/subscribers/{carol['id']}/subscriptions/weekly", headers=headers
+    )
+    await _subscribe(client, "carol@example.org")
+    carol = await _subscriber(client, headers, "carol@example.org")
+    assert carol["subscriptions"][0]["state"] == "pending"
+    assert len(await confirmation_tokens(container)) == 1
+
+
+async def test_concurrent_confirmations_confirm_once(site: Any) -> None:
+    # Two clicks (or a scanner and a person) at once must record consent and notify once.
+    import asyncio
+
+    client, container, headers = site
+    hook = (
+        await client.post(
+            "/api/admin/webhooks",
+            headers=headers,
+            json={"url": "https://hooks.example.org/x", "event_types": ["subscriber.confirmed"]},
+        )
+    ).json()
+    await _subscribe(client, "twice@example.org")
+    (token,) = await confirmation_tokens(container)
+    responses = await asyncio.gather(*(client.post(f"/confirm/{token}") for _ in range(5)))
+    assert {r.status_code for r in responses} == {200}
+    deliveries = (
+        await client.get(f"/api/admin/webhooks/{hook['id']}/deliveries", headers=headers)
+    ).json()["items"]
+    assert len(deliveries) == 1
+
+
+async def test_subscribe_rate_limit_holds_per_client_address(database_url: str) -> None:
+    settings = make_settings(database_url, audience={"subscribe_limit_per_ip": 3})
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        codes = [(await _subscribe(client, f"r{i}@example.org")).status_code for i in range(4)]
+        assert codes == [202, 202, 202, 429]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/api/subscribe", {"email": "a@example.org", "newsletter": "week\u0000ly"}),
+        (
+            "POST",
+            "/api/subscribe",
+            {"email": "a@example.org", "newsletter": "weekly", "name": "A\u0000"},
+        ),
+        ("GET", "/api/admin/subscribers?q=a%00b", None),
+        ("GET", "/api/admin/subscribers?label=x%00", None),
+        (
+            "POST",
+            "/api/admin/subscribers",
+            {"email": "a@example.org", "attributes": {"k": "v\u0000"}},
+        ),
+        ("POST", "/api/admin/suppressions", {"email": "a@example.org", "note": "n\u0000"}),
+        ("GET", "/api/admin/subscribers?cursor=eyJhZnRlciI6IDk5OTk5OTk5OTk5OTk5OTk5OTk5OTl9", None),
+    ],
+)
+async def test_nul_bytes_and_huge_numbers_are_4xx_not_500(
+    site: Any, method: str, path: str, body: Any
+) -> None:
+    client, container, headers = site
+    before = await snapshot(container)
+    import json as json_module
+
+    content = None if body is None else json_module.dumps(body).replace("\\\\u0000", "\\u0000")
+    response = await client.request(
+        method, path, headers={**headers, "content-type": "application/json"}, content=content
+    )
+    assert 400 <= response.status_code < 500, response.text
     assert await snapshot(container) == before

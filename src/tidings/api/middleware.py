@@ -11,7 +11,7 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.errors import problem
-from tidings.domain.errors import PayloadTooLarge
+from tidings.domain.errors import InvalidInput, PayloadTooLarge
 from tidings.observability.logging import get_logger
 from tidings.observability.metrics import Metrics
 
@@ -61,6 +61,54 @@ class BodySizeLimit:
             413, PayloadTooLarge.code, PayloadTooLarge.title, f"the limit is {self.max_bytes} bytes"
         )
         await response(scope, receive, send)
+
+
+_NUL_IN_URL = (b"%00", b"\x00")
+_NUL_IN_BODY = (b"\x00", b"\\u0000")
+
+
+class RefuseNul:
+    """Refuse requests carrying NUL characters (in the URL, or raw or JSON-escaped in the
+    body): no field of tidings accepts one, and PostgreSQL cannot store one, so they are
+    turned away at the door with a 400 instead of failing deep inside (PRI-8)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        url = scope.get("raw_path", b"") + b"?" + scope.get("query_string", b"")
+        if any(marker in url.lower() for marker in _NUL_IN_URL):
+            await _nul_problem(scope, receive, send)
+            return
+        found = False
+        tail = b""
+
+        async def checked_receive() -> Message:
+            nonlocal found, tail
+            message = await receive()
+            if message["type"] == "http.request":
+                chunk = tail + message.get("body", b"")
+                if any(marker in chunk for marker in _NUL_IN_BODY):
+                    found = True
+                    raise InvalidInput("the request contains a NUL character")
+                tail = chunk[-5:]  # a marker split across two chunks is still seen
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if not found:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                await _nul_problem(scope, receive, send)
+
+        await self.app(scope, checked_receive, guarded_send)
+
+
+async def _nul_problem(scope: Scope, receive: Receive, send: Send) -> None:
+    response = problem(400, "bad_request", "The request contains a NUL character")
+    await response(scope, receive, send)
 
 
 class RouteTemplates:

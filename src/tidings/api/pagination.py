@@ -38,7 +38,7 @@ def int_cursor(cursor: str | None) -> int | None:
     after = decode_cursor(cursor)
     if after is None:
         return None
-    if not isinstance(after, int):
+    if not isinstance(after, int) or not 0 <= after < 2**62:
         raise InvalidInput("the cursor is not one this API returned", field="cursor")
     return after
 

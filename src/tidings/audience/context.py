@@ -27,17 +27,18 @@ class AudienceContext:
     def email_hash(self, email_key: str) -> str:
         return tokens.keyed_email_hash(self.secret(), email_key)
 
-    def unsubscribe_token(self, subscription_id: int) -> str:
-        return tokens.sign(self.secret(), "unsubscribe", subscription_id)
+    def unsubscribe_token(self, subscription_id: int, created_at: datetime) -> str:
+        return tokens.sign(self.secret(), "unsubscribe", subscription_id, created_at)
 
-    def preferences_token(self, subscriber_id: int) -> str:
-        return tokens.sign(self.secret(), "preferences", subscriber_id)
+    def preferences_token(self, subscriber_id: int, created_at: datetime) -> str:
+        return tokens.sign(self.secret(), "preferences", subscriber_id, created_at)
 
-    def unsubscribe_url(self, subscription_id: int) -> str:
-        return f"{self.public_url}/unsubscribe/{self.unsubscribe_token(subscription_id)}"
+    def unsubscribe_url(self, subscription_id: int, created_at: datetime) -> str:
+        token = self.unsubscribe_token(subscription_id, created_at)
+        return f"{self.public_url}/unsubscribe/{token}"
 
-    def preferences_url(self, subscriber_id: int) -> str:
-        return f"{self.public_url}/preferences/{self.preferences_token(subscriber_id)}"
+    def preferences_url(self, subscriber_id: int, created_at: datetime) -> str:
+        return f"{self.public_url}/preferences/{self.preferences_token(subscriber_id, created_at)}"
 
     def confirm_url(self, token: str) -> str:
         return f"{self.public_url}/confirm/{token}"

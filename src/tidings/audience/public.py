@@ -131,13 +131,16 @@ class PublicFlows:
         )
         if not created and subscription.unsubscribed_at is None and subscription.confirmed_at:
             return subscription  # already confirmed: nothing changes
-        if not created and subscription.unsubscribed_at is not None:
+        revived = not created and subscription.unsubscribed_at is not None
+        if revived:
             # Revive: a fresh confirmation is required; the history columns stay as they are.
             subscription = await subscription_queries.update_subscription(
                 conn, subscription.id, unsubscribed_at=None, confirmed_at=None, updated_at=now
             )
             log.info("subscription.revived", subscription_id=subscription.id)
-        if not newsletter.double_opt_in:
+        # Single opt-in never applies to a revive: subscribe is public, so without a
+        # confirmation anyone could undo a person's own unsubscribe.
+        if not newsletter.double_opt_in and not revived:
             return await self._confirm(
                 conn, subscription, evidence=f"single_opt_in:{source}", now=now
             )
@@ -184,8 +187,10 @@ class PublicFlows:
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             subscription = await self._subscription_for_confirmation(conn, token)
-            if subscription.confirmed_at is None and subscription.unsubscribed_at is None:
-                subscription = await self._confirm(
+            if subscription.unsubscribed_at is not None:
+                raise LinkProblem("invalid")  # left since: this link no longer applies
+            if subscription.confirmed_at is None:
+                await self._confirm(
                     conn, subscription, evidence=f"link:{client_ip or 'unknown'}", now=now
                 )
             return await self._target(conn, subscription)
@@ -211,13 +216,13 @@ class PublicFlows:
         evidence: str,
         now: datetime,
     ) -> SubscriptionRow:
-        confirmed = await subscription_queries.update_subscription(
-            conn,
-            subscription.id,
-            confirmed_at=now,
-            consent_evidence=evidence[:200],
-            updated_at=now,
+        confirmed = await subscription_queries.mark_confirmed(
+            conn, subscription.id, evidence=evidence[:200], now=now
         )
+        if confirmed is None:  # a concurrent request confirmed (or unsubscribed) it first
+            current = await subscription_queries.get_by_id(conn, subscription.id)
+            assert current is not None
+            return current
         subscriber, newsletter = await _owners(conn, subscription)
         await subscriber_event(self._ctx, conn, "subscriber.confirmed", subscriber, newsletter)
         log.info("subscription.confirmed", subscription_id=subscription.id)
@@ -225,28 +230,30 @@ class PublicFlows:
 
     # -- unsubscribe (AUD-7) --------------------------------------------------------------
 
-    def _unsubscribe_subscription_id(self, token: str) -> int:
-        subscription_id = tokens.verify(self._ctx.secret(), "unsubscribe", token)
-        if subscription_id is None:
+    async def _subscription_for_unsubscribe(
+        self, conn: AsyncConnection, token: str
+    ) -> SubscriptionRow:
+        subscription_id = tokens.signed_id(token)
+        subscription = (
+            None
+            if subscription_id is None
+            else await subscription_queries.get_by_id(conn, subscription_id)
+        )
+        if subscription is None or not tokens.verify(
+            self._ctx.secret(), "unsubscribe", token, subscription.created_at
+        ):
             raise LinkProblem("invalid")
-        return subscription_id
+        return subscription
 
     async def unsubscribe_target(self, token: str) -> LinkTarget:
         async with self._ctx.db.read() as conn:
-            subscription = await subscription_queries.get_by_id(
-                conn, self._unsubscribe_subscription_id(token)
-            )
-            if subscription is None:
-                raise LinkProblem("invalid")
+            subscription = await self._subscription_for_unsubscribe(conn, token)
             return await self._target(conn, subscription)
 
     async def unsubscribe(self, token: str) -> LinkTarget:
         """One-click unsubscribe (RFC 8058): no cookie, no CSRF token, no second step."""
-        subscription_id = self._unsubscribe_subscription_id(token)
         async with self._ctx.db.write() as conn:
-            subscription = await subscription_queries.get_by_id(conn, subscription_id)
-            if subscription is None:
-                raise LinkProblem("invalid")
+            subscription = await self._subscription_for_unsubscribe(conn, token)
             await self.unsubscribe_in(conn, subscription)
             return await self._target(conn, subscription)
 
@@ -264,16 +271,21 @@ class PublicFlows:
 
     # -- preferences ----------------------------------------------------------------------
 
-    def _preferences_subscriber_id(self, token: str) -> int:
-        subscriber_id = tokens.verify(self._ctx.secret(), "preferences", token)
-        if subscriber_id is None:
+    async def _subscriber_for_preferences(self, conn: AsyncConnection, token: str) -> SubscriberRow:
+        subscriber_id = tokens.signed_id(token)
+        subscriber = (
+            None if subscriber_id is None else await subscriber_queries.get(conn, subscriber_id)
+        )
+        if subscriber is None or not tokens.verify(
+            self._ctx.secret(), "preferences", token, subscriber.created_at
+        ):
             raise LinkProblem("invalid")
-        return subscriber_id
+        return subscriber
 
     async def preferences(self, token: str) -> list[Preference]:
-        subscriber_id = self._preferences_subscriber_id(token)
         async with self._ctx.db.read() as conn:
-            return await self._preferences(conn, subscriber_id)
+            subscriber = await self._subscriber_for_preferences(conn, token)
+            return await self._preferences(conn, subscriber.id)
 
     async def _preferences(self, conn: AsyncConnection, subscriber_id: int) -> list[Preference]:
         if await subscriber_queries.get(conn, subscriber_id) is None:
@@ -290,12 +302,10 @@ class PublicFlows:
     async def update_preferences(self, token: str, wanted: set[int]) -> list[Preference]:
         """Unsubscribe from unticked newsletters; subscribe to ticked ones. The link arrived
         by email, which proves the address, so a ticked newsletter is confirmed at once."""
-        subscriber_id = self._preferences_subscriber_id(token)
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
-            subscriber = await subscriber_queries.get(conn, subscriber_id)
-            if subscriber is None:
-                raise LinkProblem("invalid")
+            subscriber = await self._subscriber_for_preferences(conn, token)
+            subscriber_id = subscriber.id
             newsletter_ids = [n.id for n in await newsletter_queries.list_newsletters(conn)]
             existing = {
                 row.newsletter_id: row
@@ -315,7 +325,11 @@ class PublicFlows:
                         )
                     if subscription.confirmed_at is None or subscription.unsubscribed_at:
                         subscription = await subscription_queries.update_subscription(
-                            conn, subscription.id, unsubscribed_at=None, updated_at=now
+                            conn,
+                            subscription.id,
+                            unsubscribed_at=None,
+                            confirmed_at=None,
+                            updated_at=now,
                         )
                         await self._confirm(
                             conn, subscription, evidence="preferences_link", now=now
@@ -325,12 +339,11 @@ class PublicFlows:
             return await self._preferences(conn, subscriber_id)
 
     async def _target(self, conn: AsyncConnection, subscription: SubscriptionRow) -> LinkTarget:
-        newsletter = await newsletter_queries.get_by_id(conn, subscription.newsletter_id)
-        assert newsletter is not None
+        subscriber, newsletter = await _owners(conn, subscription)
         return LinkTarget(
             newsletter_name=newsletter.name,
-            subscriber_id=subscription.subscriber_id,
-            preferences_url=self._ctx.preferences_url(subscription.subscriber_id),
+            subscriber_id=subscriber.id,
+            preferences_url=self._ctx.preferences_url(subscriber.id, subscriber.created_at),
         )
 
 

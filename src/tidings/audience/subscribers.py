@@ -3,6 +3,7 @@ export and delete (API-2, AUD-10)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from tidings.domain.audience import (
 )
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.storage import newsletters as newsletter_queries
+from tidings.storage import privacy
 from tidings.storage import subscribers as queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
@@ -28,6 +30,7 @@ from tidings.storage.subscribers import SearchFilter, SubscriberRow
 
 log = structlog.get_logger("tidings.audience")
 MAX_LABELS = 50
+LABEL = re.compile(r"[a-z0-9_-]{1,64}")
 MAX_ATTRIBUTES_BYTES = 16_384
 
 
@@ -58,8 +61,9 @@ def validate_labels(labels: list[str]) -> list[str]:
     if len(cleaned) > MAX_LABELS:
         raise InvalidInput(f"at most {MAX_LABELS} labels", field="labels")
     for label in cleaned:
-        if not label or len(label) > 64 or not all(ch.isalnum() or ch in "-_" for ch in label):
-            raise InvalidInput("labels are 1-64 letters, digits, - or _", field="labels")
+        # The same alphabet as campaign filters (`label:NAME`), so every label is targetable.
+        if not LABEL.fullmatch(label):
+            raise InvalidInput("labels are 1-64 of a-z, 0-9, - or _", field="labels")
     return cleaned
 
 
@@ -193,7 +197,14 @@ class Subscribers:
             created_at=now,
             updated_at=now,
         )
-        if subscription.confirmed_at is None or subscription.unsubscribed_at is not None:
+        if subscription.unsubscribed_at is not None:
+            # The person left themselves; an admin assertion must not silently undo that.
+            raise Conflict(
+                f"the subscriber unsubscribed from {slug!r}; send a confirmation instead "
+                "(confirmed: false)",
+                field="subscriptions",
+            )
+        if subscription.confirmed_at is None:
             await subscription_queries.update_subscription(
                 conn,
                 subscription.id,
@@ -287,6 +298,8 @@ class Subscribers:
             row = await queries.get(conn, subscriber_id)
             if row is None:
                 raise NotFound(f"no subscriber with id {subscriber_id}")
+            # Unsent mail to them and webhook payloads about them go too (AUD-10).
+            await privacy.erase_queued_traces(conn, subscriber_id=row.id, email=row.email)
             await self._ctx.webhooks.publish(
                 conn, "subscriber.deleted", {"subscriber_id": subscriber_id}
             )

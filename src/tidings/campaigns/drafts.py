@@ -6,6 +6,8 @@ fields (no CR/LF/NUL), the body's segment blocks and merge tags, and the audienc
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +41,7 @@ log = structlog.get_logger("tidings.campaigns")
 MAX_TEST_RECIPIENTS = 10
 # Links in a test send lead to the "link not valid" page: a test reader is not a subscriber.
 TEST_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
+REQUIRED_FIELDS = frozenset({"subject", "preheader", "body", "body_format", "audience_filter"})
 EDITABLE_FIELDS = frozenset(
     {
         "subject",
@@ -126,6 +129,8 @@ class CampaignDrafts:
         unknown = set(changes) - EDITABLE_FIELDS
         if unknown:
             raise InvalidInput(f"cannot change {', '.join(sorted(unknown))}")
+        for key in REQUIRED_FIELDS & {k for k, v in changes.items() if v is None}:
+            raise InvalidInput(f"{key} cannot be null", field=key)
         current = await self.get(campaign_id)
         merged = {key: getattr(current.campaign, key) for key in EDITABLE_FIELDS}
         merged.update(changes)
@@ -207,7 +212,7 @@ class CampaignDrafts:
     async def preview(self, campaign_id: int, segment: str | None) -> Preview:
         draft = await self.get(campaign_id)
         content, sender, list_info = self._parts(draft)
-        return preview(
+        shown = preview(
             content,
             self._segment(draft, segment),
             sender=sender,
@@ -215,6 +220,13 @@ class CampaignDrafts:
             base_url=self._ctx.public_url,
             theme=self._ctx.theme,
         )
+        if not self._ctx.public_url.startswith("https://"):
+            warning = (
+                "site.public_url is not https: one-click unsubscribe (RFC 8058) needs an https "
+                "List-Unsubscribe URL, so set it before sending to real readers."
+            )
+            shown = dataclasses.replace(shown, warnings=(*shown.warnings, warning))
+        return shown
 
     async def test_send(
         self, campaign_id: int, addresses: list[str], segment: str | None
@@ -223,7 +235,9 @@ class CampaignDrafts:
         campaign's state and counts are untouched; the links carry test tokens."""
         if not 1 <= len(addresses) <= MAX_TEST_RECIPIENTS:
             raise InvalidInput(f"give 1 to {MAX_TEST_RECIPIENTS} addresses", field="to")
-        recipients = [normalise_email(address, field="to").email for address in addresses]
+        recipients = list(
+            dict.fromkeys(normalise_email(address, field="to").email for address in addresses)
+        )
         draft = await self.get(campaign_id)
         content, sender, list_info = self._parts(draft)
         rendering = render_segment(
@@ -246,14 +260,15 @@ class CampaignDrafts:
                     subscriber_id="test",
                     recipient_id=f"test-{number}",
                 )
+                # A test send must not share the real send's Message-ID (providers and Gmail
+                # drop repeats): swap in a one-off id for this test only.
+                real_id = rendering.message_id_for(address)
+                test_id = f"<test-{uuid.uuid4().hex}.{real_id[1:]}"
+                data = rendering.personalise(values).replace(
+                    f"Message-ID: {real_id}".encode(), f"Message-ID: {test_id}".encode(), 1
+                )
                 job, _ = await self._ctx.mailer.queue_raw_in(
-                    conn,
-                    RawEmail(
-                        sender=sender.address,
-                        to=address,
-                        data=rendering.personalise(values),
-                        message_id=rendering.message_id_for(address),
-                    ),
+                    conn, RawEmail(sender=sender.address, to=address, data=data, message_id=test_id)
                 )
                 job_ids.append(job.id)
         log.info("campaign.test_sent", campaign_id=campaign_id, recipients=len(job_ids))

@@ -35,9 +35,13 @@ MESSAGE_ID_HASH_LENGTH = 32
 
 
 def check_header_value(field: str, value: str) -> None:
-    """Refuse a value bound for a header if it holds CR, LF, NUL or another line break."""
+    """Refuse a value bound for a header if it holds CR, LF, NUL or another line break, or an
+    RFC 2047 encoded-word opener: the email parser decodes `=?utf-8?q?a=0D=0AX:_y?=` into a
+    real line break, so an encoded word is as good as a raw CRLF to an attacker."""
     if _LINE_BREAKS.search(value):
         raise InvalidInput(f"{field} must be a single line (no CR, LF or NUL)", field=field)
+    if "=?" in value:
+        raise InvalidInput(f"{field} must not contain '=?' (an encoded-word)", field=field)
 
 
 def check_header_values(values: dict[str, str | None]) -> None:
@@ -102,7 +106,9 @@ def mailbox_header(address: str, name: str | None) -> str:
 
 def list_id(newsletter_name: str, newsletter_slug: str, sending_domain: str) -> str:
     """`Name <slug.domain>` (RFC 2919): the list's stable identity for filters and providers."""
-    return mailbox_header(f"{newsletter_slug}.{sending_domain}", newsletter_name)
+    identity = f"<{newsletter_slug}.{sending_domain}>"
+    name = clean_display_name(newsletter_name)
+    return mailbox_header(f"{newsletter_slug}.{sending_domain}", name) if name else identity
 
 
 def list_unsubscribe(https_url: str, mailto_address: str, token: str) -> str:

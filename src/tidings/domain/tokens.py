@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from datetime import datetime
 
 _SIGNED = re.compile(r"^([0-9]{1,19})\.([A-Za-z0-9_-]{32})$")
 _RANDOM = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -35,25 +36,33 @@ def confirmation_dedupe_key(token_hash: str) -> str:
     return "confirm:" + hashlib.sha256(b"dedupe:" + token_hash.encode()).hexdigest()[:40]
 
 
-def _signature(secret: str, purpose: str, object_id: int) -> str:
-    digest = hmac.new(secret.encode(), f"{purpose}:{object_id}".encode(), hashlib.sha256).digest()
+def _signature(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:
+    # The row's creation time is signed too: if the row is deleted and its id reused (SQLite
+    # reuses ids), a link from old mail does not reach the new person.
+    stamp = int(row_stamp.timestamp() * 1_000_000)
+    message = f"{purpose}:{object_id}:{stamp}".encode()
+    digest = hmac.new(secret.encode(), message, hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode()[:32]
 
 
-def sign(secret: str, purpose: str, object_id: int) -> str:
-    """`<id>.<signature>`, valid only for `purpose` (e.g. unsubscribe) and this id."""
-    return f"{object_id}.{_signature(secret, purpose, object_id)}"
+def sign(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:
+    """`<id>.<signature>`, valid only for `purpose` (e.g. unsubscribe) and this row."""
+    return f"{object_id}.{_signature(secret, purpose, object_id, row_stamp)}"
 
 
-def verify(secret: str, purpose: str, token: str) -> int | None:
-    """The id a token was signed for, or None for a malformed, forged or misdirected token."""
+def signed_id(token: str) -> int | None:
+    """The id a well-formed signed token names (not yet verified), else None."""
+    match = _SIGNED.match(token)
+    return None if match is None else int(match.group(1))
+
+
+def verify(secret: str, purpose: str, token: str, row_stamp: datetime) -> bool:
+    """True when `token` was signed for `purpose` and the row with this id and creation time."""
     match = _SIGNED.match(token)
     if match is None:
-        return None
-    object_id = int(match.group(1))
-    if not hmac.compare_digest(_signature(secret, purpose, object_id), match.group(2)):
-        return None
-    return object_id
+        return False
+    expected = _signature(secret, purpose, int(match.group(1)), row_stamp)
+    return hmac.compare_digest(expected, match.group(2))
 
 
 def keyed_email_hash(secret: str, email_key: str) -> str:

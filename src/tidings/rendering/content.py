@@ -26,7 +26,11 @@ from tidings.domain.errors import InvalidInput
 BodyFormat = Literal["markdown", "html"]
 SEGMENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _BLOCK_LINE = re.compile(r" {0,3}:::[ \t]*(?P<kind>[A-Za-z_-]*)[ \t]*(?P<argument>.*?)[ \t]*")
-_CODE_FENCE = re.compile(r" {0,3}(```|~~~)")
+# CommonMark fences: an opening run of 3+ backticks (whose info string has no backtick) or
+# tildes; it closes only with a run of the same character at least as long and nothing after.
+_FENCE_OPEN = re.compile(r" {0,3}(?P<fence>`{3,}(?=[^`]*$)|~{3,})")
+_FENCE_CLOSE = re.compile(r" {0,3}(?P<fence>`{3,}|~{3,})[ \t]*")
+MAX_BLOCK_DEPTH = 8
 MAX_SUBJECT = 300
 MAX_PREHEADER = 300
 
@@ -110,11 +114,26 @@ def parse_body(source: str, body_format: BodyFormat) -> tuple[Node, ...]:
     """The body as a tree of chunks and blocks; malformed block lines raise `InvalidInput`."""
     root = _Open("root", "", 0, [], [])
     stack = [root]
-    in_code = False
+    fence: str | None = None  # the open code fence, if any: `:::` lines inside are code
     for number, line in enumerate(source.splitlines(), start=1):
-        if body_format == "markdown" and _CODE_FENCE.match(line):
-            in_code = not in_code
-        match = None if in_code else _BLOCK_LINE.fullmatch(line)
+        if body_format == "markdown":
+            if fence is None:
+                opening = _FENCE_OPEN.match(line)
+                if opening:
+                    fence = opening["fence"]
+                    stack[-1].lines.append(line)
+                    continue
+            else:
+                closing = _FENCE_CLOSE.fullmatch(line)
+                if (
+                    closing
+                    and closing["fence"][0] == fence[0]
+                    and len(closing["fence"]) >= len(fence)
+                ):
+                    fence = None
+                stack[-1].lines.append(line)
+                continue
+        match = _BLOCK_LINE.fullmatch(line)
         if match is None:
             stack[-1].lines.append(line)
             continue
@@ -126,6 +145,10 @@ def parse_body(source: str, body_format: BodyFormat) -> tuple[Node, ...]:
             closed = stack.pop()
             stack[-1].children.append(_close(closed))
         elif kind in ("only", "except", "callout", "button"):
+            if len(stack) > MAX_BLOCK_DEPTH:
+                raise InvalidInput(
+                    f"line {number}: blocks nest deeper than {MAX_BLOCK_DEPTH} levels", field="body"
+                )
             stack.append(_Open(kind, argument, number, [], []))
         else:
             raise InvalidInput(

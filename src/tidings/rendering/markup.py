@@ -126,6 +126,32 @@ def segments_in_html(fragment: str) -> frozenset[str]:
     return frozenset(selector.mentioned)
 
 
+def segment_element_left_open(fragment: str) -> bool:
+    """True when an element carrying `data-only`/`data-except` is not closed within
+    `fragment`. Each chunk between `:::` lines is sanitised on its own, which would close
+    such an element early and show what follows to every segment."""
+    tracker = _OpenElements()
+    tracker.feed(fragment)
+    tracker.close()
+    return any(is_segment for _, is_segment in tracker.stack)
+
+
+class _OpenElements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _VOID:
+            self.stack.append((tag, any(name in _SEGMENT_ATTRIBUTES for name, _ in attrs)))
+
+    def handle_endtag(self, tag: str) -> None:
+        for index in range(len(self.stack) - 1, -1, -1):
+            if self.stack[index][0] == tag:
+                del self.stack[index:]
+                return
+
+
 class _SegmentSelector(HTMLParser):
     def __init__(self, segment: str) -> None:
         super().__init__(convert_charrefs=False)

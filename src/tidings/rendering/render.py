@@ -23,6 +23,7 @@ from tidings.rendering.engine import TemplateEngine, default_engine
 from tidings.rendering.markup import (
     markdown_to_html,
     sanitise_html,
+    segment_element_left_open,
     segments_in_html,
     select_html_for_segment,
 )
@@ -197,6 +198,15 @@ def check_content(content: CampaignContent) -> frozenset[str]:
     segments = set(body.segments_named(nodes))
     slots = SlotTable(base_url="https://example.invalid")
     for node in _walk(nodes):
+        if (
+            content.body_format == "html"
+            and isinstance(node, body.Chunk)
+            and segment_element_left_open(node.source)
+        ):
+            raise InvalidInput(
+                "an element with data-only or data-except must close before the next ::: line",
+                field="body",
+            )
         converted = _block(node, content.body_format, "", slots, select=False)
         if isinstance(converted, Prose) and content.body_format == "html":
             segments |= segments_in_html(str(converted.html))

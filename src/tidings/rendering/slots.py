@@ -112,7 +112,7 @@ class SlotTable:
 
     @property
     def pattern(self) -> re.Pattern[str]:
-        return re.compile(rf"tds{self.nonce}(\d{{3}})z")
+        return re.compile(rf"tds{self.nonce}(\d{{3,}})z")
 
     def token(self, slot: Slot) -> str:
         index = self._index.get(slot)

@@ -104,6 +104,25 @@ async def update_subscription(
     return _row(result.one())
 
 
+async def mark_confirmed(
+    conn: AsyncConnection, subscription_id: int, *, evidence: str, now: datetime
+) -> SubscriptionRow | None:
+    """Record consent once; None when the row is already confirmed or unsubscribed, so two
+    concurrent confirmations produce one `subscriber.confirmed` event."""
+    result = await conn.execute(
+        update(subscriptions)
+        .where(
+            subscriptions.c.id == subscription_id,
+            subscriptions.c.confirmed_at.is_(None),
+            subscriptions.c.unsubscribed_at.is_(None),
+        )
+        .values(confirmed_at=now, consent_evidence=evidence, updated_at=now)
+        .returning(subscriptions)
+    )
+    row = result.first()
+    return None if row is None else _row(row)
+
+
 async def mark_unsubscribed(
     conn: AsyncConnection, subscription_id: int, *, now: datetime
 ) -> SubscriptionRow | None:
