@@ -110,3 +110,46 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
             assert 400 <= bad.status_code < 500, bad.text
             assert bad.headers["content-type"] == "application/problem+json"
         assert await snapshot(container) == before
+
+
+async def test_import_publishes_consent_events_in_the_same_transaction(database_url: str) -> None:
+    # Must-be-true 7: every consent change, an import's included, reports its webhook event.
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        hook = (
+            await client.post(
+                "/api/admin/webhooks",
+                headers=headers,
+                json={"url": "https://hooks.example.org/x", "event_types": ["*"]},
+            )
+        ).json()
+        await client.post(
+            "/api/admin/subscribers",
+            headers=headers,
+            json={
+                "email": "old@example.org",
+                "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
+            },
+        )
+        body = ("email,status\nnew@example.org,confirmed\nold@example.org,unsubscribed\n").encode()
+        imported = await client.post(
+            "/api/admin/subscribers/import",
+            params={"newsletter": "weekly"},
+            content=body,
+            headers={**headers, "content-type": "text/csv"},
+        )
+        assert imported.json()["failed_rows"] == 0
+        deliveries = (
+            await client.get(f"/api/admin/webhooks/{hook['id']}/deliveries", headers=headers)
+        ).json()["items"]
+        events = sorted(d["event_type"] for d in deliveries)
+        assert events == sorted(
+            [
+                "subscriber.created",
+                "subscriber.confirmed",  # old@, by the admin
+                "subscriber.created",
+                "subscriber.confirmed",  # new@, by the import
+                "subscriber.unsubscribed",  # old@, by the import
+            ]
+        )

@@ -156,10 +156,19 @@ class ChunkWriter:
                     evidence=self._evidence,
                     now=now,
                 )
-            await queries.confirm_subscriptions(
+            confirmed = await queries.confirm_subscriptions(
                 conn, plan.confirm_ids, evidence=self._evidence, now=now
             )
-            await queries.unsubscribe_subscriptions(conn, plan.unsubscribe_ids, now=now)
+            unsubscribed = await queries.unsubscribe_subscriptions(
+                conn, plan.unsubscribe_ids, now=now
+            )
+            confirmed += [
+                (ids[key], newsletter_id)
+                for key, newsletter_id, _ in plan.inserts[SubscriptionState.CONFIRMED]
+            ]
+            await self._publish_consent_changes(
+                conn, people, ids, hashes, confirmed, unsubscribed, now
+            )
         if self._created >= self._statistics_due_at:
             # Each doubling of what this import added: a handful of times per import.
             self._statistics_due_at *= 2
@@ -213,11 +222,56 @@ class ChunkWriter:
                 )
         return ids
 
-    async def _someone_listens(self, conn: AsyncConnection) -> bool:
+    async def _publish_consent_changes(
+        self,
+        conn: AsyncConnection,
+        people: dict[str, _Subscriber],
+        ids: dict[str, int],
+        hashes: dict[str, str],
+        confirmed: list[tuple[int, int]],
+        unsubscribed: list[tuple[int, int]],
+        now: datetime,
+    ) -> None:
+        """`subscriber.confirmed` / `subscriber.unsubscribed` for the chunk's consent changes,
+        in its transaction, like every other consent change (PRI-6)."""
+        if not (confirmed or unsubscribed):
+            return
+        if not await self._someone_listens(conn, "subscriber.confirmed", "subscriber.unsubscribed"):
+            return
+        key_of = {subscriber_id: key for key, subscriber_id in ids.items()}
+        for event_type, pairs in (
+            ("subscriber.confirmed", confirmed),
+            ("subscriber.unsubscribed", unsubscribed),
+        ):
+            for subscriber_id, newsletter_id in pairs:
+                key = key_of[subscriber_id]
+                person = people[key]
+                row = SubscriberRow(
+                    id=subscriber_id,
+                    email=person.email,
+                    email_key=key,
+                    email_hash=hashes[key],
+                    name=person.name,
+                    tier=person.tier,
+                    attributes={},
+                    created_at=now,
+                    updated_at=now,
+                )
+                await subscriber_event(
+                    self._ctx,
+                    conn,
+                    event_type,
+                    row,
+                    self._newsletters.get(newsletter_id),
+                    source="import",
+                )
+
+    async def _someone_listens(self, conn: AsyncConnection, *event_types: str) -> bool:
         # `publish` reads the endpoints per event; asking once per chunk keeps the common
         # no-endpoint case at one query per 1,000 rows.
+        wanted = event_types or ("subscriber.created",)
         endpoints = await webhook_queries.enabled_endpoints(conn)
-        return any(endpoint.subscribes_to("subscriber.created") for endpoint in endpoints)
+        return any(endpoint.subscribes_to(t) for endpoint in endpoints for t in wanted)
 
 
 def _known(

@@ -275,12 +275,13 @@ async def insert_subscriptions(
 
 async def confirm_subscriptions(
     conn: AsyncConnection, subscription_ids: Collection[int], *, evidence: str, now: datetime
-) -> None:
+) -> list[tuple[int, int]]:
     """Record asserted consent on pending subscriptions. The guard re-checks "pending" in
-    the statement, so an unsubscribe that landed meanwhile is never overridden."""
+    the statement, so an unsubscribe that landed meanwhile is never overridden. Returns the
+    (subscriber id, newsletter id) pairs it confirmed."""
     if not subscription_ids:
-        return
-    await conn.execute(
+        return []
+    result = await conn.execute(
         update(subscriptions)
         .where(
             _among(conn, subscriptions.c.id, subscription_ids),
@@ -288,16 +289,19 @@ async def confirm_subscriptions(
             subscriptions.c.unsubscribed_at.is_(None),
         )
         .values(confirmed_at=now, consent_evidence=evidence, updated_at=now)
+        .returning(subscriptions.c.subscriber_id, subscriptions.c.newsletter_id)
     )
+    return [(row[0], row[1]) for row in result]
 
 
 async def unsubscribe_subscriptions(
     conn: AsyncConnection, subscription_ids: Collection[int], *, now: datetime
-) -> None:
-    """Unsubscribe with history (AUD-7); already unsubscribed rows are left alone."""
+) -> list[tuple[int, int]]:
+    """Unsubscribe with history (AUD-7); already unsubscribed rows are left alone. Returns the
+    (subscriber id, newsletter id) pairs it unsubscribed."""
     if not subscription_ids:
-        return
-    await conn.execute(
+        return []
+    result = await conn.execute(
         update(subscriptions)
         .where(
             _among(conn, subscriptions.c.id, subscription_ids),
@@ -309,7 +313,9 @@ async def unsubscribe_subscriptions(
             last_unsubscribed_at=now,
             updated_at=now,
         )
+        .returning(subscriptions.c.subscriber_id, subscriptions.c.newsletter_id)
     )
+    return [(row[0], row[1]) for row in result]
 
 
 # -- export -------------------------------------------------------------------------------
