@@ -132,7 +132,7 @@ async def test_import_publishes_consent_events_in_the_same_transaction(database_
                 "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
             },
         )
-        body = ("email,status\nnew@example.org,confirmed\nold@example.org,unsubscribed\n").encode()
+        body = b"email,status\nnew@example.org,confirmed\nold@example.org,unsubscribed\n"
         imported = await client.post(
             "/api/admin/subscribers/import",
             params={"newsletter": "weekly"},
