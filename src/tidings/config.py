@@ -66,6 +66,15 @@ class DatabaseSettings(_Section):
 class HttpSettings(_Section):
     host: str = Field(default="127.0.0.1", description="Address `serve` and `api` listen on.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `serve` and `api` listen on.")
+    trusted_proxies: str = Field(
+        default="127.0.0.1",
+        max_length=1000,
+        pattern=r"^[0-9A-Fa-f:.,/* ]*$",
+        description=(
+            "Comma-separated proxy addresses (or `*`) whose X-Forwarded-For is believed; the "
+            "client address feeds the per-IP subscribe limit."
+        ),
+    )
     max_body_bytes: int = Field(
         default=1_048_576,
         ge=1024,

@@ -52,6 +52,8 @@ def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: 
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=30,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.http.trusted_proxies,
     )
     asyncio.run(_Server(config).serve())
 
