@@ -44,7 +44,9 @@ def _show(draft: Any, as_json: bool) -> None:
             )
         )
         return
-    out_console.print(f"campaign {row.id} [{row.status}] {draft.newsletter.slug}: {row.subject}")
+    out_console.print(
+        f"campaign {row.id} ({row.status}) {draft.newsletter.slug}: {row.subject}", markup=False
+    )
     out_console.print(
         f"audience: {row.audience_filter or 'everyone'}; versions: {', '.join(draft.segments)}"
     )

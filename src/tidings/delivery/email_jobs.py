@@ -92,7 +92,7 @@ def build_envelope(payload: Mapping[str, Any], *, default_message_id: str) -> En
     message["From"] = formataddr((payload.get("sender_name") or "", payload["sender"]))
     message["To"] = payload["to"]
     message["Subject"] = payload["subject"]
-    message["Date"] = formatdate(localtime=False)
+    message["Date"] = formatdate(usegmt=True)
     message_id = payload.get("message_id") or default_message_id
     message["Message-ID"] = message_id
     if payload.get("reply_to"):
@@ -121,9 +121,11 @@ class EmailJobHandler:
         self._domain = domain
 
     async def __call__(self, job: Job) -> None:
-        # Stable across retries, so a provider or receiver can recognise a repeat.
+        # Stable across retries, so a provider or receiver can recognise a repeat; in the
+        # sender's domain, which is the one the message is signed and sent for.
         digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()[:32]
-        envelope = build_envelope(job.payload, default_message_id=f"<{digest}@{self._domain}>")
+        domain = str(job.payload.get("sender", "")).rpartition("@")[2] or self._domain
+        envelope = build_envelope(job.payload, default_message_id=f"<{digest}@{domain}>")
         try:
             async with asyncio.timeout(self._deadline):
                 result = await self._provider.send(envelope)
