@@ -140,3 +140,34 @@ async def test_unknown_tier_and_source_are_refused(db: Database) -> None:
                     _subscription(newsletter_id, subscriber_id, source="scraped")
                 )
             )
+
+
+async def test_email_key_must_be_lower_case(db: Database) -> None:
+    # Case-insensitive uniqueness rests on email_key being lower-case; the database holds it.
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await conn.execute(
+                insert(subscribers).values(
+                    email="Zed@example.org",
+                    email_key="Zed@example.org",
+                    email_hash="h9",
+                    tier="free",
+                    attributes={},
+                    created_at=NOW,
+                    updated_at=NOW,
+                )
+            )
+
+
+async def test_a_newsletter_with_subscriptions_cannot_be_deleted(db: Database) -> None:
+    # RESTRICT, not CASCADE: deleting a list must never silently erase consent records.
+    from sqlalchemy import delete
+
+    newsletter_id, subscriber_id = await _seed(db)
+    async with db.write() as conn:
+        await conn.execute(
+            insert(subscriptions).values(_subscription(newsletter_id, subscriber_id))
+        )
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await conn.execute(delete(newsletters).where(newsletters.c.id == newsletter_id))

@@ -71,7 +71,10 @@ class Newsletters:
     async def delete(self, slug: str) -> None:
         """Refused while anyone is subscribed: deleting would silently erase consent records."""
         current = await self.get(slug)
-        async with self._ctx.db.write() as conn:
-            if await queries.has_subscriptions(conn, current.id):
-                raise Conflict("the newsletter has subscriptions; remove them first")
-            await queries.delete_newsletter(conn, current.id)
+        try:
+            async with self._ctx.db.write() as conn:
+                if await queries.has_subscriptions(conn, current.id):
+                    raise Conflict("the newsletter has subscriptions; remove them first")
+                await queries.delete_newsletter(conn, current.id)
+        except IntegrityError:  # a subscription or campaign arrived meanwhile (FK RESTRICT)
+            raise Conflict("the newsletter has subscriptions or campaigns") from None

@@ -193,6 +193,7 @@ subscribers = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     UniqueConstraint("email_key"),
     CheckConstraint("tier IN ('free', 'paid', 'comped')", name="tier"),
+    CheckConstraint("email_key = lower(email_key)", name="email_key_lower"),
 )
 Index(None, subscribers.c.email_hash)
 Index(None, subscribers.c.tier)
@@ -226,8 +227,9 @@ subscriptions = Table(
     Column(
         "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="CASCADE"), nullable=False
     ),
+    # RESTRICT: a newsletter with subscriptions cannot be deleted, even by a racing request.
     Column(
-        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="CASCADE"), nullable=False
+        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="RESTRICT"), nullable=False
     ),
     Column("source", String(16), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
