@@ -24,10 +24,10 @@ from tidings.api.admin import (
 )
 from tidings.api.deps import require_admin_key
 from tidings.api.errors import install_error_handlers
-from tidings.api.middleware import BodySizeLimit, RefuseNul, RequestContext, RouteTemplates
+from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
-from tidings.bootstrap import Container, build, start
+from tidings.bootstrap import build, start
 from tidings.config import Settings
 
 
@@ -63,8 +63,7 @@ def create_app(
     app.include_router(public_json.router)
     app.include_router(public_pages.router)
     app.include_router(admin_router())
-    app.add_middleware(RefuseNul)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes)
+    app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
     routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
     return app
@@ -87,8 +86,3 @@ def admin_router() -> APIRouter:
     ):
         router.include_router(module.router)
     return router
-
-
-def container_of(app: FastAPI) -> Container:
-    container: Container = app.state.container
-    return container

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 import structlog
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.errors import problem
@@ -18,97 +19,72 @@ from tidings.observability.metrics import Metrics
 log = get_logger("tidings.http")
 
 
-class BodySizeLimit:
-    """Refuse bodies over `max_bytes`: by Content-Length at once, else while streaming."""
+_NUL_IN_URL = (b"%00", b"\x00")
+_NUL_IN_BODY = (b"\x00", b"\\u0000")
+
+
+class RequestGuard:
+    """Refuse, before the app reads them, bodies over `max_bytes` (413: by Content-Length at
+    once, else while streaming) and NUL characters in the URL or body, raw or JSON-escaped
+    (400: no field accepts one and PostgreSQL cannot store one; PRI-8)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._too_large(scope, receive, send)
-                return
-        received = 0
-        exceeded = False
-
-        async def limited_receive() -> Message:
-            nonlocal received, exceeded
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    exceeded = True
-                    raise PayloadTooLarge(f"the limit is {self.max_bytes} bytes")
-            return message
-
-        async def guarded_send(message: Message) -> None:
-            # Frameworks turn errors raised while reading the body into their own 400; once
-            # the limit is passed, whatever the app answers is replaced by one 413.
-            if not exceeded:
-                await send(message)
-            elif message["type"] == "http.response.start":
-                await self._too_large(scope, receive, send)
-
-        await self.app(scope, limited_receive, guarded_send)
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(
+    def _too_large(self) -> Response:
+        return problem(
             413, PayloadTooLarge.code, PayloadTooLarge.title, f"the limit is {self.max_bytes} bytes"
         )
-        await response(scope, receive, send)
 
-
-_NUL_IN_URL = (b"%00", b"\x00")
-_NUL_IN_BODY = (b"\x00", b"\\u0000")
-
-
-class RefuseNul:
-    """Refuse requests carrying NUL characters (in the URL, or raw or JSON-escaped in the
-    body): no field of tidings accepts one, and PostgreSQL cannot store one, so they are
-    turned away at the door with a 400 instead of failing deep inside (PRI-8)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def _refusal_before_body(self, scope: Scope) -> Response | None:
+        url = scope.get("raw_path", b"") + b"?" + scope.get("query_string", b"")
+        if any(marker in url.lower() for marker in _NUL_IN_URL):
+            return _nul_problem()
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                return self._too_large()
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        url = scope.get("raw_path", b"") + b"?" + scope.get("query_string", b"")
-        if any(marker in url.lower() for marker in _NUL_IN_URL):
-            await _nul_problem(scope, receive, send)
+        refusal = self._refusal_before_body(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
-        found = False
+        received = 0
         tail = b""
 
         async def checked_receive() -> Message:
-            nonlocal found, tail
+            nonlocal received, tail, refusal
             message = await receive()
             if message["type"] == "http.request":
-                chunk = tail + message.get("body", b"")
-                if any(marker in chunk for marker in _NUL_IN_BODY):
-                    found = True
+                body = message.get("body", b"")
+                received += len(body)
+                if received > self.max_bytes:
+                    refusal = self._too_large()
+                    raise PayloadTooLarge(f"the limit is {self.max_bytes} bytes")
+                if any(marker in tail + body for marker in _NUL_IN_BODY):
+                    refusal = _nul_problem()
                     raise InvalidInput("the request contains a NUL character")
-                tail = chunk[-5:]  # a marker split across two chunks is still seen
+                tail = (tail + body)[-5:]  # a marker split across two chunks is still seen
             return message
 
         async def guarded_send(message: Message) -> None:
-            if not found:
+            # Frameworks turn errors raised while reading the body into their own 400; once a
+            # body is refused, whatever the app answers is replaced by the refusal.
+            if refusal is None:
                 await send(message)
             elif message["type"] == "http.response.start":
-                await _nul_problem(scope, receive, send)
+                await refusal(scope, receive, send)
 
         await self.app(scope, checked_receive, guarded_send)
 
 
-async def _nul_problem(scope: Scope, receive: Receive, send: Send) -> None:
-    response = problem(400, "bad_request", "The request contains a NUL character")
-    await response(scope, receive, send)
+def _nul_problem() -> Response:
+    return problem(400, "bad_request", "The request contains a NUL character")
 
 
 class RouteTemplates:

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
 
 _IMMEDIATE = "tidings_sqlite_immediate"
 
@@ -83,14 +82,6 @@ def create_database(url: str, *, busy_timeout_ms: int = 30_000, pool_size: int =
     engine = create_async_engine(driver_url, **kwargs)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, busy_timeout_ms)
-    return Database(engine)
-
-
-def create_unpooled_database(url: str) -> Database:
-    """A database without a connection pool, for short-lived tools (migrations, tests)."""
-    engine = create_async_engine(async_url(url), poolclass=NullPool)
-    if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine, 30_000)
     return Database(engine)
 
 
