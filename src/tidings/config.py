@@ -148,7 +148,7 @@ class QueueSettings(_Section):
     )
 
     @model_validator(mode="after")
-    def _deadline_inside_lease(self) -> QueueSettings:
+    def _backoff_range(self) -> QueueSettings:
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("backoff_max_seconds must be at least backoff_base_seconds")
         return self

@@ -3,8 +3,9 @@ export and delete (API-2, AUD-10)."""
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
@@ -284,7 +285,7 @@ class Subscribers:
             "subscriptions": [
                 {
                     key: (value.isoformat() if hasattr(value, "isoformat") else value)
-                    for key, value in vars_of(s).items()
+                    for key, value in asdict(s).items()
                 }
                 for s in view.subscriptions
             ],
@@ -307,13 +308,7 @@ class Subscribers:
         log.info("subscriber.deleted", subscriber_id=subscriber_id)
 
 
-def vars_of(view: SubscriptionView) -> dict[str, Any]:
-    return {name: getattr(view, name) for name in view.__slots__}
-
-
 def _checked_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
-    import json
-
     if len(json.dumps(attributes)) > MAX_ATTRIBUTES_BYTES:
         raise InvalidInput(
             f"attributes must be under {MAX_ATTRIBUTES_BYTES} bytes of JSON", field="attributes"

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -36,8 +37,6 @@ log = structlog.get_logger("tidings.webhooks")
 
 
 def _validated_url(url: str) -> str:
-    from urllib.parse import urlsplit
-
     url = url.strip()
     parts = urlsplit(url)
     if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -156,17 +155,16 @@ class Webhooks:
         endpoints = [
             e for e in await queries.enabled_endpoints(conn) if e.subscribes_to(event_type)
         ]
-        return await self._queue_deliveries(conn, endpoints, event_type, data)
+        return len(await self._queue_deliveries(conn, endpoints, event_type, data))
 
     async def send_test(self, endpoint_id: int) -> DeliveryRow:
         async with self._db.write() as conn:
             endpoint = await queries.get_endpoint(conn, endpoint_id)
             if endpoint is None:
                 raise NotFound(f"no webhook endpoint with id {endpoint_id}")
-            await self._queue_deliveries(
+            (delivery,) = await self._queue_deliveries(
                 conn, [endpoint], "webhook.test", {"endpoint_id": endpoint_id}
             )
-            (delivery,) = await queries.list_deliveries(conn, endpoint_id, before_id=None, limit=1)
         return delivery
 
     async def _queue_deliveries(
@@ -175,10 +173,11 @@ class Webhooks:
         endpoints: list[EndpointRow],
         event_type: str,
         data: dict[str, Any],
-    ) -> int:
+    ) -> list[DeliveryRow]:
         now = self._now()
         event_id = f"msg_{uuid.uuid4().hex}"
         payload = {"type": event_type, "timestamp": now.isoformat(), "data": data}
+        deliveries = []
         for endpoint in endpoints:
             delivery = await queries.insert_delivery(
                 conn,
@@ -193,7 +192,8 @@ class Webhooks:
             await self._queue.enqueue(
                 conn, DELIVER_WEBHOOK, f"webhook:{delivery.id}", {"delivery_id": delivery.id}
             )
-        return len(endpoints)
+            deliveries.append(delivery)
+        return deliveries
 
     async def prune_deliveries(self, *, older_than: timedelta) -> int:
         """Forget finished deliveries (payloads carry subscriber data) past the retention."""

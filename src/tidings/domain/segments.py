@@ -39,15 +39,15 @@ class AudienceFilter:
         )
 
     def tiers(self) -> tuple[str, ...]:
-        """The tiers (segments) this filter can select, in canonical order."""
-        return tuple(
-            t
-            for t in TIERS
-            if any(
-                all(_term_matches(term, t, None) for term in clause if term.kind == "tier")
-                for clause in self.clauses
-            )
-            or not self.clauses
+        """The tiers (segments) this filter can select, in canonical order. Labels are
+        unknown here, so a label term is taken as satisfiable."""
+        return tuple(tier for tier in TIERS if self._can_reach(tier))
+
+    def _can_reach(self, tier: str) -> bool:
+        if not self.clauses:
+            return True
+        return any(
+            all(_term_matches(term, tier, None) for term in clause) for clause in self.clauses
         )
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, status
@@ -81,7 +82,7 @@ async def unsubscribe(container: ContainerDep, body: TokenRequest) -> LinkResult
 
 @router.get("/preferences/{token}", summary="The person's newsletters and their state")
 async def get_preferences(container: ContainerDep, token: Token) -> list[PreferenceItem]:
-    return [PreferenceItem(**vars_of(p)) for p in await container.public.preferences(token)]
+    return [PreferenceItem(**asdict(p)) for p in await container.public.preferences(token)]
 
 
 @router.put("/preferences/{token}", summary="Choose which newsletters to receive")
@@ -89,8 +90,4 @@ async def put_preferences(
     container: ContainerDep, token: Token, body: PreferencesUpdate
 ) -> list[PreferenceItem]:
     updated = await container.public.update_preferences(token, set(body.newsletters))
-    return [PreferenceItem(**vars_of(p)) for p in updated]
-
-
-def vars_of(item: object) -> dict[str, object]:
-    return {name: getattr(item, name) for name in PreferenceItem.model_fields}
+    return [PreferenceItem(**asdict(p)) for p in updated]
