@@ -13,7 +13,6 @@ from tidings.bootstrap import Container
 from tidings.storage.tables import (
     jobs,
     newsletters,
-    rate_limits,
     subscribers,
     subscriptions,
     suppressions,
@@ -49,14 +48,11 @@ async def confirmation_tokens(container: Container) -> list[str]:
 
 
 async def snapshot(container: Container) -> dict[str, list[tuple[Any, ...]]]:
-    """Rows of every table a public or admin audience request could change (rate-limit
-    counters excluded: counting a refused request is the point of them)."""
+    """Rows of every table a public or admin audience request could change (the rate-limit
+    table is left out: counting a refused request is the point of it)."""
     tables = (newsletters, subscribers, subscriptions, suppressions, jobs, webhook_deliveries)
     async with container.db.read() as conn:
         return {
             table.name: sorted(tuple(row) for row in await conn.execute(select(table)))
             for table in tables
         }
-
-
-__all__ = ["confirmation_tokens", "create_newsletter", "rate_limits", "snapshot"]

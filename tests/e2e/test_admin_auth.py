@@ -82,6 +82,12 @@ async def test_key_list_pages_by_cursor(sqlite_url: str, limit: int) -> None:
 
 
 async def test_unauthenticated_client_cannot_tell_ids_apart(sqlite_url: str) -> None:
-    async with api_client(make_settings(sqlite_url)) as (client, _):
-        response: httpx.Response = await client.delete("/api/admin/keys/abcdefghij")
-        assert response.status_code == 401
+    # Without a key, an existing key id and an unknown one get the same answer.
+    async with api_client(make_settings(sqlite_url)) as (client, container):
+        existing = (await container.api_keys.create("real")).key.id
+        answers: list[httpx.Response] = [
+            await client.delete(f"/api/admin/keys/{key_id}") for key_id in (existing, "abcdefghij")
+        ]
+        assert [r.status_code for r in answers] == [401, 401]
+        assert answers[0].content == answers[1].content
+        assert len(await container.api_keys.list()) == 1
