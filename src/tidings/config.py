@@ -180,6 +180,81 @@ class EmailSettings(_Section):
     )
 
 
+class BulkEmailSettings(_Section):
+    """How campaigns are prepared and submitted (SPEC §5.3-5.5)."""
+
+    batch_size: int = Field(
+        default=1000,
+        ge=1,
+        le=1000,
+        description="Recipients per batch (a page of the audience); never above the provider's "
+        "maximum.",
+    )
+    batch_creation_concurrency: int = Field(
+        default=2,
+        description="Pages of the audience turned into batches at once per campaign. A positive "
+        "integer; raise it only after measuring database load.",
+    )
+    submission_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=100,
+        description="SMTP only: messages of one batch handed to the relay at once (bounded by "
+        "smtp.pool_size connections).",
+    )
+    in_flight_chunk: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="SMTP only: recipients marked in flight together before they are handed "
+        "over. A worker killed mid-send leaves at most this many `uncertain` recipients per "
+        "batch it held (never resent automatically).",
+    )
+    recipient_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="SMTP only: extra tries, inside one batch attempt, for a recipient the relay "
+        "deferred (4xx) before it is recorded as failed (transient).",
+    )
+    concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=100,
+        description="Campaign batches one worker submits at once (every worker serving the "
+        "campaign queue takes batches, so more workers add throughput).",
+    )
+    warming_domain: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9.-]+\.[A-Za-z]{2,}$",
+        description="Optional sending domain being warmed up: pages go to it, in audience "
+        "order, up to its daily capacity; the rest use the newsletter's own domain.",
+    )
+    warming_daily_capacity: int = Field(
+        default=0,
+        ge=0,
+        description="Recipients the warming domain may take per UTC day (0 = none).",
+    )
+
+    @field_validator("batch_creation_concurrency", mode="before")
+    @classmethod
+    def _positive_integer(cls, value: Any) -> int:
+        # Strictly a positive integer: no booleans, fractions, or words.
+        if isinstance(value, bool):
+            raise ValueError("must be a positive integer")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError("must be a positive integer, not a fraction")
+            value = int(value)
+        if isinstance(value, str):
+            if not value.strip().isdigit():
+                raise ValueError("must be a positive integer")
+            value = int(value.strip())
+        if not isinstance(value, int) or value < 1:
+            raise ValueError("must be a positive integer")
+        return value
+
+
 class SmtpSettings(_Section):
     host: str = Field(default="localhost", description="SMTP relay host.")
     port: int = Field(default=587, ge=1, le=65535, description="SMTP relay port.")
@@ -283,6 +358,7 @@ class Settings(BaseSettings):
     queue: QueueSettings = QueueSettings()
     email: EmailSettings = EmailSettings()
     smtp: SmtpSettings = SmtpSettings()
+    bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
     theme: ThemeSettings = ThemeSettings()

@@ -84,6 +84,7 @@ jobs = Table(
 Index(None, jobs.c.status, jobs.c.run_at)
 Index(None, jobs.c.status, jobs.c.locked_until)
 Index(None, jobs.c.finished_at)
+Index(None, jobs.c.claim_token)
 
 job_attempts = Table(
     "job_attempts",
@@ -318,3 +319,106 @@ campaigns = Table(
     CheckConstraint("body_format IN ('markdown', 'html')", name="body_format"),
 )
 Index(None, campaigns.c.newsletter_id, campaigns.c.id)
+
+# -- sending (SPEC §5.2-5.5) ---------------------------------------------------------------
+# The campaign row carries the send's lifecycle; batches are pages of the frozen audience;
+# recipients are one row per (campaign, subscriber) with a state. Counts are verified against
+# rows, never trusted (PRI-1).
+
+campaign_sends = Table(
+    "campaign_sends",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, nullable=False, server_default="1"),
+    Column("attempt_started_at", UTCDateTime(), nullable=False),
+    # The consent-filtered audience size when the send was asked for (SND-1).
+    Column("preflight_email_count", Integer, nullable=False),
+    # The status lock (SND-2): the claim token of the job holding it. Free when no running
+    # job holds that token under a live lease.
+    Column("lock_token", String(32), nullable=True),
+    Column("candidate_count", Integer, nullable=True),
+    Column("preparation_excluded_count", Integer, nullable=True),
+    Column("prepared_at", UTCDateTime(), nullable=True),
+    Column("email_count", Integer, nullable=True, comment="verified submitted total"),
+    Column("excluded_count", Integer, nullable=True),
+    Column("failed_count", Integer, nullable=True),
+    Column("uncertain_count", Integer, nullable=True),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    Column("failed_during", String(16), nullable=True),
+    Column("error_code", String(64), nullable=True),
+    Column("error", Text(), nullable=True, comment="the admin-facing message; no personal data"),
+    Column("retryable", Boolean(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint("failed_during IN ('preparing', 'submitting')", name="failed_during"),
+)
+
+# The audience selected in one statement (SND-3): positions in segment order. Transient:
+# rebuilt by an attempt that finds no `prepared_at`, dropped once preparation is verified.
+campaign_candidates = Table(
+    "campaign_candidates",
+    metadata,
+    Column("campaign_id", BigId, primary_key=True, autoincrement=False),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("subscriber_id", BigId, nullable=False),
+    Column("segment", String(16), nullable=False),
+)
+
+campaign_batches = Table(
+    "campaign_batches",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False),
+    Column("page", Integer, nullable=False, comment="the page of the candidate list"),
+    Column("segment", String(16), nullable=False),
+    Column("sending_domain", String(255), nullable=False),
+    Column("first_position", Integer, nullable=False),
+    Column("last_position", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("recipient_count", Integer, nullable=False),
+    Column("submitted_count", Integer, nullable=True),
+    Column("submission_excluded_count", Integer, nullable=True),
+    Column("failed_count", Integer, nullable=True),
+    Column("uncertain_count", Integer, nullable=True),
+    Column("provider_message_id", String(255), nullable=True),
+    Column("claim_token", String(32), nullable=True),
+    Column("claimed_at", UTCDateTime(), nullable=True),
+    Column("error_code", String(64), nullable=True),
+    Column("error", Text(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    UniqueConstraint("campaign_id", "page"),
+    CheckConstraint("status IN ('pending', 'submitting', 'submitted', 'failed')", name="status"),
+    CheckConstraint(
+        "status <> 'submitting' OR claim_token IS NOT NULL", name="submitting_has_claim"
+    ),
+    CheckConstraint("recipient_count >= 0", name="recipient_count"),
+)
+Index(None, campaign_batches.c.campaign_id, campaign_batches.c.status)
+
+campaign_recipients = Table(
+    "campaign_recipients",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False),
+    # NULL for an exclusion made during preparation (it never joined a batch).
+    Column("batch_id", BigId, ForeignKey("campaign_batches.id", ondelete="CASCADE"), nullable=True),
+    # SET NULL: a privacy delete leaves an anonymous row, so the counts stay verifiable.
+    Column(
+        "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="SET NULL"), nullable=True
+    ),
+    Column("position", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("reason", String(64), nullable=True, comment="a code, never provider text"),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("campaign_id", "subscriber_id"),
+    CheckConstraint(
+        "state IN ('pending', 'sending', 'sent', 'failed', 'excluded', 'uncertain')",
+        name="state",
+    ),
+    CheckConstraint("batch_id IS NOT NULL OR state = 'excluded'", name="unbatched_is_excluded"),
+)
+Index(None, campaign_recipients.c.batch_id, campaign_recipients.c.state)
+Index(None, campaign_recipients.c.campaign_id, campaign_recipients.c.state)
+Index(None, campaign_recipients.c.subscriber_id)
