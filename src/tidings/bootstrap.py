@@ -22,7 +22,14 @@ from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
+from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
+from tidings.campaigns.finalise import Finaliser
+from tidings.campaigns.handover import PerRecipientHandover
+from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.send_job import CampaignSender
+from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
@@ -75,6 +82,8 @@ class Container:
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
+    sending: SendingContext
+    sends: CampaignSends
     importer: Importer
     _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
 
@@ -129,6 +138,27 @@ class Container:
                 domain=self.settings.email.from_address.rpartition("@")[2],
             ),
             concurrency=queue.email_concurrency,
+        )
+        bulk = self.settings.bulk_email
+        handover = PerRecipientHandover(
+            self.email_provider(),
+            chunk=bulk.in_flight_chunk,
+            concurrency=bulk.submission_concurrency,
+            retries=bulk.recipient_retries,
+            deadline_seconds=self.settings.email.send_deadline_seconds,
+        )
+        # Long jobs: they renew their lease while they work instead of running under a deadline.
+        registry.register(
+            SEND_CAMPAIGN, CampaignSender(self.sending), concurrency=1, renew_lease=True
+        )
+        registry.register(
+            SEND_BATCH,
+            BatchSubmitter(self.sending, handover),
+            concurrency=bulk.concurrency,
+            renew_lease=True,
+        )
+        registry.register(
+            FINALISE_CAMPAIGN, Finaliser(self.sending), concurrency=1, renew_lease=True
         )
         registry.register(
             DELIVER_WEBHOOK,
@@ -196,6 +226,24 @@ def build(settings: Settings) -> Container:
     )
     limiter = SubscribeRateLimiter(audience, limits)
     public = PublicFlows(audience, limiter)
+    campaigns = CampaignDrafts(
+        CampaignContext(
+            db=db,
+            now=utcnow,
+            mailer=mailer,
+            public_url=audience.public_url,
+            theme=theme_from(settings),
+        )
+    )
+    sending = SendingContext(
+        db=db,
+        queue=queue,
+        now=utcnow,
+        drafts=campaigns,
+        webhooks=webhooks,
+        secret=site_secret,
+        policy=send_policy(settings),
+    )
     return Container(
         settings=settings,
         db=db,
@@ -214,15 +262,23 @@ def build(settings: Settings) -> Container:
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
-        campaigns=CampaignDrafts(
-            CampaignContext(
-                db=db,
-                now=utcnow,
-                mailer=mailer,
-                public_url=audience.public_url,
-                theme=theme_from(settings),
-            )
-        ),
+        campaigns=campaigns,
+        sending=sending,
+        sends=CampaignSends(sending),
+    )
+
+
+def send_policy(settings: Settings) -> SendPolicy:
+    bulk = settings.bulk_email
+    return SendPolicy(
+        batch_size=bulk.batch_size,
+        batch_creation_concurrency=bulk.batch_creation_concurrency,
+        in_flight_chunk=bulk.in_flight_chunk,
+        submission_concurrency=bulk.submission_concurrency,
+        recipient_retries=bulk.recipient_retries,
+        send_deadline_seconds=settings.email.send_deadline_seconds,
+        warming_domain=bulk.warming_domain,
+        warming_daily_capacity=bulk.warming_daily_capacity,
     )
 
 

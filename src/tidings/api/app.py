@@ -12,6 +12,7 @@ from tidings import __version__
 from tidings.api import health
 from tidings.api.admin import (
     audience_csv,
+    campaign_sends,
     campaigns,
     emails,
     jobs,
@@ -78,6 +79,7 @@ def admin_router() -> APIRouter:
         subscribers,
         suppressions,
         campaigns,
+        campaign_sends,
         keys,
         jobs,
         emails,

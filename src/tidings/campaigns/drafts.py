@@ -25,6 +25,7 @@ from tidings.rendering import (
     ListInfo,
     Preview,
     RecipientValues,
+    SegmentRendering,
     Sender,
     Theme,
     check_content,
@@ -201,6 +202,21 @@ class CampaignDrafts:
             newsletter_name=newsletter.name,
         )
         return content, sender, list_info
+
+    def render_for_send(
+        self, draft: CampaignDraft, segment: str, sending_domain: str
+    ) -> SegmentRendering:
+        """The segment's real message for a send, its Message-IDs in `sending_domain`."""
+        content, sender, list_info = self._parts(draft)
+        return render_segment(
+            content,
+            segment,
+            sender=dataclasses.replace(sender, sending_domain=sending_domain),
+            list_info=list_info,
+            base_url=self._ctx.public_url,
+            theme=self._ctx.theme,
+            now=self._ctx.now(),
+        )
 
     def _segment(self, draft: CampaignDraft, segment: str | None) -> str:
         if segment is None:  # the first tier the audience can reach

@@ -45,6 +45,13 @@ class TemporaryFailure(DeliveryFailure):
         self.retry_after_seconds = retry_after_seconds
 
 
+class ProviderUnreachable(TemporaryFailure):
+    """The provider could not be reached or refused the session before any message was
+    handed over: nothing was accepted, so trying again later is always safe."""
+
+    code = "delivery_provider_unreachable"
+
+
 class PermanentFailure(DeliveryFailure):
     """Retrying will not help: 5xx replies, a message the provider refuses outright."""
 

@@ -32,6 +32,7 @@ from aiosmtplib import (
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
+    ProviderUnreachable,
     Rejection,
     SendResult,
     TemporaryFailure,
@@ -251,12 +252,14 @@ class SmtpProvider:
             # A refused greeting or login is the relay's or the configuration's problem, never
             # the message's: failing it permanently would bounce good addresses.
             connection.close()
-            raise TemporaryFailure(
+            raise ProviderUnreachable(
                 f"the relay refused the connection: {_reply_summary(exc)}", status=exc.code
             ) from None
         except (SMTPException, OSError) as exc:
             connection.close()
-            raise TemporaryFailure(f"cannot connect to the relay ({type(exc).__name__})") from None
+            raise ProviderUnreachable(
+                f"cannot connect to the relay ({type(exc).__name__})"
+            ) from None
         except BaseException:
             connection.close()
             raise

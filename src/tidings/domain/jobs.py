@@ -45,3 +45,10 @@ class Defer(TidingsError):
         super().__init__(reason)
         self.reason = reason
         self.seconds = seconds
+
+
+class ClaimLost(TidingsError):
+    """A handler's fenced write was refused: its claim token no longer holds the job (the lease
+    ran out and another worker reclaimed it). Nothing was written; the handler must stop."""
+
+    code = "job_claim_lost"

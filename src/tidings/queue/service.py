@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +13,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict, NotFound
-from tidings.domain.jobs import JobStatus
+from tidings.domain.jobs import ClaimLost, JobStatus
 from tidings.queue import store
 from tidings.queue.listener import listen_for_jobs
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
@@ -51,6 +51,16 @@ class JobQueue:
             max_attempts=max_attempts or self.policy.max_attempts,
             run_at=run_at,
         )
+
+    @contextlib.asynccontextmanager
+    async def fenced(self, job: Job) -> AsyncIterator[AsyncConnection]:
+        """A write transaction in which `job`'s claim is verified and held (DLV-2's fenced
+        writes). Every write a handler makes about its work goes through here: a worker
+        whose job was reclaimed gets `ClaimLost` and its writes are not made."""
+        async with self.db.write() as conn:
+            if not await store.hold(conn, job, now=self._now()):
+                raise ClaimLost("the job's claim was lost; another worker owns it now")
+            yield conn
 
     async def get(self, job_id: int) -> tuple[Job, list[dict[str, Any]]]:
         async with self.db.read() as conn:

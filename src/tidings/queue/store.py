@@ -234,6 +234,22 @@ async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease:
     return result.rowcount == 1
 
 
+async def hold(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
+    """Inside a write transaction: confirm `job`'s claim is still ours and keep it ours until
+    commit (the row lock on PostgreSQL; the single writer on SQLite). False when another
+    worker reclaimed the job: the caller must write nothing."""
+    result = await conn.execute(
+        update(jobs)
+        .where(
+            jobs.c.id == job.id,
+            jobs.c.claim_token == job.claim_token,
+            jobs.c.status == JobStatus.RUNNING.value,
+        )
+        .values(updated_at=now)
+    )
+    return result.rowcount == 1
+
+
 async def get(conn: AsyncConnection, job_id: int) -> Job | None:
     row = (await conn.execute(select(jobs).where(jobs.c.id == job_id))).first()
     return None if row is None else _job(row)

@@ -14,7 +14,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.backoff import is_exhausted, retry_delay
-from tidings.domain.jobs import Defer, GiveUp, RetryLater
+from tidings.domain.jobs import ClaimLost, Defer, GiveUp, RetryLater
 from tidings.queue import store
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
 from tidings.queue.store import Job
@@ -139,6 +139,8 @@ class Worker:
                 error, retry_after = exc.reason, exc.retry_after_seconds
             except GiveUp as exc:
                 error, permanent = exc.reason, True
+            except ClaimLost:
+                error = "claim lost"  # its outcome write will be refused too
             except TimeoutError:
                 error = "timeout"
             except Exception as exc:

@@ -1,0 +1,39 @@
+"""What the sending use cases share: the database, the queue, the clock, the drafts they render
+from, the webhook outbox, the site secret for link tokens, and the send policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from tidings.campaigns.drafts import CampaignDrafts
+from tidings.delivery.webhooks import Webhooks
+from tidings.queue.service import JobQueue
+from tidings.storage.database import Database
+
+
+@dataclass(frozen=True, slots=True)
+class SendPolicy:
+    """The `bulk_email` settings, as the engine uses them."""
+
+    batch_size: int = 1000
+    batch_creation_concurrency: int = 2
+    in_flight_chunk: int = 20
+    submission_concurrency: int = 8
+    recipient_retries: int = 2
+    send_deadline_seconds: float = 10.0
+    warming_domain: str | None = None
+    warming_daily_capacity: int = 0
+    discard_chunk: int = 5000
+
+
+@dataclass(frozen=True)
+class SendingContext:
+    db: Database
+    queue: JobQueue
+    now: Callable[[], datetime]
+    drafts: CampaignDrafts
+    webhooks: Webhooks
+    secret: Callable[[], str]
+    policy: SendPolicy

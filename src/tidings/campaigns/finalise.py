@@ -1,0 +1,210 @@
+"""Finalise a send (SPEC SND-14, SND-15): after every batch settled, re-read all of them,
+verify the counts against the rows again, and close the campaign as `submitted` with the
+verified total — or `failed` with a reason that says whether a retry is safe."""
+
+from __future__ import annotations
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.campaigns import events
+from tidings.campaigns.context import SendingContext
+from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.domain.jobs import ClaimLost
+from tidings.domain.sending import (
+    ACTIVE,
+    BatchCounts,
+    BatchStatus,
+    CampaignStatus,
+    RecipientState,
+    SendFailed,
+    VerificationFailed,
+    check_count,
+)
+from tidings.queue.store import Job
+from tidings.storage import batches as batch_queries
+from tidings.storage import campaign_sends as send_queries
+
+log = structlog.get_logger("tidings.campaigns")
+
+
+class BatchFailed(SendFailed):
+    code = "batch_failed"
+    title = "Some batches could not be sent"
+
+
+class OutcomeUncertain(SendFailed):
+    code = "batch_outcome_uncertain"
+    title = "A batch's outcome is unknown"
+    retryable = False
+
+
+async def fail_campaign(
+    context: SendingContext,
+    conn: AsyncConnection,
+    campaign_id: int,
+    error: SendFailed,
+    *,
+    phase: str,
+) -> None:
+    """Record a stopped send: campaign `failed`, the reason, where, and whether to retry."""
+    now = context.now()
+    changed = await send_queries.set_status(
+        conn, campaign_id, from_statuses=list(ACTIVE), to_status=CampaignStatus.FAILED, now=now
+    )
+    if not changed:
+        return
+    await send_queries.update_send(
+        conn,
+        campaign_id,
+        finished_at=now,
+        failed_during=phase,
+        error_code=error.code,
+        error=error.detail,
+        retryable=error.retryable,
+        updated_at=now,
+    )
+    await context.webhooks.publish(
+        conn,
+        "campaign.failed",
+        {"campaign_id": campaign_id, "error_code": error.code, "retryable": error.retryable},
+    )
+    log.warning("campaign.failed", campaign_id=campaign_id, error_code=error.code, phase=phase)
+
+
+class Finaliser:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+
+    async def __call__(self, job: Job) -> None:
+        step = FinaliseCampaign.from_job(job)
+        token = str(job.claim_token)
+        async with self._ctx.queue.fenced(job) as conn:
+            send = await send_queries.get(conn, step.campaign_id)
+            status = await send_queries.status(conn, step.campaign_id)
+            if send is None or send.attempt != step.attempt or status != CampaignStatus.SUBMITTING:
+                return
+            if not await send_queries.take_lock(
+                conn, step.campaign_id, token=token, now=self._ctx.now()
+            ):
+                log.info("campaign.lock_busy", campaign_id=step.campaign_id)
+                return
+        try:
+            await self._finalise(job, step.campaign_id)
+        finally:
+            try:
+                async with self._ctx.queue.fenced(job) as conn:
+                    await send_queries.release_lock(conn, step.campaign_id, token=token)
+            except ClaimLost:
+                pass
+
+    async def _finalise(self, job: Job, campaign_id: int) -> None:
+        async with self._ctx.queue.fenced(job) as conn:
+            if await batch_queries.count_unsettled(conn, campaign_id):
+                return  # whoever settles the last batch queues finalise again
+            try:
+                totals = await self._verify(conn, campaign_id)
+            except SendFailed as exc:
+                if isinstance(exc, VerificationFailed):
+                    events.verification_failed(campaign_id, exc)
+                await fail_campaign(self._ctx, conn, campaign_id, exc, phase="submitting")
+                return
+            now = self._ctx.now()
+            await send_queries.set_status(
+                conn,
+                campaign_id,
+                from_statuses=[CampaignStatus.SUBMITTING],
+                to_status=CampaignStatus.SUBMITTED,
+                now=now,
+            )
+            await send_queries.update_send(
+                conn, campaign_id, finished_at=now, updated_at=now, **totals
+            )
+            await self._ctx.webhooks.publish(
+                conn,
+                "campaign.sent",
+                {"campaign_id": campaign_id, "email_count": totals["email_count"]},
+            )
+        log.info("campaign.submitted", campaign_id=campaign_id, **totals)
+
+    async def _verify(self, conn: AsyncConnection, campaign_id: int) -> dict[str, int]:
+        """Every persisted batch, not only this attempt's: rows per batch equal the stored
+        count and the recorded counts, everything settled, candidates all accounted for."""
+        send = await send_queries.get(conn, campaign_id)
+        assert send is not None
+        ours_elsewhere, theirs_here = await batch_queries.cross_campaign_rows(conn, campaign_id)
+        if ours_elsewhere or theirs_here:
+            raise VerificationFailed("cross_email_recipient", foreign_rows=theirs_here)
+        stored = await batch_queries.list_for(conn, campaign_id)
+        states = await batch_queries.states_per_batch(conn, campaign_id)
+        failed_batches, uncertain_batches = [], []
+        for batch in stored:
+            counts = states.get(batch.id, BatchCounts())
+            check_count(
+                "batch_recipient_count",
+                expected=batch.recipient_count,
+                actual=counts.total,
+                batch_id=batch.id,
+            )
+            if batch.status == BatchStatus.FAILED.value:
+                if batch.error_code == VerificationFailed.code:
+                    raise VerificationFailed(
+                        "batch_verification_failed",
+                        batch_id=batch.id,
+                        batch_error=batch.error,
+                    )
+                failed_batches.append(batch.id)
+            elif batch.status == BatchStatus.SUBMITTING.value:
+                uncertain_batches.append(batch.id)
+            else:
+                check_count(
+                    "batch_submission_counts",
+                    expected=batch.submitted_count,
+                    actual=counts[RecipientState.SENT],
+                    batch_id=batch.id,
+                    recipient_count=batch.recipient_count,
+                    submitted_count=batch.submitted_count,
+                    submission_excluded_count=batch.submission_excluded_count,
+                )
+        if uncertain_batches:
+            raise OutcomeUncertain(
+                f"{len(uncertain_batches)} batch(es) may or may not have been accepted by the "
+                "provider (a crash or timeout after the request was sent). Check them at the "
+                "provider by Message-ID, then reconcile each one; see docs/sending.md."
+            )
+        if failed_batches:
+            raise BatchFailed(
+                f"{len(failed_batches)} batch(es) could not be sent; retrying sends only to "
+                "recipients not yet sent."
+            )
+        total = BatchCounts(
+            {
+                state.value: sum(counts[state] for counts in states.values())
+                for state in RecipientState
+            }
+        )
+        excluded = send.preparation_excluded_count or 0
+        check_count(
+            "preparation_totals",
+            expected=send.candidate_count,
+            actual=total.total + excluded,
+            count_check="recipient_rows",
+            candidate_count=send.candidate_count,
+            preparation_excluded_count=excluded,
+            recipient_count=sum(batch.recipient_count for batch in stored),
+        )
+        result = {
+            "email_count": total[RecipientState.SENT],
+            "excluded_count": excluded + total[RecipientState.EXCLUDED],
+            "failed_count": total[RecipientState.FAILED],
+            "uncertain_count": total[RecipientState.UNCERTAIN],
+        }
+        events.submission_verified(
+            campaign_id,
+            candidate_count=send.candidate_count or 0,
+            submitted_count=result["email_count"],
+            excluded_count=result["excluded_count"],
+            failed_count=result["failed_count"],
+            uncertain_count=result["uncertain_count"],
+        )
+        return result

@@ -1,0 +1,143 @@
+"""Handing one batch's recipients to a per-recipient provider (SMTP, local capture; SND-12,
+SND-13): each recipient is marked in flight before its message is handed over, and each
+outcome is settled on its own row, so a failure at recipient 40 never undoes the 39 before it.
+
+Recipients go in chunks of `in_flight_chunk`: one fenced write marks a chunk `sending`, its
+messages are handed over concurrently, one fenced write settles every outcome of the chunk.
+A worker killed mid-chunk leaves at most that chunk `sending`; whoever reclaims the batch
+turns those rows `uncertain` (never resent automatically) — the documented duplicate window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from tidings.delivery.provider import (
+    Envelope,
+    PermanentFailure,
+    PerRecipientProvider,
+    ProviderUnreachable,
+    TemporaryFailure,
+)
+from tidings.domain.jobs import RetryLater
+from tidings.domain.sending import RecipientState
+
+log = structlog.get_logger("tidings.campaigns")
+
+# (recipient id, state, reason code) for each recipient of a chunk
+Outcome = tuple[int, RecipientState, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Parcel:
+    """One recipient's finished message."""
+
+    recipient_id: int
+    envelope: Envelope
+
+
+class _Deferred(Exception):
+    """A temporary failure for one recipient, to be tried again inside this batch."""
+
+    def __init__(self, reason: str, *, connection: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.connection = connection  # nothing was accepted: the relay could not be reached
+
+
+class PerRecipientHandover:
+    def __init__(
+        self,
+        provider: PerRecipientProvider,
+        *,
+        chunk: int,
+        concurrency: int,
+        retries: int,
+        deadline_seconds: float,
+        retry_pause_seconds: float = 1.0,
+    ) -> None:
+        self.provider = provider
+        self._chunk = chunk
+        self._limit = asyncio.Semaphore(concurrency)
+        self._retries = retries
+        self._deadline = deadline_seconds
+        self._pause = retry_pause_seconds
+
+    async def deliver(
+        self,
+        parcels: Sequence[Parcel],
+        *,
+        mark_sending: Callable[[list[int]], Awaitable[None]],
+        settle: Callable[[list[Outcome]], Awaitable[None]],
+        unmark: Callable[[list[int]], Awaitable[None]],
+    ) -> None:
+        """Hand every parcel over, chunk by chunk. If the provider cannot be reached at all
+        for a whole chunk, the chunk goes back to `pending` and the job retries later."""
+        for start in range(0, len(parcels), self._chunk):
+            chunk = list(parcels[start : start + self._chunk])
+            ids = [parcel.recipient_id for parcel in chunk]
+            await mark_sending(ids)
+            outcomes = await self._hand_over(chunk)
+            unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
+            if len(unreachable) == len(chunk):
+                await unmark(ids)
+                raise RetryLater(f"{self.provider.name} unreachable")
+            await settle(
+                [
+                    (parcel.recipient_id, RecipientState.FAILED, outcome.reason)
+                    if isinstance(outcome, _Deferred)
+                    else (parcel.recipient_id, *outcome)
+                    for parcel, outcome in zip(chunk, outcomes, strict=True)
+                ]
+            )
+
+    async def _hand_over(
+        self, chunk: list[Parcel]
+    ) -> list[tuple[RecipientState, str | None] | _Deferred]:
+        outcomes = list(await asyncio.gather(*(self._one(parcel) for parcel in chunk)))
+        for round_number in range(self._retries):
+            again = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, _Deferred)]
+            if not again or all(outcomes[i].connection for i in again):  # type: ignore[union-attr]
+                break
+            await asyncio.sleep(self._pause * (round_number + 1))
+            retried = await asyncio.gather(*(self._one(chunk[i]) for i in again))
+            for index, outcome in zip(again, retried, strict=True):
+                outcomes[index] = outcome
+        return outcomes
+
+    async def _one(self, parcel: Parcel) -> tuple[RecipientState, str | None] | _Deferred:
+        """One recipient's outcome. Any exception the provider raises is caught and recorded
+        here (SND-12): one recipient can never abort the batch."""
+        name = self.provider.name
+        async with self._limit:
+            try:
+                async with asyncio.timeout(self._deadline):
+                    result = await self.provider.send(parcel.envelope)
+            except TemporaryFailure as exc:
+                unreachable = isinstance(exc, ProviderUnreachable)
+                return _Deferred(_code(f"{name}_temporary", exc.status), connection=unreachable)
+            except PermanentFailure as exc:
+                return RecipientState.FAILED, _code(f"{name}_permanent", exc.status)
+            except TimeoutError:
+                # The message may have been accepted as the deadline struck: not resent.
+                return RecipientState.UNCERTAIN, f"{name}_deadline"
+            except Exception as exc:
+                log.error(
+                    "email.provider_error",
+                    recipient_id=parcel.recipient_id,
+                    error_type=type(exc).__name__,
+                )
+                return RecipientState.FAILED, f"provider_error_{type(exc).__name__}"[:64]
+        for rejection in result.rejected.values():
+            if rejection.permanent:
+                return RecipientState.FAILED, _code(f"{name}_rejected", rejection.status)
+            return _Deferred(_code(f"{name}_deferred", rejection.status), connection=False)
+        return RecipientState.SENT, None
+
+
+def _code(prefix: str, status: int | None) -> str:
+    return f"{prefix}_{status}" if status else prefix

@@ -1,0 +1,116 @@
+"""Send now, schedule, cancel (SPEC SND-1): each a conditional state change that writes the
+durable send job in the same transaction (PRI-6), with the preflight audience count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+
+from tidings.campaigns.context import SendingContext
+from tidings.campaigns.jobs import SendCampaign
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.sending import CampaignStatus
+from tidings.storage import campaign_sends as send_queries
+from tidings.storage import candidates as candidate_queries
+from tidings.storage.campaign_sends import SendRow
+
+log = structlog.get_logger("tidings.campaigns")
+MIN_SCHEDULE_LEAD = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, slots=True)
+class SendAccepted:
+    campaign_id: int
+    status: CampaignStatus
+    attempt: int
+    preflight_email_count: int
+    scheduled_at: datetime | None
+    job_id: int
+
+
+class CampaignSends:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+
+    async def send(self, campaign_id: int) -> SendAccepted:
+        """Send a draft (or a scheduled campaign) now."""
+        return await self._start(campaign_id, at=None)
+
+    async def schedule(self, campaign_id: int, at: datetime) -> SendAccepted:
+        """Send a draft at `at` (a scheduled job, due then; not a polling loop)."""
+        if at.tzinfo is None:
+            raise InvalidInput(
+                "scheduled_at needs a timezone (e.g. 2026-12-01T09:00:00Z)", field="scheduled_at"
+            )
+        if at < self._ctx.now() + MIN_SCHEDULE_LEAD:
+            raise InvalidInput(
+                "scheduled_at must be at least 30 seconds in the future", field="scheduled_at"
+            )
+        return await self._start(campaign_id, at=at)
+
+    async def cancel(self, campaign_id: int) -> None:
+        """Cancel a draft or a scheduled campaign; its scheduled job finds it cancelled."""
+        async with self._ctx.db.write() as conn:
+            if await send_queries.status(conn, campaign_id) is None:
+                raise NotFound(f"no campaign with id {campaign_id}")
+            if not await send_queries.set_status(
+                conn,
+                campaign_id,
+                from_statuses=[CampaignStatus.DRAFT, CampaignStatus.SCHEDULED],
+                to_status=CampaignStatus.CANCELLED,
+                now=self._ctx.now(),
+            ):
+                raise Conflict("only a draft or scheduled campaign can be cancelled")
+        log.info("campaign.cancelled", campaign_id=campaign_id)
+
+    async def get_send(self, campaign_id: int) -> SendRow | None:
+        async with self._ctx.db.read() as conn:
+            return await send_queries.get(conn, campaign_id)
+
+    async def _start(self, campaign_id: int, *, at: datetime | None) -> SendAccepted:
+        draft = await self._ctx.drafts.get(campaign_id)
+        target = CampaignStatus.SCHEDULED if at else CampaignStatus.PENDING
+        allowed = [CampaignStatus.DRAFT] if at else [CampaignStatus.DRAFT, CampaignStatus.SCHEDULED]
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            if not await send_queries.set_status(
+                conn,
+                campaign_id,
+                from_statuses=allowed,
+                to_status=target,
+                now=now,
+                scheduled_at=at,
+            ):
+                raise Conflict(
+                    f"a {draft.campaign.status} campaign cannot be "
+                    f"{'scheduled' if at else 'sent'}; only a draft"
+                    f"{'' if at else ' or a scheduled campaign'} can"
+                )
+            preflight = await candidate_queries.count_audience(
+                conn, draft.newsletter.id, draft.audience
+            )
+            send = await send_queries.start_attempt(
+                conn, campaign_id, preflight_email_count=preflight, now=now
+            )
+            step = SendCampaign(campaign_id, send.attempt)
+            job, _ = await self._ctx.queue.enqueue(
+                conn, step.kind, step.idempotency_key, step.to_payload(), run_at=at
+            )
+            await self._ctx.webhooks.publish(
+                conn,
+                "campaign.scheduled" if at else "campaign.sending",
+                {
+                    "campaign_id": campaign_id,
+                    "preflight_email_count": preflight,
+                    "scheduled_at": at.isoformat() if at else None,
+                },
+            )
+        log.info(
+            "campaign.send_requested",
+            campaign_id=campaign_id,
+            scheduled=at is not None,
+            preflight_email_count=preflight,
+        )
+        return SendAccepted(campaign_id, target, send.attempt, preflight, at, job.id)

@@ -1,0 +1,224 @@
+"""Recipient preparation (SPEC §5.3): select the audience once, write it as batches, verify,
+and freeze it with `prepared_at`. Runs inside the send job, under the campaign's status lock;
+every write goes through the queue's fenced transaction, so a job that lost its claim stops.
+
+The bulk work stays in the database: selection is one INSERT … SELECT into the candidate
+list, and each page is an INSERT … SELECT of at most one batch's rows. Python only ever holds
+page boundaries, so memory is flat in the audience size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, time
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.campaigns import events
+from tidings.campaigns.context import SendingContext
+from tidings.campaigns.drafts import CampaignDraft
+from tidings.domain.jobs import ClaimLost
+from tidings.domain.sending import (
+    Page,
+    VerificationFailed,
+    check_count,
+    drift_is_notable,
+    plan_pages,
+)
+from tidings.queue.store import Job
+from tidings.storage import batches as batch_queries
+from tidings.storage import campaign_sends as send_queries
+from tidings.storage import candidates as candidate_queries
+from tidings.storage.campaign_sends import SendRow
+
+log = structlog.get_logger("tidings.campaigns")
+PAGE_TRIES = 3
+
+
+class Preparation:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+
+    async def prepare(self, job: Job, draft: CampaignDraft, send: SendRow) -> int:
+        """Prepare the campaign's recipients; returns the number of candidates."""
+        campaign_id = draft.campaign.id
+        await self._discard_unprepared(job, campaign_id)
+        fenced = self._ctx.queue.fenced
+        async with fenced(job) as conn:
+            candidate_count = await candidate_queries.select_candidates(
+                conn, campaign_id, draft.newsletter.id, draft.audience, draft.segments
+            )
+            ranges = await candidate_queries.segment_ranges(conn, campaign_id)
+            warm_left = await self._warming_left(conn)
+        log.info("campaign.audience_selected", campaign_id=campaign_id, candidates=candidate_count)
+        policy = self._ctx.policy
+        pages = plan_pages(
+            ranges,
+            batch_size=policy.batch_size,
+            fallback_domain=draft.newsletter.sender_address.rpartition("@")[2],
+            warming_domain=policy.warming_domain,
+            warming_remaining=warm_left,
+        )
+        await self._write_pages(job, campaign_id, pages)
+        async with fenced(job) as conn:
+            excluded = await self._verify(conn, campaign_id, candidate_count)
+            await send_queries.update_send(
+                conn,
+                campaign_id,
+                candidate_count=candidate_count,
+                preparation_excluded_count=excluded,
+                prepared_at=self._ctx.now(),
+                updated_at=self._ctx.now(),
+            )
+        if drift_is_notable(send.preflight_email_count, candidate_count):
+            events.audience_drift(
+                campaign_id, preflight=send.preflight_email_count, consumed=candidate_count
+            )
+        await self._drop_candidates(job, campaign_id)
+        log.info("campaign.prepared", campaign_id=campaign_id, batches=len(pages))
+        return candidate_count
+
+    async def _discard_unprepared(self, job: Job, campaign_id: int) -> None:
+        """SND-8: an attempt without `prepared_at` starts over, deleting the partial work in
+        bounded steps; a batch that already left `pending` blocks it (investigate first)."""
+        async with self._ctx.queue.fenced(job) as conn:
+            if await batch_queries.count_not_pending(conn, campaign_id):
+                raise VerificationFailed("unprepared_batch_not_pending")
+        await self._drop_candidates(job, campaign_id)
+        while True:
+            async with self._ctx.queue.fenced(job) as conn:
+                removed = await batch_queries.discard_some(
+                    conn, campaign_id, limit=self._ctx.policy.discard_chunk
+                )
+            if not removed:
+                return
+
+    async def _drop_candidates(self, job: Job, campaign_id: int) -> None:
+        while True:
+            async with self._ctx.queue.fenced(job) as conn:
+                removed = await candidate_queries.delete_candidates(
+                    conn, campaign_id, limit=self._ctx.policy.discard_chunk
+                )
+            if not removed:
+                return
+
+    async def _warming_left(self, conn: AsyncConnection) -> int:
+        policy = self._ctx.policy
+        if not policy.warming_domain or policy.warming_daily_capacity <= 0:
+            return 0
+        midnight = datetime.combine(self._ctx.now().astimezone(UTC).date(), time(), tzinfo=UTC)
+        used = await batch_queries.allocated_since(conn, policy.warming_domain, midnight)
+        return max(0, policy.warming_daily_capacity - used)
+
+    async def _write_pages(self, job: Job, campaign_id: int, pages: list[Page]) -> None:
+        """Pages with bounded concurrency (SND-4); each worker owns its page through writes
+        and retries. The first failure stops the others from taking new pages."""
+        todo = iter(pages)
+        failure: list[BaseException] = []
+
+        async def worker() -> None:
+            for page in todo:
+                if failure:
+                    return
+                try:
+                    await self._write_page(job, campaign_id, page)
+                except BaseException as exc:
+                    failure.append(exc)
+                    raise
+
+        concurrency = max(1, self._ctx.policy.batch_creation_concurrency)
+        results = await asyncio.gather(
+            *(worker() for _ in range(concurrency)), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _write_page(self, job: Job, campaign_id: int, page: Page) -> None:
+        """One page, one transaction; a database error is retried with the same page identity
+        (campaign, page number), accepting a batch that did commit only if it matches."""
+        for attempt in range(1, PAGE_TRIES + 1):
+            try:
+                async with self._ctx.queue.fenced(job) as conn:
+                    existing = await batch_queries.get_page(conn, campaign_id, page.page)
+                    if existing is not None:  # committed, though we never heard back
+                        await self._check_recovered(conn, campaign_id, page, existing)
+                        return
+                    result = await batch_queries.create_page_batch(
+                        conn, campaign_id, page, now=self._ctx.now()
+                    )
+                break
+            except (VerificationFailed, ClaimLost):
+                raise
+            except Exception as exc:
+                if attempt == PAGE_TRIES:
+                    raise
+                log.warning(
+                    "campaign.page_retry",
+                    campaign_id=campaign_id,
+                    page=page.page,
+                    error_type=type(exc).__name__,
+                )
+                await asyncio.sleep(0.2 * attempt)
+        for member_id, _position, reason in result.exclusions:
+            events.excluded(
+                "preparation",
+                campaign_id,
+                member_id,
+                reason,
+                batch_id=result.batch_id,
+                page=page.page,
+            )
+
+    async def _check_recovered(
+        self, conn: AsyncConnection, campaign_id: int, page: Page, existing: batch_queries.BatchRow
+    ) -> None:
+        if (existing.first_position, existing.last_position, existing.segment) != (
+            page.first,
+            page.last,
+            page.segment,
+        ):
+            raise VerificationFailed(
+                "batch_recovery_conflict", batch_id=existing.id, page=page.page
+            )
+        rows = (await batch_queries.rows_per_batch(conn, campaign_id)).get(existing.id, 0)
+        check_count(
+            "batch_recovery_conflict",
+            expected=existing.recipient_count,
+            actual=rows,
+            batch_id=existing.id,
+        )
+
+    async def _verify(self, conn: AsyncConnection, campaign_id: int, candidate_count: int) -> int:
+        """SND-7, before `prepared_at`: ownership both ways first, then rows per batch, then
+        candidates = recipients + exclusions. Returns the preparation exclusions."""
+        ours_elsewhere, theirs_here = await batch_queries.cross_campaign_rows(conn, campaign_id)
+        if ours_elsewhere or theirs_here:
+            raise VerificationFailed(
+                "cross_email_recipient",
+                rows_in_other_batches=ours_elsewhere,
+                foreign_rows=theirs_here,
+            )
+        stored = await batch_queries.list_for(conn, campaign_id)
+        rows = await batch_queries.rows_per_batch(conn, campaign_id)
+        for batch in stored:
+            check_count(
+                "batch_recipient_count",
+                expected=batch.recipient_count,
+                actual=rows.get(batch.id, 0),
+                batch_id=batch.id,
+            )
+        excluded = await batch_queries.preparation_exclusions(conn, campaign_id)
+        recipient_total = sum(batch.recipient_count for batch in stored)
+        check_count(
+            "preparation_totals",
+            expected=candidate_count,
+            actual=recipient_total + excluded,
+            count_check="candidate_total",
+            candidate_count=candidate_count,
+            preparation_excluded_count=excluded,
+            recipient_count=recipient_total,
+            actual_count=sum(rows.values()),
+        )
+        return excluded

@@ -1,0 +1,119 @@
+"""The `send_campaign` job (SPEC SND-2, SND-8): take the campaign's status lock, prepare the
+recipients unless a verified preparation exists (then reuse it, never selecting again), and
+queue one `send_batch` job per unfinished batch for any worker to take.
+
+"The job returned" never means "the email was sent": the campaign status records the outcome.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from tidings.campaigns import events
+from tidings.campaigns.context import SendingContext
+from tidings.campaigns.finalise import fail_campaign
+from tidings.campaigns.jobs import FinaliseCampaign, SendBatch, SendCampaign
+from tidings.campaigns.preparation import Preparation
+from tidings.domain.jobs import ClaimLost
+from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
+from tidings.queue.store import Job
+from tidings.storage import batches as batch_queries
+from tidings.storage import campaign_sends as send_queries
+
+log = structlog.get_logger("tidings.campaigns")
+DISPATCH_CHUNK = 500
+
+
+class CampaignSender:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+        self._preparation = Preparation(context)
+
+    async def __call__(self, job: Job) -> None:
+        step = SendCampaign.from_job(job)
+        with structlog.contextvars.bound_contextvars(campaign_id=step.campaign_id):
+            if not await self._lock(job, step):
+                return
+            try:
+                await self._run(job, step)
+            finally:
+                try:
+                    async with self._ctx.queue.fenced(job) as conn:
+                        await send_queries.release_lock(
+                            conn, step.campaign_id, token=str(job.claim_token)
+                        )
+                except ClaimLost:
+                    pass
+
+    async def _lock(self, job: Job, step: SendCampaign) -> bool:
+        """SND-2: a competing job or a stale retry returns here without effect."""
+        now = self._ctx.now()
+        async with self._ctx.queue.fenced(job) as conn:
+            send = await send_queries.get(conn, step.campaign_id)
+            if send is None or send.attempt != step.attempt:
+                return False
+            # A scheduled campaign's job runs at its time: it is now a send.
+            await send_queries.set_status(
+                conn,
+                step.campaign_id,
+                from_statuses=[CampaignStatus.SCHEDULED],
+                to_status=CampaignStatus.PENDING,
+                now=now,
+                keep_schedule=True,
+            )
+            status = await send_queries.status(conn, step.campaign_id)
+            if status not in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING):
+                return False
+            if not await send_queries.take_lock(
+                conn, step.campaign_id, token=str(job.claim_token), now=now
+            ):
+                log.info("campaign.lock_busy")
+                return False
+        return True
+
+    async def _run(self, job: Job, step: SendCampaign) -> None:
+        draft = await self._ctx.drafts.get(step.campaign_id)
+        async with self._ctx.db.read() as conn:
+            send = await send_queries.get(conn, step.campaign_id)
+        assert send is not None
+        phase = "preparing"
+        try:
+            if send.prepared_at is None:
+                await self._preparation.prepare(job, draft, send)
+            else:
+                log.info("campaign.preparation_reused")
+            phase = "submitting"
+            await self._dispatch(job, step)
+        except SendFailed as exc:
+            if isinstance(exc, VerificationFailed):
+                events.verification_failed(step.campaign_id, exc)
+            async with self._ctx.queue.fenced(job) as conn:
+                await fail_campaign(self._ctx, conn, step.campaign_id, exc, phase=phase)
+
+    async def _dispatch(self, job: Job, step: SendCampaign) -> None:
+        """Mark the campaign `submitting` and queue every unfinished batch (submitted ones are
+        skipped), in bounded transactions; with nothing left, queue the finalise step."""
+        async with self._ctx.queue.fenced(job) as conn:
+            await send_queries.set_status(
+                conn,
+                step.campaign_id,
+                from_statuses=[CampaignStatus.PENDING],
+                to_status=CampaignStatus.SUBMITTING,
+                now=self._ctx.now(),
+                keep_schedule=True,
+            )
+            batch_ids = await batch_queries.unfinished_ids(conn, step.campaign_id)
+        for start in range(0, len(batch_ids), DISPATCH_CHUNK):
+            async with self._ctx.queue.fenced(job) as conn:
+                for batch_id in batch_ids[start : start + DISPATCH_CHUNK]:
+                    batch_step = SendBatch(step.campaign_id, batch_id, step.attempt)
+                    await self._ctx.queue.enqueue(
+                        conn, batch_step.kind, batch_step.idempotency_key, batch_step.to_payload()
+                    )
+        log.info("campaign.dispatched", batches=len(batch_ids))
+        if not batch_ids:
+            finalise = FinaliseCampaign(step.campaign_id, step.attempt)
+            async with self._ctx.queue.fenced(job) as conn:
+                await self._ctx.queue.enqueue(
+                    conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
+                )

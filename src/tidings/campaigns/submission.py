@@ -1,0 +1,288 @@
+"""The `send_batch` job (SPEC §5.4): claim one batch, read and check its recipients, re-assert
+consent, exclude what cannot be sent, hand the rest to the provider, and record absolute counts
+with the batch's status. Any worker serving the campaign queue takes batches (ARC-5).
+
+Every write is fenced twice: by the job's claim (`JobQueue.fenced`) and by the batch's own
+claim token in the statement, so a worker that lost its lease changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+
+import structlog
+
+from tidings.campaigns import events
+from tidings.campaigns.context import SendingContext
+from tidings.campaigns.drafts import CampaignDraft
+from tidings.campaigns.handover import Outcome, Parcel, PerRecipientHandover
+from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
+from tidings.delivery.provider import Envelope
+from tidings.domain import tokens
+from tidings.domain.email_headers import check_address
+from tidings.domain.errors import InvalidInput
+from tidings.domain.sending import (
+    BatchStatus,
+    CampaignStatus,
+    Exclusion,
+    RecipientState,
+    VerificationFailed,
+    batch_outcome,
+    check_count,
+)
+from tidings.queue.store import Job
+from tidings.rendering import RecipientValues, SegmentRendering
+from tidings.storage import batches as batch_queries
+from tidings.storage import campaign_sends as send_queries
+from tidings.storage import recipients as recipient_queries
+from tidings.storage.batches import BatchRow
+from tidings.storage.recipients import RecipientRow
+
+log = structlog.get_logger("tidings.campaigns")
+RENDER_CACHE_SIZE = 16
+
+
+class Renderings:
+    """Each worker renders a segment once and keeps it for the campaign (CMP-3)."""
+
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+        self._cache: OrderedDict[tuple[int, datetime, str, str], SegmentRendering] = OrderedDict()
+
+    def get(self, draft: CampaignDraft, segment: str, domain: str) -> SegmentRendering:
+        key = (draft.campaign.id, draft.campaign.updated_at, segment, domain)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._ctx.drafts.render_for_send(draft, segment, domain)
+            self._cache[key] = found
+            while len(self._cache) > RENDER_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(key)
+        return found
+
+
+class BatchSubmitter:
+    def __init__(self, context: SendingContext, handover: PerRecipientHandover) -> None:
+        self._ctx = context
+        self._handover = handover
+        self._renderings = Renderings(context)
+
+    async def __call__(self, job: Job) -> None:
+        step = SendBatch.from_job(job)
+        with structlog.contextvars.bound_contextvars(
+            campaign_id=step.campaign_id, batch_id=step.batch_id
+        ):
+            batch = await self._claim(job, step)
+            if batch is not None:
+                try:
+                    await self._submit(job, step, batch)
+                except VerificationFailed as exc:
+                    await self._fail_batch(job, step, exc)
+            await self._maybe_finalise(step)
+
+    async def _claim(self, job: Job, step: SendBatch) -> BatchRow | None:
+        token = str(job.claim_token)
+        async with self._ctx.queue.fenced(job) as conn:
+            send = await send_queries.get(conn, step.campaign_id)
+            if send is None or send.attempt != step.attempt:
+                return None  # a job of an earlier attempt: the current one has its own
+            if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
+                return None
+            outcome, _previous = await recipient_queries.claim(
+                conn, step.batch_id, token=token, now=self._ctx.now()
+            )
+            if outcome in ("held", "finished"):
+                log.info("campaign.batch_skipped", outcome=outcome)
+                return None
+            if outcome == "taken_over":
+                # Whoever held it died mid-send: what it had in flight may have gone out.
+                uncertain = await recipient_queries.move(
+                    conn,
+                    step.batch_id,
+                    token=token,
+                    now=self._ctx.now(),
+                    from_states=[RecipientState.SENDING],
+                    to_state=RecipientState.UNCERTAIN,
+                    reason="in_flight_at_crash",
+                )
+                log.warning("campaign.batch_taken_over", uncertain=uncertain)
+            return await batch_queries.get(conn, step.batch_id)
+
+    async def _submit(self, job: Job, step: SendBatch, batch: BatchRow) -> None:
+        draft = await self._ctx.drafts.get(step.campaign_id)
+        token = str(job.claim_token)
+        async with self._ctx.db.read() as conn:
+            rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
+        check_count(
+            "batch_recipient_read",
+            expected=batch.recipient_count,
+            actual=len(rows),
+            batch_id=batch.id,
+        )
+        pending = [row for row in rows if row.state == RecipientState.PENDING.value]
+        exclusions, sendable = _screen(pending)
+        _check_unique_addresses(batch, sendable)
+        rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
+        parcels = [self._parcel(rendering, draft, row) for row in sendable]
+        await self._exclude(job, step, exclusions)
+        fenced, now = self._ctx.queue.fenced, self._ctx.now
+
+        async def mark_sending(ids: list[int]) -> None:
+            async with fenced(job) as conn:
+                await recipient_queries.move(
+                    conn,
+                    batch.id,
+                    token=token,
+                    now=now(),
+                    ids=ids,
+                    from_states=[RecipientState.PENDING],
+                    to_state=RecipientState.SENDING,
+                )
+
+        async def unmark(ids: list[int]) -> None:
+            async with fenced(job) as conn:
+                await recipient_queries.move(
+                    conn,
+                    batch.id,
+                    token=token,
+                    now=now(),
+                    ids=ids,
+                    from_states=[RecipientState.SENDING],
+                    to_state=RecipientState.PENDING,
+                )
+
+        async def settle(outcomes: list[Outcome]) -> None:
+            async with fenced(job) as conn:
+                await recipient_queries.settle(conn, batch.id, outcomes, token=token, now=now())
+
+        await self._handover.deliver(
+            parcels, mark_sending=mark_sending, settle=settle, unmark=unmark
+        )
+        async with fenced(job) as conn:
+            counts = await recipient_queries.counts(conn, batch.id)
+            status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
+            await recipient_queries.finish(
+                conn, batch.id, token=token, now=now(), status=status, counts=counts
+            )
+        events.batch_submitted(
+            step.campaign_id,
+            batch.id,
+            recipient_count=batch.recipient_count,
+            submitted_count=counts[RecipientState.SENT],
+            submission_excluded_count=counts[RecipientState.EXCLUDED],
+            provider_message_id=None,
+        )
+
+    def _parcel(
+        self, rendering: SegmentRendering, draft: CampaignDraft, row: RecipientRow
+    ) -> Parcel:
+        secret = self._ctx.secret()
+        assert row.email
+        assert row.subscriber_id
+        assert row.subscription_id
+        assert row.subscriber_created_at
+        assert row.subscription_created_at
+        values = RecipientValues(
+            address=row.email,
+            name=row.name,
+            unsubscribe_token=tokens.sign(
+                secret, "unsubscribe", row.subscription_id, row.subscription_created_at
+            ),
+            preferences_token=tokens.sign(
+                secret, "preferences", row.subscriber_id, row.subscriber_created_at
+            ),
+            subscriber_id=str(row.subscriber_id),
+            recipient_id=str(row.id),
+        )
+        envelope = Envelope(
+            sender=draft.newsletter.sender_address,
+            recipients=[row.email],
+            data=rendering.personalise(values, now=self._ctx.now()),
+            message_id=rendering.message_id_for(row.email),
+        )
+        return Parcel(row.id, envelope)
+
+    async def _exclude(
+        self, job: Job, step: SendBatch, exclusions: list[tuple[RecipientRow, Exclusion]]
+    ) -> None:
+        if not exclusions:
+            return
+        async with self._ctx.queue.fenced(job) as conn:
+            for reason in {reason for _row, reason in exclusions}:
+                await recipient_queries.move(
+                    conn,
+                    step.batch_id,
+                    token=str(job.claim_token),
+                    now=self._ctx.now(),
+                    ids=[row.id for row, why in exclusions if why == reason],
+                    from_states=[RecipientState.PENDING],
+                    to_state=RecipientState.EXCLUDED,
+                    reason=reason.value,
+                )
+        for row, reason in exclusions:
+            events.excluded(
+                "submission",
+                step.campaign_id,
+                row.subscriber_id,
+                reason.value,
+                batch_id=step.batch_id,
+            )
+
+    async def _fail_batch(self, job: Job, step: SendBatch, error: VerificationFailed) -> None:
+        events.verification_failed(step.campaign_id, error)
+        async with self._ctx.queue.fenced(job) as conn:
+            counts = await recipient_queries.counts(conn, step.batch_id)
+            await recipient_queries.finish(
+                conn,
+                step.batch_id,
+                token=str(job.claim_token),
+                now=self._ctx.now(),
+                status=BatchStatus.FAILED,
+                counts=counts,
+                error_code=error.code,
+                error=error.detail,
+            )
+
+    async def _maybe_finalise(self, step: SendBatch) -> None:
+        """After this batch's outcome committed: if no batch owes work, queue the finalise
+        step. Of two workers finishing the last batches together, at least the later one
+        sees both outcomes; the idempotency key makes two requests one job."""
+        async with self._ctx.db.write() as conn:
+            if await batch_queries.count_unsettled(conn, step.campaign_id):
+                return
+            finalise = FinaliseCampaign(step.campaign_id, step.attempt)
+            await self._ctx.queue.enqueue(
+                conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
+            )
+
+
+def _screen(
+    pending: list[RecipientRow],
+) -> tuple[list[tuple[RecipientRow, Exclusion]], list[RecipientRow]]:
+    """SND-10: who may still be mailed. Gone since selection, consent withdrawn (either half
+    of AUD-4, or suppressed — evaluated in SQL), or an address that cannot be sent to."""
+    exclusions: list[tuple[RecipientRow, Exclusion]] = []
+    sendable: list[RecipientRow] = []
+    for row in pending:
+        if row.subscriber_id is None or row.email is None:
+            exclusions.append((row, Exclusion.MEMBER_NOT_FOUND))
+        elif not row.mailable:
+            exclusions.append((row, Exclusion.CONSENT_WITHDRAWN))
+        else:
+            try:
+                check_address("to", row.email)
+            except InvalidInput:
+                exclusions.append((row, Exclusion.INVALID_ADDRESS))
+                continue
+            sendable.append(row)
+    return exclusions, sendable
+
+
+def _check_unique_addresses(batch: BatchRow, sendable: list[RecipientRow]) -> None:
+    """Two recipients collapsing to one address would mail one person twice, or drop one:
+    fail before any provider call (SND-10)."""
+    unique = {str(row.email).lower() for row in sendable}
+    check_count(
+        "provider_payload_count", expected=len(sendable), actual=len(unique), batch_id=batch.id
+    )

@@ -1,0 +1,123 @@
+"""A campaign's audience in SQL: the AUD-11 filter compiled, the preflight count, and the
+one-statement selection of candidates into `campaign_candidates` (SND-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.domain.segments import AudienceFilter, Term
+from tidings.domain.sending import SegmentRange
+from tidings.storage.consent import mailable
+from tidings.storage.subscribers import has_label
+from tidings.storage.tables import campaign_candidates, subscribers, subscriptions
+
+
+def _term(term: Term) -> ColumnElement[bool]:
+    clause: ColumnElement[bool] = (
+        subscribers.c.tier == term.value if term.kind == "tier" else has_label(term.value)
+    )
+    return ~clause if term.negated else clause
+
+
+def filter_clause(audience: AudienceFilter) -> ColumnElement[bool]:
+    """The filter as SQL over `subscribers`: the same rule `AudienceFilter.matches` applies."""
+    if not audience.clauses:
+        return true()
+    return or_(*(and_(*(_term(term) for term in clause)) for clause in audience.clauses))
+
+
+def audience(newsletter_id: int, audience_filter: AudienceFilter) -> Select[Any]:
+    """(subscriber id, segment) of every mailable subscriber the campaign targets, once each.
+    The consent rule is AUD-4's one SQL definition; the segment is the subscriber's tier."""
+    return (
+        select(subscribers.c.id.label("subscriber_id"), subscribers.c.tier.label("segment"))
+        .distinct()
+        .join(subscriptions, subscriptions.c.subscriber_id == subscribers.c.id)
+        .where(
+            subscriptions.c.newsletter_id == newsletter_id,
+            mailable(),
+            filter_clause(audience_filter),
+        )
+    )
+
+
+async def count_audience(
+    conn: AsyncConnection, newsletter_id: int, audience_filter: AudienceFilter
+) -> int:
+    """The preflight estimate (SND-1): the consent-filtered audience size now."""
+    chosen = audience(newsletter_id, audience_filter).subquery()
+    return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
+
+
+async def select_candidates(
+    conn: AsyncConnection,
+    campaign_id: int,
+    newsletter_id: int,
+    audience_filter: AudienceFilter,
+    segments: tuple[str, ...],
+) -> int:
+    """Select every segment's audience in ONE statement (one snapshot), ordered by segment
+    then subscriber id descending, numbered from 1, and store it. Returns the count."""
+    chosen = audience(newsletter_id, audience_filter).subquery()
+    order = {segment: index for index, segment in enumerate(segments)}
+    segment_rank = case(order, value=chosen.c.segment, else_=len(order))
+    position = func.row_number().over(order_by=(segment_rank, chosen.c.subscriber_id.desc()))
+    selection = select(
+        literal(campaign_id), position, chosen.c.subscriber_id, chosen.c.segment
+    ).where(chosen.c.segment.in_(segments))
+    await conn.execute(
+        insert(campaign_candidates).from_select(
+            ["campaign_id", "position", "subscriber_id", "segment"], selection
+        )
+    )
+    counted = select(func.count()).where(campaign_candidates.c.campaign_id == campaign_id)
+    return int((await conn.execute(counted)).scalar_one())
+
+
+async def segment_ranges(conn: AsyncConnection, campaign_id: int) -> list[SegmentRange]:
+    """Each segment's run of positions (positions are contiguous within a segment)."""
+    query = (
+        select(
+            campaign_candidates.c.segment,
+            func.min(campaign_candidates.c.position),
+            func.count(),
+        )
+        .where(campaign_candidates.c.campaign_id == campaign_id)
+        .group_by(campaign_candidates.c.segment)
+        .order_by(func.min(campaign_candidates.c.position))
+    )
+    return [
+        SegmentRange(segment, int(first), int(count))
+        for segment, first, count in await conn.execute(query)
+    ]
+
+
+async def delete_candidates(conn: AsyncConnection, campaign_id: int, *, limit: int) -> int:
+    """Bounded delete: at most `limit` rows per call."""
+    doomed = (
+        select(campaign_candidates.c.position)
+        .where(campaign_candidates.c.campaign_id == campaign_id)
+        .limit(limit)
+    )
+    result = await conn.execute(
+        delete(campaign_candidates).where(
+            campaign_candidates.c.campaign_id == campaign_id,
+            campaign_candidates.c.position.in_(doomed),
+        )
+    )
+    return int(result.rowcount)

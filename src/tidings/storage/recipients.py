@@ -1,0 +1,244 @@
+"""Named queries for submitting one batch (SND-9..13): the conditional claim, the recipient
+read with consent re-asserted in SQL, recipient state changes and the batch's outcome.
+
+Every write here is made inside the queue's fenced transaction (the job's claim still held)
+and is also conditional on the batch's own claim token, so a late worker changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.domain.sending import BatchCounts, BatchStatus, RecipientState
+from tidings.storage.consent import mailable
+from tidings.storage.tables import (
+    campaign_batches,
+    campaign_recipients,
+    jobs,
+    subscribers,
+    subscriptions,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientRow:
+    """A recipient as loaded for sending. `subscriber_id` is None after a privacy delete."""
+
+    id: int
+    state: str
+    subscriber_id: int | None
+    email: str | None
+    name: str | None
+    subscriber_created_at: datetime | None
+    subscription_id: int | None
+    subscription_created_at: datetime | None
+    mailable: bool
+
+
+def claim_is_live(token_column: Any, now: datetime) -> Any:
+    """True while a running job holds `token_column`'s token under an unexpired lease."""
+    return exists().where(
+        jobs.c.claim_token == token_column,
+        jobs.c.status == "running",
+        jobs.c.locked_until > now,
+    )
+
+
+async def claim(
+    conn: AsyncConnection, batch_id: int, *, token: str, now: datetime
+) -> tuple[str, str | None]:
+    """Claim the batch for `token`: `pending -> submitting`, or take over a `submitting`
+    batch whose claim is stale (its job no longer holds it). Returns (outcome, previous
+    token) where outcome is `claimed`, `taken_over`, `held` (a live claim: leave it alone) or
+    `finished` (submitted or failed already)."""
+    fresh = await conn.execute(
+        update(campaign_batches)
+        .where(
+            campaign_batches.c.id == batch_id,
+            campaign_batches.c.status == BatchStatus.PENDING.value,
+        )
+        .values(
+            status=BatchStatus.SUBMITTING.value, claim_token=token, claimed_at=now, updated_at=now
+        )
+    )
+    if fresh.rowcount == 1:
+        return "claimed", None
+    row = (
+        await conn.execute(
+            select(campaign_batches.c.status, campaign_batches.c.claim_token).where(
+                campaign_batches.c.id == batch_id
+            )
+        )
+    ).first()
+    if row is None or row.status != BatchStatus.SUBMITTING.value:
+        return "finished", None
+    if row.claim_token == token:
+        return "claimed", None
+    stale = await conn.execute(
+        update(campaign_batches)
+        .where(
+            campaign_batches.c.id == batch_id,
+            campaign_batches.c.status == BatchStatus.SUBMITTING.value,
+            campaign_batches.c.claim_token == row.claim_token,
+            ~claim_is_live(campaign_batches.c.claim_token, now),
+        )
+        .values(claim_token=token, claimed_at=now, updated_at=now)
+    )
+    return ("taken_over", row.claim_token) if stale.rowcount == 1 else ("held", None)
+
+
+def _held(batch_id: int, token: str) -> Any:
+    return exists().where(
+        campaign_batches.c.id == batch_id,
+        campaign_batches.c.claim_token == token,
+        campaign_batches.c.status == BatchStatus.SUBMITTING.value,
+    )
+
+
+async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list[RecipientRow]:
+    """The batch's recipients in position order, with AUD-4's consent rule evaluated per row
+    in SQL (set-based, the same definition selection used). No row is locked: unsubscribe
+    never waits on a send (AUD-7)."""
+    query = (
+        select(
+            campaign_recipients.c.id,
+            campaign_recipients.c.state,
+            campaign_recipients.c.subscriber_id,
+            subscribers.c.email,
+            subscribers.c.name,
+            subscribers.c.created_at.label("subscriber_created_at"),
+            subscriptions.c.id.label("subscription_id"),
+            subscriptions.c.created_at.label("subscription_created_at"),
+            func.coalesce(and_(subscriptions.c.id.is_not(None), mailable()), False).label(
+                "mailable"
+            ),
+        )
+        .select_from(campaign_recipients)
+        .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)
+        .outerjoin(
+            subscriptions,
+            and_(
+                subscriptions.c.subscriber_id == subscribers.c.id,
+                subscriptions.c.newsletter_id == newsletter_id,
+            ),
+        )
+        .where(campaign_recipients.c.batch_id == batch_id)
+        .order_by(campaign_recipients.c.position)
+    )
+    return [
+        RecipientRow(**{**row._mapping, "mailable": bool(row.mailable)})
+        for row in await conn.execute(query)
+    ]
+
+
+async def move(
+    conn: AsyncConnection,
+    batch_id: int,
+    *,
+    token: str,
+    now: datetime,
+    from_states: Sequence[RecipientState],
+    to_state: RecipientState,
+    ids: Sequence[int] | None = None,
+    reason: str | None = None,
+) -> int:
+    """Move recipients (all of the batch, or `ids`) from `from_states` to `to_state`, only
+    while `token` still holds the batch. Returns rows moved."""
+    conditions = [
+        campaign_recipients.c.batch_id == batch_id,
+        campaign_recipients.c.state.in_([state.value for state in from_states]),
+        _held(batch_id, token),
+    ]
+    if ids is not None:
+        conditions.append(campaign_recipients.c.id.in_(list(ids)))
+    result = await conn.execute(
+        update(campaign_recipients)
+        .where(*conditions)
+        .values(state=to_state.value, reason=reason, updated_at=now)
+    )
+    return int(result.rowcount)
+
+
+async def settle(
+    conn: AsyncConnection,
+    batch_id: int,
+    outcomes: Sequence[tuple[int, RecipientState, str | None]],
+    *,
+    token: str,
+    now: datetime,
+) -> int:
+    """Record each in-flight recipient's own outcome (SND-12): one statement, many rows,
+    each changed only from `sending` and only under the batch claim."""
+    if not outcomes:
+        return 0
+    statement = (
+        update(campaign_recipients)
+        .where(
+            campaign_recipients.c.id == bindparam("recipient_id"),
+            campaign_recipients.c.state == RecipientState.SENDING.value,
+            _held(batch_id, token),
+        )
+        .values(state=bindparam("new_state"), reason=bindparam("new_reason"), updated_at=now)
+    )
+    result = await conn.execute(
+        statement,
+        [
+            {"recipient_id": rid, "new_state": state.value, "new_reason": reason}
+            for rid, state, reason in outcomes
+        ],
+    )
+    return int(result.rowcount)
+
+
+async def counts(conn: AsyncConnection, batch_id: int) -> BatchCounts:
+    query = (
+        select(campaign_recipients.c.state, func.count())
+        .where(campaign_recipients.c.batch_id == batch_id)
+        .group_by(campaign_recipients.c.state)
+    )
+    return BatchCounts({state: int(count) for state, count in await conn.execute(query)})
+
+
+async def finish(
+    conn: AsyncConnection,
+    batch_id: int,
+    *,
+    token: str,
+    now: datetime,
+    status: BatchStatus,
+    counts: BatchCounts,
+    provider_message_id: str | None = None,
+    error_code: str | None = None,
+    error: str | None = None,
+) -> bool:
+    """Record the batch's outcome with absolute counts (SND-11), under its claim. A batch
+    left `submitting` with an `error_code` awaits an operator's reconcile (SND-13)."""
+    values: dict[str, Any] = {
+        "status": status.value,
+        "submitted_count": counts[RecipientState.SENT],
+        "submission_excluded_count": counts[RecipientState.EXCLUDED],
+        "failed_count": counts[RecipientState.FAILED],
+        "uncertain_count": counts[RecipientState.UNCERTAIN],
+        "provider_message_id": provider_message_id,
+        "error_code": error_code,
+        "error": error,
+        "updated_at": now,
+    }
+    if status != BatchStatus.SUBMITTING:
+        values.update(claim_token=None, finished_at=now)
+    result = await conn.execute(
+        update(campaign_batches)
+        .where(
+            campaign_batches.c.id == batch_id,
+            campaign_batches.c.claim_token == token,
+            campaign_batches.c.status == BatchStatus.SUBMITTING.value,
+        )
+        .values(**values)
+    )
+    return result.rowcount == 1

@@ -1,0 +1,88 @@
+"""Synthetic audiences for benchmarks and large tests, generated inside the database (no rows
+shipped from Python): confirmed subscribers `reader-N@example.test`, tiers alternating free
+and paid, every fifth one labelled `beta`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, insert, literal, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
+
+BETA_LABEL = "beta"
+
+
+def _numbers(dialect: str, count: int) -> str:
+    if dialect == "postgresql":
+        return f"SELECT n FROM generate_series(1, {int(count)}) AS g(n)"
+    return (
+        f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {int(count)})"
+        " SELECT n FROM seq"
+    )
+
+
+async def seed_audience(
+    conn: AsyncConnection, *, newsletter_id: int, count: int, now: datetime, start: int = 1
+) -> int:
+    """Add `count` confirmed subscribers of `newsletter_id`; returns the first new id."""
+    dialect = conn.dialect.name
+    first_id = (
+        int((await conn.execute(select(func.coalesce(func.max(subscribers.c.id), 0)))).scalar_one())
+        + 1
+    )
+    stamp = "CAST(:now AS TIMESTAMPTZ)" if dialect == "postgresql" else ":now"
+    json_empty = "CAST('{}' AS JSONB)" if dialect == "postgresql" else "'{}'"
+    when = now if dialect == "postgresql" else now.replace(tzinfo=None).isoformat(" ")
+    await conn.execute(
+        text(
+            "INSERT INTO subscribers (email, email_key, email_hash, name, tier, attributes,"
+            " created_at, updated_at)"
+            f" SELECT 'reader-' || (n + :offset) || '@example.test',"
+            f" 'reader-' || (n + :offset) || '@example.test',"
+            f" 'seed-' || (n + :offset),"
+            f" 'Reader ' || (n + :offset),"
+            f" CASE WHEN n % 2 = 0 THEN 'paid' ELSE 'free' END, {json_empty}, {stamp}, {stamp}"
+            f" FROM ({_numbers(dialect, count)}) AS numbers"
+        ),
+        {"offset": start - 1, "now": when},
+    )
+    await conn.execute(
+        insert(subscriptions).from_select(
+            [
+                "subscriber_id",
+                "newsletter_id",
+                "source",
+                "created_at",
+                "updated_at",
+                "confirmed_at",
+            ],
+            select(
+                subscribers.c.id,
+                literal(newsletter_id),
+                literal("import"),
+                subscribers.c.created_at,
+                subscribers.c.created_at,
+                subscribers.c.created_at,
+            ).where(subscribers.c.id >= first_id),
+        )
+    )
+    label_id = (
+        await conn.execute(select(labels.c.id).where(labels.c.name == BETA_LABEL))
+    ).scalar_one_or_none()
+    if label_id is None:
+        label_id = (
+            await conn.execute(
+                insert(labels).values(name=BETA_LABEL, created_at=now).returning(labels.c.id)
+            )
+        ).scalar_one()
+    await conn.execute(
+        insert(subscriber_labels).from_select(
+            ["subscriber_id", "label_id"],
+            select(subscribers.c.id, literal(label_id)).where(
+                subscribers.c.id >= first_id, subscribers.c.id % 5 == 0
+            ),
+        )
+    )
+    return first_id
