@@ -18,8 +18,8 @@ def _numbers(dialect: str, count: int) -> str:
     if dialect == "postgresql":
         return f"SELECT n FROM generate_series(1, {int(count)}) AS g(n)"
     return (
-        f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {int(count)})"
-        " SELECT n FROM seq"
+        "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq"
+        f" WHERE n < {int(count)}) SELECT n FROM seq"
     )
 
 
