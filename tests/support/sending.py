@@ -85,3 +85,86 @@ async def workers(container: Container) -> AsyncIterator[None]:
     finally:
         stop.set()
         await task
+
+
+class RaisingProvider:
+    """A provider (the world outside) that raises an arbitrary exception for chosen
+    addresses and captures the rest through the real capture provider."""
+
+    name = "flaky"
+
+    def __init__(self, inner: Any, failing: set[str], error: BaseException) -> None:
+        self._inner = inner
+        self._failing = failing
+        self._error = error
+        self.calls: list[str] = []
+
+    async def send(self, envelope: Any) -> Any:
+        self.calls.append(envelope.recipients[0])
+        if envelope.recipients[0] in self._failing:
+            raise self._error
+        return await self._inner.send(envelope)
+
+    async def close(self) -> None:
+        return None
+
+
+def registry(
+    container: Container,
+    *,
+    kinds: tuple[str, ...] | None = None,
+    provider: Any = None,
+    send_concurrency: int = 1,
+) -> Any:
+    """The campaign handlers as bootstrap registers them, optionally only some kinds, with a
+    given provider (a double of the outside world) instead of the configured one."""
+    from tidings.campaigns.finalise import Finaliser
+    from tidings.campaigns.handover import PerRecipientHandover
+    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+    from tidings.campaigns.send_job import CampaignSender
+    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.queue.policy import HandlerRegistry
+
+    handover = PerRecipientHandover(
+        provider or container.email_provider(),
+        chunk=5,
+        concurrency=4,
+        retries=1,
+        deadline_seconds=5.0,
+        retry_pause_seconds=0.01,
+    )
+    handlers = {
+        SEND_CAMPAIGN: (CampaignSender(container.sending), send_concurrency),
+        SEND_BATCH: (BatchSubmitter(container.sending, handover), 2),
+        FINALISE_CAMPAIGN: (Finaliser(container.sending), 1),
+    }
+    chosen = HandlerRegistry()
+    for kind, (handler, concurrency) in handlers.items():
+        if kinds is None or kind in kinds:
+            chosen.register(kind, handler, concurrency=concurrency, renew_lease=True)
+    return chosen
+
+
+@contextlib.asynccontextmanager
+async def running(container: Container, handlers: Any) -> AsyncIterator[None]:
+    """Run exactly `handlers` (a registry) until the block ends."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(container.queue.run_workers(handlers, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def wait_for_send_status(container: Container, campaign_id: int, status: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        async with container.db.read() as conn:
+            found = (
+                await conn.execute(select(campaigns.c.status).where(campaigns.c.id == campaign_id))
+            ).scalar_one()
+        if found == status:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"still {found!r}"
+        await asyncio.sleep(0.05)

@@ -65,6 +65,12 @@ class CampaignSends:
                 raise Conflict("only a draft or scheduled campaign can be cancelled")
         log.info("campaign.cancelled", campaign_id=campaign_id)
 
+    async def audience_size(self, campaign_id: int) -> int:
+        """Who would get it if sent now: the consent-filtered audience (the preflight count)."""
+        draft = await self._ctx.drafts.get(campaign_id)
+        async with self._ctx.db.read() as conn:
+            return await candidate_queries.count_audience(conn, draft.newsletter.id, draft.audience)
+
     async def get_send(self, campaign_id: int) -> SendRow | None:
         async with self._ctx.db.read() as conn:
             return await send_queries.get(conn, campaign_id)

@@ -1,4 +1,5 @@
-"""`tidings campaign create|edit|list|preview|test-send`: compose and check campaigns."""
+"""`tidings campaign create|edit|list|preview|test-send` (compose and check campaigns), and
+`send|schedule|cancel` from `campaign_send`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from tidings.cli import campaign_send
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.rendering import Preview
 
-app = typer.Typer(help="Compose campaigns: drafts, previews, test sends.", no_args_is_help=True)
+app = typer.Typer(
+    help="Campaigns: drafts, previews, test sends, and sending.", no_args_is_help=True
+)
 
 FromFile = typer.Option(
     None, "--from-file", "-f", help="Body file (.md for Markdown, .html for HTML)."
@@ -182,3 +186,6 @@ def send_test(
         )
 
     run(go)
+
+
+campaign_send.register(app)

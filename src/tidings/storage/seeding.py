@@ -24,9 +24,10 @@ def _numbers(dialect: str, count: int) -> str:
 
 
 async def seed_audience(
-    conn: AsyncConnection, *, newsletter_id: int, count: int, now: datetime, start: int = 1
+    conn: AsyncConnection, *, newsletter_id: int, count: int, now: datetime
 ) -> int:
-    """Add `count` confirmed subscribers of `newsletter_id`; returns the first new id."""
+    """Add `count` confirmed subscribers of `newsletter_id`, numbered after the existing ones
+    (`reader-<n>`); returns the first new id."""
     dialect = conn.dialect.name
     first_id = (
         int((await conn.execute(select(func.coalesce(func.max(subscribers.c.id), 0)))).scalar_one())
@@ -46,7 +47,7 @@ async def seed_audience(
             f" CASE WHEN n % 2 = 0 THEN 'paid' ELSE 'free' END, {json_empty}, {stamp}, {stamp}"
             f" FROM ({_numbers(dialect, count)}) AS numbers"
         ),
-        {"offset": start - 1, "now": when},
+        {"offset": first_id - 1, "now": when},
     )
     await conn.execute(
         insert(subscriptions).from_select(
