@@ -133,7 +133,7 @@ def test_batch_creation_concurrency_must_be_a_positive_integer(
 ) -> None:
     """A bad concurrency stops boot with an error naming the key (SND-4, CFG-1)."""
     monkeypatch.setenv("TIDINGS_BULK_EMAIL_BATCH_CREATION_CONCURRENCY", value)
-    with pytest.raises(ConfigurationError, match="bulk_email.batch_creation_concurrency"):
+    with pytest.raises(ConfigurationError, match=r"bulk_email\.batch_creation_concurrency"):
         load_settings()
 
 
