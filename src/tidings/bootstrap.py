@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import secrets
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -153,7 +155,7 @@ class Container:
         )
         registry.register(
             SEND_BATCH,
-            BatchSubmitter(self.sending, handover),
+            BatchSubmitter(self.sending, handover, worker=f"{socket.gethostname()}:{os.getpid()}"),
             concurrency=bulk.concurrency,
             renew_lease=True,
         )

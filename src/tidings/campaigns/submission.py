@@ -63,9 +63,12 @@ class Renderings:
 
 
 class BatchSubmitter:
-    def __init__(self, context: SendingContext, handover: PerRecipientHandover) -> None:
+    def __init__(
+        self, context: SendingContext, handover: PerRecipientHandover, *, worker: str = ""
+    ) -> None:
         self._ctx = context
         self._handover = handover
+        self._worker = worker  # host:pid, recorded on the batches this process claims
         self._renderings = Renderings(context)
 
     async def __call__(self, job: Job) -> None:
@@ -90,7 +93,7 @@ class BatchSubmitter:
             if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
                 return None
             outcome, _previous = await recipient_queries.claim(
-                conn, step.batch_id, token=token, now=self._ctx.now()
+                conn, step.batch_id, token=token, now=self._ctx.now(), worker=self._worker
             )
             if outcome in ("held", "finished"):
                 log.info("campaign.batch_skipped", outcome=outcome)

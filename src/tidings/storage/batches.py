@@ -37,6 +37,7 @@ class BatchRow:
     provider_message_id: str | None
     claim_token: str | None
     claimed_at: datetime | None
+    claimed_by: str | None
     error_code: str | None
     error: str | None
     created_at: datetime

@@ -51,7 +51,7 @@ def claim_is_live(token_column: Any, now: datetime) -> Any:
 
 
 async def claim(
-    conn: AsyncConnection, batch_id: int, *, token: str, now: datetime
+    conn: AsyncConnection, batch_id: int, *, token: str, now: datetime, worker: str = ""
 ) -> tuple[str, str | None]:
     """Claim the batch for `token`: `pending -> submitting`, or take over a `submitting`
     batch whose claim is stale (its job no longer holds it). Returns (outcome, previous
@@ -64,7 +64,11 @@ async def claim(
             campaign_batches.c.status == BatchStatus.PENDING.value,
         )
         .values(
-            status=BatchStatus.SUBMITTING.value, claim_token=token, claimed_at=now, updated_at=now
+            status=BatchStatus.SUBMITTING.value,
+            claim_token=token,
+            claimed_at=now,
+            claimed_by=worker[:100],
+            updated_at=now,
         )
     )
     if fresh.rowcount == 1:
@@ -88,7 +92,7 @@ async def claim(
             campaign_batches.c.claim_token == row.claim_token,
             ~claim_is_live(campaign_batches.c.claim_token, now),
         )
-        .values(claim_token=token, claimed_at=now, updated_at=now)
+        .values(claim_token=token, claimed_at=now, claimed_by=worker[:100], updated_at=now)
     )
     return ("taken_over", row.claim_token) if stale.rowcount == 1 else ("held", None)
 

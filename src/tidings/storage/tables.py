@@ -383,6 +383,7 @@ campaign_batches = Table(
     Column("provider_message_id", String(255), nullable=True),
     Column("claim_token", String(32), nullable=True),
     Column("claimed_at", UTCDateTime(), nullable=True),
+    Column("claimed_by", String(100), nullable=True, comment="host:pid of the worker"),
     Column("error_code", String(64), nullable=True),
     Column("error", Text(), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),

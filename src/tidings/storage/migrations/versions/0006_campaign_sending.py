@@ -61,6 +61,9 @@ def upgrade() -> None:
         sa.Column("provider_message_id", sa.String(length=255), nullable=True),
         sa.Column("claim_token", sa.String(length=32), nullable=True),
         sa.Column("claimed_at", UTCDateTime(), nullable=True),
+        sa.Column(
+            "claimed_by", sa.String(length=100), nullable=True, comment="host:pid of the worker"
+        ),
         sa.Column("error_code", sa.String(length=64), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
