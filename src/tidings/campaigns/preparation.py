@@ -10,6 +10,9 @@ page boundaries, so memory is flat in the audience size.
 from __future__ import annotations
 
 import asyncio
+import time as clock
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, time
 
 import structlog
@@ -21,6 +24,7 @@ from tidings.campaigns.drafts import CampaignDraft
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import (
     Page,
+    SegmentRange,
     VerificationFailed,
     check_count,
     drift_is_notable,
@@ -39,18 +43,25 @@ PAGE_TRIES = 3
 class Preparation:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
+        self.timings: dict[str, float] = {}  # seconds per phase of the last preparation
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        started = clock.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(clock.perf_counter() - started, 4)
 
     async def prepare(self, job: Job, draft: CampaignDraft, send: SendRow) -> int:
         """Prepare the campaign's recipients; returns the number of candidates."""
         campaign_id = draft.campaign.id
-        await self._discard_unprepared(job, campaign_id)
+        self.timings = {}
+        with self._phase("discard"):
+            await self._discard_unprepared(job, campaign_id)
         fenced = self._ctx.queue.fenced
-        async with fenced(job) as conn:
-            candidate_count = await candidate_queries.select_candidates(
-                conn, campaign_id, draft.newsletter.id, draft.audience, draft.segments
-            )
-            ranges = await candidate_queries.segment_ranges(conn, campaign_id)
-            warm_left = await self._warming_left(conn)
+        with self._phase("selection"):
+            candidate_count, ranges, warm_left = await self._select(job, draft)
         log.info("campaign.audience_selected", campaign_id=campaign_id, candidates=candidate_count)
         policy = self._ctx.policy
         pages = plan_pages(
@@ -60,24 +71,35 @@ class Preparation:
             warming_domain=policy.warming_domain,
             warming_remaining=warm_left,
         )
-        await self._write_pages(job, campaign_id, pages)
-        async with fenced(job) as conn:
-            excluded = await self._verify(conn, campaign_id, candidate_count)
-            await send_queries.update_send(
-                conn,
-                campaign_id,
-                candidate_count=candidate_count,
-                preparation_excluded_count=excluded,
-                prepared_at=self._ctx.now(),
-                updated_at=self._ctx.now(),
-            )
+        with self._phase("pages"):
+            await self._write_pages(job, campaign_id, pages)
+        with self._phase("verification"):
+            async with fenced(job) as conn:
+                excluded = await self._verify(conn, campaign_id, candidate_count)
+                await send_queries.update_send(
+                    conn,
+                    campaign_id,
+                    candidate_count=candidate_count,
+                    preparation_excluded_count=excluded,
+                    prepared_at=self._ctx.now(),
+                    updated_at=self._ctx.now(),
+                )
         if drift_is_notable(send.preflight_email_count, candidate_count):
             events.audience_drift(
                 campaign_id, preflight=send.preflight_email_count, consumed=candidate_count
             )
-        await self._drop_candidates(job, campaign_id)
-        log.info("campaign.prepared", campaign_id=campaign_id, batches=len(pages))
+        log.info("campaign.prepared", campaign_id=campaign_id, batches=len(pages), **self.timings)
         return candidate_count
+
+    async def _select(self, job: Job, draft: CampaignDraft) -> tuple[int, list[SegmentRange], int]:
+        campaign_id = draft.campaign.id
+        async with self._ctx.queue.fenced(job) as conn:
+            candidate_count = await candidate_queries.select_candidates(
+                conn, campaign_id, draft.newsletter.id, draft.audience, draft.segments
+            )
+            ranges = await candidate_queries.segment_ranges(conn, campaign_id)
+            warm_left = await self._warming_left(conn)
+        return candidate_count, ranges, warm_left
 
     async def _discard_unprepared(self, job: Job, campaign_id: int) -> None:
         """SND-8: an attempt without `prepared_at` starts over, deleting the partial work in
@@ -93,6 +115,12 @@ class Preparation:
                 )
             if not removed:
                 return
+
+    async def drop_candidates(self, job: Job, campaign_id: int) -> None:
+        """Clean-up once preparation is verified (or before a rebuild): the candidate list
+        is not needed after `prepared_at`. Bounded steps, outside the preparation's time."""
+        with self._phase("candidates_dropped"):
+            await self._drop_candidates(job, campaign_id)
 
     async def _drop_candidates(self, job: Job, campaign_id: int) -> None:
         while True:

@@ -84,6 +84,7 @@ class CampaignSender:
                 log.info("campaign.preparation_reused")
             phase = "submitting"
             await self._dispatch(job, step)
+            await self._preparation.drop_candidates(job, step.campaign_id)
         except SendFailed as exc:
             if isinstance(exc, VerificationFailed):
                 events.verification_failed(step.campaign_id, exc)

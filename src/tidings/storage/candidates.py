@@ -108,16 +108,20 @@ async def segment_ranges(conn: AsyncConnection, campaign_id: int) -> list[Segmen
 
 
 async def delete_candidates(conn: AsyncConnection, campaign_id: int, *, limit: int) -> int:
-    """Bounded delete: at most `limit` rows per call."""
-    doomed = (
-        select(campaign_candidates.c.position)
-        .where(campaign_candidates.c.campaign_id == campaign_id)
-        .limit(limit)
-    )
+    """Bounded delete: the next `limit` positions (a primary-key range), at most."""
+    lowest = (
+        await conn.execute(
+            select(func.min(campaign_candidates.c.position)).where(
+                campaign_candidates.c.campaign_id == campaign_id
+            )
+        )
+    ).scalar_one()
+    if lowest is None:
+        return 0
     result = await conn.execute(
         delete(campaign_candidates).where(
             campaign_candidates.c.campaign_id == campaign_id,
-            campaign_candidates.c.position.in_(doomed),
+            campaign_candidates.c.position < lowest + limit,
         )
     )
-    return int(result.rowcount)
+    return max(int(result.rowcount), 1)

@@ -6,10 +6,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, insert, literal, select, text
+from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
+from tidings.domain.segments import AudienceFilter
+from tidings.storage.candidates import audience
+from tidings.storage.tables import (
+    campaign_recipients,
+    campaign_sends,
+    labels,
+    subscriber_labels,
+    subscribers,
+    subscriptions,
+)
 
 BETA_LABEL = "beta"
 
@@ -87,3 +96,35 @@ async def seed_audience(
         )
     )
     return first_id
+
+
+async def reference_insert_select(
+    conn: AsyncConnection, campaign_id: int, newsletter_id: int, audience_filter: AudienceFilter
+) -> int:
+    """The benchmark's yardstick (BEN-1): the same audience written as recipient rows by ONE
+    bare INSERT … SELECT, no pages, no verification. Returns the rows written."""
+    chosen = audience(newsletter_id, audience_filter).subquery()
+    await conn.execute(
+        insert(campaign_recipients).from_select(
+            ["campaign_id", "subscriber_id", "position", "state", "updated_at"],
+            select(
+                literal(campaign_id),
+                chosen.c.subscriber_id,
+                literal(0),
+                literal("excluded"),
+                func.current_timestamp(),
+            ),
+        )
+    )
+    counted = select(func.count()).where(campaign_recipients.c.campaign_id == campaign_id)
+    return int((await conn.execute(counted)).scalar_one())
+
+
+async def forget_preparation(conn: AsyncConnection, campaign_id: int) -> None:
+    """Make a complete preparation look interrupted just before `prepared_at` was saved, so
+    the next attempt must discard and rebuild it (the BEN-1 rebuild phase)."""
+    await conn.execute(
+        update(campaign_sends)
+        .where(campaign_sends.c.campaign_id == campaign_id)
+        .values(prepared_at=None)
+    )

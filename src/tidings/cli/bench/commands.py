@@ -8,6 +8,7 @@ import json
 import typer
 
 from tidings.cli.bench.importing import bench_import
+from tidings.cli.bench.prepare import bench_prepare
 from tidings.cli.bench.queue import bench_queue
 from tidings.cli.context import state_of
 from tidings.rendering.bench import run_render_benchmark
@@ -53,3 +54,19 @@ def import_(
     """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_import(url, rows=rows)), indent=2))
+
+
+@app.command("prepare")
+def prepare(
+    ctx: typer.Context,
+    members: int = typer.Argument(
+        100_000, min=1, help="Subscribers to seed (half free, half paid)."
+    ),
+    concurrency: int = typer.Argument(
+        2, min=1, max=64, help="bulk_email.batch_creation_concurrency."
+    ),
+) -> None:
+    """Recipient preparation (BEN-1) on a scratch database of the configured kind: the full
+    audience, discard-and-rebuild, a label audience, each beside one bare INSERT … SELECT."""
+    url = state_of(ctx).settings().database.url
+    print(json.dumps(asyncio.run(bench_prepare(url, members, concurrency)), indent=2))
