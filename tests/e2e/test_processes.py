@@ -117,3 +117,24 @@ async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
     for key in ("jobs_per_second", "claim_only_per_second", "fraction_of_claim_only"):
         assert result[key] > 0
     assert all(rss > 0 for rss in result["worker_max_rss_mib"])
+
+
+async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
+    """BEN-1's figures are for people; the test checks the run completes and reports every
+    phase beside its reference, with counts that add up."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tidings", "bench", "prepare", "3000", "2",
+        env=_env(database_url), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    output, errors = await asyncio.wait_for(process.communicate(), 180)
+    assert process.returncode == 0, errors.decode()
+    result = json.loads(output)
+    assert result["database"]["dialect"] == database_url.split(":")[0]
+    assert result["reference_insert_select"]["rows"] == 3000
+    assert result["full_audience"]["candidates"] == 3000
+    assert result["discard_and_rebuild"]["candidates"] == 3000
+    assert result["label_audience"]["candidates"] == 600  # every fifth member
+    assert result["discard_and_rebuild"]["phases"]["discard"] > 0
+    for key in ("ratio_full_to_reference", "ratio_label_to_reference"):
+        assert result[key] > 0
+    assert result["full_audience"]["peak_rss_mb"] > 0
