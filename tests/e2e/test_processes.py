@@ -138,3 +138,21 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
     for key in ("ratio_full_to_reference", "ratio_label_to_reference"):
         assert result[key] > 0
     assert result["full_audience"]["peak_rss_mb"] > 0
+
+
+async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
+    """BEN-2 runs end to end: a real worker sends a campaign to a sink process, beside a bare
+    client, and the JSON names the sink used and a ratio."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tidings", "bench", "send", "--recipients", "60", "--python-sink",
+        env=_env(database_url), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    output, errors = await asyncio.wait_for(process.communicate(), 180)
+    assert process.returncode == 0, errors.decode()
+    result = json.loads(output)
+    assert result["sink"] == "tidings dev-smtp (aiosmtpd)"
+    smtp = result["smtp"]
+    assert smtp["tidings"]["status"] == "submitted"
+    assert smtp["tidings"]["sent"] == 60
+    assert smtp["bare_client"]["messages"] == 60
+    assert smtp["ratio_to_bare_client"] > 0

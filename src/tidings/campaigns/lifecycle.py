@@ -12,6 +12,7 @@ from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import SendCampaign
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.sending import CampaignStatus
+from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
 from tidings.storage import candidates as candidate_queries
 from tidings.storage.campaign_sends import SendRow
@@ -70,6 +71,15 @@ class CampaignSends:
         draft = await self._ctx.drafts.get(campaign_id)
         async with self._ctx.db.read() as conn:
             return await candidate_queries.count_audience(conn, draft.newsletter.id, draft.audience)
+
+    async def submission_window(self, campaign_id: int) -> timedelta | None:
+        """From the first batch claimed to the last one finished (None before that)."""
+        async with self._ctx.db.read() as conn:
+            first, last = await batch_queries.submission_window(conn, campaign_id)
+        if first is None or last is None:
+            return None
+        span: timedelta = last - first
+        return span
 
     async def get_send(self, campaign_id: int) -> SendRow | None:
         async with self._ctx.db.read() as conn:

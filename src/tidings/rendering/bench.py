@@ -22,7 +22,7 @@ from tidings.rendering.slots import RecipientValues
 _NAMES = ["Ana Lima", "Bo Chen", None, "Zoë Müller", "O'Brien & Sons", "Mateus", "Léa Roux"]
 
 
-def _recipient(number: int) -> RecipientValues:
+def sample_recipient(number: int) -> RecipientValues:
     return RecipientValues(
         address=f"reader{number}@example.org",
         name=_NAMES[number % len(_NAMES)],
@@ -40,7 +40,7 @@ def run_render_benchmark(recipients: int, *, comparison_sample: int = 500) -> di
     content = sample_content()
     engine = TemplateEngine()
     now = datetime.now(UTC)
-    people = [_recipient(number) for number in range(recipients)]
+    people = [sample_recipient(number) for number in range(recipients)]
 
     started = time.perf_counter()
     rendering = render_segment(

@@ -345,3 +345,12 @@ async def allocated_since(conn: AsyncConnection, domain: str, since: datetime) -
         campaign_batches.c.sending_domain == domain, campaign_batches.c.created_at >= since
     )
     return int((await conn.execute(query)).scalar_one())
+
+
+async def submission_window(conn: AsyncConnection, campaign_id: int) -> tuple[Any, Any]:
+    """(first claim, last finish) over the campaign's batches: the submission's span."""
+    query = select(
+        func.min(campaign_batches.c.claimed_at), func.max(campaign_batches.c.finished_at)
+    ).where(campaign_batches.c.campaign_id == campaign_id)
+    first, last = (await conn.execute(query)).one()
+    return first, last

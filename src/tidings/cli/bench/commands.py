@@ -10,6 +10,7 @@ import typer
 from tidings.cli.bench.importing import bench_import
 from tidings.cli.bench.prepare import bench_prepare
 from tidings.cli.bench.queue import bench_queue
+from tidings.cli.bench.send import bench_send
 from tidings.cli.context import state_of
 from tidings.rendering.bench import run_render_benchmark
 
@@ -70,3 +71,28 @@ def prepare(
     audience, discard-and-rebuild, a label audience, each beside one bare INSERT … SELECT."""
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_prepare(url, members, concurrency)), indent=2))
+
+
+@app.command("send")
+def send(
+    ctx: typer.Context,
+    recipients: int = typer.Option(5000, "--recipients", min=1, help="Campaign size."),
+    workers: int = typer.Option(1, "--workers", min=1, max=32, help="Worker processes."),
+    connections: int = typer.Option(
+        8, "--connections", min=1, max=100, help="SMTP connections (worker pool and bare client)."
+    ),
+    python_sink: bool = typer.Option(
+        False, "--python-sink", help="Use tidings dev-smtp even when Postfix smtp-sink is found."
+    ),
+) -> None:
+    """Campaign recipients per second (BEN-2) through real worker processes to a local SMTP
+    sink, beside a bare aiosmtplib client sending the same messages to the same sink."""
+    url = state_of(ctx).settings().database.url
+    result = bench_send(
+        url,
+        recipients=recipients,
+        workers=workers,
+        connections=connections,
+        prefer_postfix=not python_sink,
+    )
+    print(json.dumps(asyncio.run(result), indent=2))

@@ -1,0 +1,233 @@
+"""`tidings bench send` (BEN-2): a campaign of N recipients submitted by real `tidings worker`
+processes to a local SMTP sink, beside a bare aiosmtplib client sending the same personalised
+messages to the same sink with the same number of connections, in the same run: the ratio is
+the figure. Postfix's `smtp-sink` is used when found (Python sinks saturate first); the JSON
+says which sink ran."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiosmtplib import SMTP
+
+from tidings.bootstrap import running
+from tidings.config import load_settings
+from tidings.observability.logging import configure_logging
+from tidings.rendering.bench import sample_recipient
+from tidings.rendering.render import render_segment
+from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
+from tidings.storage import seeding
+from tidings.storage.scratch import scratch_database
+
+POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
+DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def postfix_root() -> Path | None:
+    """Where `smtp-sink` was unpacked (`apt-get download postfix` then `dpkg -x DEB ROOT`)."""
+    root = Path(os.environ.get(POSTFIX_ROOT_ENV, DEFAULT_POSTFIX_ROOT))
+    return root if (root / "usr/sbin/smtp-sink").is_file() else None
+
+
+@asynccontextmanager
+async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
+    """A sink on loopback in its own process: Postfix `smtp-sink` if available, else
+    `tidings dev-smtp`. Yields (name, port)."""
+    port = _free_port()
+    root = postfix_root() if prefer_postfix else None
+    if root is not None:
+        env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
+        command = [str(root / "usr/sbin/smtp-sink")]
+        if os.geteuid() == 0:
+            command += ["-u", "nobody"]
+        command += [f"127.0.0.1:{port}", "1000"]
+        name = "postfix smtp-sink"
+    else:
+        env = dict(os.environ)
+        command = [sys.executable, "-m", "tidings", "dev-smtp", "--port", str(port)]
+        name = "tidings dev-smtp (aiosmtpd)"
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield name, port
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+def _messages(count: int) -> list[tuple[str, bytes]]:
+    content = sample_content()
+    rendering = render_segment(
+        content, "paid", sender=SAMPLE_SENDER, list_info=SAMPLE_LIST, base_url=SAMPLE_BASE_URL
+    )
+    now = datetime.now(UTC)
+    return [
+        (person.address, rendering.personalise(person, now=now))
+        for person in (sample_recipient(number) for number in range(count))
+    ]
+
+
+async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]:
+    """The limit: aiosmtplib over `connections` connections, messages prepared beforehand."""
+    messages = _messages(count)
+    share = [messages[index::connections] for index in range(connections)]
+
+    async def one_connection(mine: list[tuple[str, bytes]]) -> None:
+        client = SMTP(hostname="127.0.0.1", port=port, use_tls=False, start_tls=False)
+        await client.connect()
+        for address, data in mine:
+            await client.sendmail(SAMPLE_SENDER.address, [address], data)
+        await client.quit()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_connection(mine) for mine in share))
+    elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+        "message_bytes": len(messages[0][1]),
+    }
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+async def tidings_send(
+    url: str, port: int, count: int, workers: int, connections: int
+) -> dict[str, Any]:
+    """A real campaign: seeded audience, queued send, `workers` worker processes."""
+    content = sample_content()
+    env_settings = {
+        "TIDINGS_DATABASE_URL": url,
+        "TIDINGS_EMAIL_PROVIDER": "smtp",
+        "TIDINGS_SMTP_HOST": "127.0.0.1",
+        "TIDINGS_SMTP_PORT": str(port),
+        "TIDINGS_SMTP_SECURITY": "none",
+        "TIDINGS_SMTP_POOL_SIZE": str(connections),
+        "TIDINGS_BULK_EMAIL_SUBMISSION_CONCURRENCY": str(connections),
+        "TIDINGS_BULK_EMAIL_CONCURRENCY": "2",
+        "TIDINGS_LOG_LEVEL": "warning",
+        "TIDINGS_LOG_FORMAT": "json",
+    }
+    settings = load_settings(database={"url": url}, log={"level": "warning", "format": "json"})
+    async with running(settings, apply_migrations=True) as container:
+        newsletter = await container.newsletters.create(
+            slug="bench", name="Bench", sender_name="Bench", sender_address="bench@example.org"
+        )
+        async with container.db.write() as conn:
+            await seeding.seed_audience(
+                conn, newsletter_id=newsletter.id, count=count, now=container.sending.now()
+            )
+        draft = await container.campaigns.create(
+            newsletter="bench",
+            subject=content.subject,
+            preheader=content.preheader,
+            body=content.body,
+            body_format=content.body_format,
+            audience_filter="",
+        )
+        await container.sends.send(draft.campaign.id)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+        processes = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tidings",
+                "worker",
+                env={**clean, **env_settings},
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+        started = time.perf_counter()
+        try:
+            while True:
+                status = (await container.campaigns.get(draft.campaign.id)).campaign.status
+                if status in ("submitted", "failed"):
+                    break
+                await asyncio.sleep(0.2)
+            wall = time.perf_counter() - started
+            rss = [_peak_rss_mb(process.pid) for process in processes]
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in processes:
+                await process.wait()
+        window = await container.sends.submission_window(draft.campaign.id)
+        send = await container.sends.get_send(draft.campaign.id)
+        status = (await container.campaigns.get(draft.campaign.id)).campaign.status
+    assert send is not None
+    seconds = window.total_seconds() if window else wall
+    return {
+        "status": status,
+        "recipients": count,
+        "sent": send.email_count,
+        "workers": workers,
+        "submission_seconds": round(seconds, 3),
+        "wall_seconds_with_preparation": round(wall, 3),
+        "per_second": round(count / seconds, 1) if seconds else None,
+        "per_second_per_worker": round(count / seconds / workers, 1) if seconds else None,
+        "worker_peak_rss_mb": rss,
+    }
+
+
+async def bench_send(
+    url: str, *, recipients: int, workers: int, connections: int, prefer_postfix: bool
+) -> dict[str, Any]:
+    configure_logging("warning", "json")
+    async with smtp_sink(prefer_postfix) as (sink_name, port):
+        bare = await bare_client(port, recipients, connections)
+        async with scratch_database(url) as scratch:
+            ours = await tidings_send(scratch, port, recipients, workers, connections)
+    return {
+        "benchmark": "send",
+        "database": url.split(":", 1)[0],
+        "sink": sink_name,
+        "smtp": {
+            "bare_client": bare,
+            "tidings": ours,
+            "ratio_to_bare_client": round(ours["per_second"] / bare["per_second"], 3)
+            if ours["per_second"]
+            else None,
+        },
+        "postfix_hint": None
+        if postfix_root()
+        else (
+            f"for a faster sink: apt-get download postfix && dpkg -x postfix_*.deb "
+            f"{DEFAULT_POSTFIX_ROOT} (or set {POSTFIX_ROOT_ENV})"
+        ),
+    }
