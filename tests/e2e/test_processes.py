@@ -123,8 +123,16 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
     """BEN-1's figures are for people; the test checks the run completes and reports every
     phase beside its reference, with counts that add up."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tidings", "bench", "prepare", "3000", "2",
-        env=_env(database_url), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "tidings",
+        "bench",
+        "prepare",
+        "3000",
+        "2",
+        env=_env(database_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     output, errors = await asyncio.wait_for(process.communicate(), 180)
     assert process.returncode == 0, errors.decode()
@@ -144,8 +152,17 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     """BEN-2 runs end to end: a real worker sends a campaign to a sink process, beside a bare
     client, and the JSON names the sink used and a ratio."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tidings", "bench", "send", "--recipients", "60", "--python-sink",
-        env=_env(database_url), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "tidings",
+        "bench",
+        "send",
+        "--recipients",
+        "60",
+        "--python-sink",
+        env=_env(database_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     output, errors = await asyncio.wait_for(process.communicate(), 180)
     assert process.returncode == 0, errors.decode()

@@ -13,6 +13,16 @@ from tidings.domain.sending import Exclusion, VerificationFailed
 log = structlog.get_logger("tidings.campaigns")
 
 EXCLUDED_CODE = "recipient_excluded"
+# Every event name this module emits: the documented, stable selectors.
+EVENT_NAMES = (
+    "email.recipient_count.mismatch",
+    "email.verification.failed",
+    "email.batch.submitted",
+    "email.submission.verified",
+    "email.preparation.audience_drift",
+    "email.preparation.excluded",
+    "email.submission.excluded",
+)
 # Expected churn between selection and send is information; invalid data is an error.
 _INFO_EXCLUSIONS = frozenset({Exclusion.MEMBER_NOT_FOUND.value, Exclusion.CONSENT_WITHDRAWN.value})
 
