@@ -105,6 +105,13 @@ class LogSettings(_Section):
         default="auto",
         description="`json` for machines, `console` for people, `auto` picks console on a TTY.",
     )
+    sentry_dsn: SecretStr | None = Field(
+        default_factory=lambda: (
+            SecretStr(os.environ["SENTRY_DSN"]) if os.environ.get("SENTRY_DSN") else None
+        ),
+        description="Report error-level events to Sentry (needs `tidings[sentry]`). The "
+        "standard `SENTRY_DSN` variable works too.",
+    )
 
 
 class QueueSettings(_Section):

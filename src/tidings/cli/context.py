@@ -17,6 +17,7 @@ from tidings.bootstrap import Container, running
 from tidings.config import ConfigurationError, Settings, load_settings
 from tidings.domain.errors import TidingsError
 from tidings.observability.logging import configure_logging
+from tidings.observability.sentry import configure_sentry
 from tidings.storage import migrate
 
 T = TypeVar("T")
@@ -38,6 +39,8 @@ class CliState:
             except ConfigurationError as exc:
                 fail(str(exc), code=EXIT_CONFIG)
             configure_logging(self._settings.log.level, self._settings.log.format)
+            dsn = self._settings.log.sentry_dsn
+            configure_sentry(dsn.get_secret_value() if dsn else None)
         return self._settings
 
 

@@ -14,6 +14,8 @@ from typing import Literal, TextIO
 
 import structlog
 
+from tidings.observability.sentry import report_errors
+
 LogFormat = Literal["auto", "json", "console"]
 
 
@@ -36,6 +38,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             *shared,
+            report_errors,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
             structlog.processors.UnicodeDecoder(),
