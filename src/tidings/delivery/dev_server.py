@@ -1,16 +1,17 @@
-"""Runs the batch-provider dev server under uvicorn, in this process (tests, benchmarks) or as
-`tidings dev-provider`.
+"""Runs the batch-provider dev server under uvicorn as a task in the caller's event loop, for
+tests, benchmarks and `tidings dev-provider`.
 
 The listening socket is bound here, before uvicorn starts: port 0 then yields the real port at
-once, and a port in use is a plain `OSError` rather than uvicorn's `sys.exit`. In-process, the
-server is a task in the caller's event loop, so a test shares one loop with it.
+once, and a port in use is a plain `OSError` rather than uvicorn's `sys.exit`. A test shares
+one event loop with the server it talks to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -79,11 +80,6 @@ class DevProviderServer:
         task, self._task, self._server = self._task, None, None
         await task
 
-    async def serve_forever(self) -> None:
-        """Serve until SIGINT or SIGTERM (uvicorn's own handling), for the CLI."""
-        server, listener = self._prepare()
-        await server.serve(sockets=[listener])
-
     def _prepare(self) -> tuple[uvicorn.Server, socket.socket]:
         listener = _listen(self.host, self.port)
         self.port = listener.getsockname()[1]
@@ -99,7 +95,7 @@ class DevProviderServer:
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=1,
         )
-        return uvicorn.Server(config), listener
+        return _Server(config), listener
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -112,6 +108,15 @@ class DevProviderServer:
         traceback: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handlers: whoever runs it decides when it stops
+    (uvicorn's would swallow Ctrl-C in a test run and raise it again on the way out)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def _listen(host: str, port: int) -> socket.socket:
