@@ -23,24 +23,27 @@ class FormError(ValueError):
 
 def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[str, bytes]:
     """(Content-Type, body) of a multipart/form-data body holding `fields` in order."""
-    encoded: list[tuple[bytes, bytes]] = []
-    for name, value in fields:
-        if not name or any(char in name for char in '"\r\n;'):
-            raise ValueError(f"unusable form field name: {name!r}")
-        encoded.append((name.encode(), value.encode()))
-    boundary = secrets.token_hex(16).encode()
-    # 128 random bits never occur in a value in practice, but ruling it out is cheap.
-    while any(boundary in data for _, data in encoded):
-        boundary = secrets.token_hex(16).encode()
+    heads: dict[str, bytes] = {}
     parts: list[bytes] = []
-    for name_bytes, data in encoded:
-        parts.append(
-            b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n' % (boundary, name_bytes)
-        )
-        parts.append(data)
-        parts.append(b"\r\n")
-    parts.append(b"--%s--\r\n" % boundary)
-    return f"{MULTIPART}; boundary={boundary.decode()}", b"".join(parts)
+    for name, value in fields:
+        head = heads.get(name)
+        if head is None:
+            if not name or any(char in name for char in '"\r\n;'):
+                raise ValueError(f"unusable form field name: {name!r}")
+            head = heads[name] = (
+                b'Content-Disposition: form-data; name="%s"\r\n\r\n' % name.encode()
+            )
+        parts.append(head + value.encode())
+    while True:
+        boundary = secrets.token_hex(16).encode()
+        if not parts:
+            body = b"--%s--\r\n" % boundary
+        else:
+            separator = b"\r\n--%s\r\n" % boundary
+            body = b"--%s\r\n%s\r\n--%s--\r\n" % (boundary, separator.join(parts), boundary)
+        # 128 random bits never occur in a value in practice, but ruling it out is one scan.
+        if body.count(boundary) == len(parts) + 1:
+            return f"{MULTIPART}; boundary={boundary.decode()}", body
 
 
 def parse_form(content_type: str, body: bytes) -> list[tuple[str, str]]:
@@ -70,7 +73,7 @@ def _parse_multipart(body: bytes, boundary: bytes) -> list[tuple[str, str]]:
         head, separator, value = chunk.partition(b"\r\n\r\n")
         if not separator:
             raise FormError("a multipart part has no header block")
-        name = _part_name(head)
+        name = _part_name(head.removeprefix(b"\r\n"))  # the line end of the boundary line
         fields.append((name, _text(value, f"form field {name!r}")))
     return fields
 
