@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import struct
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -321,6 +322,35 @@ async def test_nothing_listening_is_temporary() -> None:
             await mailgun.send_batch(make_batch())
     finally:
         await mailgun.close()
+    assert not isinstance(caught.value, UncertainDelivery)
+
+
+async def test_a_connection_reset_while_the_body_is_still_being_written_is_temporary() -> None:
+    """The provider never had the whole request, so it cannot have accepted it: retry is safe."""
+
+    async def reset_after_headers(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        # SO_LINGER 0: close with RST, as a crashing or overloaded front end would.
+        writer.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        writer.transport.abort()
+
+    server = await asyncio.start_server(reset_after_headers, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    mailgun = MailgunProvider(
+        api_key=API_KEY, domain=DOMAIN, base_url=f"http://127.0.0.1:{port}", timeout_seconds=5
+    )
+    try:
+        # Far more than loopback socket buffers hold, so the reset lands mid-body.
+        with pytest.raises(TemporaryFailure) as caught:
+            await mailgun.send_batch(make_batch(2, html="x" * 32_000_000))
+    finally:
+        await mailgun.close()
+        server.close()
+        await server.wait_closed()
     assert not isinstance(caught.value, UncertainDelivery)
 
 
