@@ -1,4 +1,5 @@
-"""Shared fixtures: one database fixture over SQLite and PostgreSQL, settings, the ASGI app.
+"""Shared fixtures: one database fixture over SQLite and PostgreSQL, settings, the ASGI app,
+the batch-provider dev server.
 
 PostgreSQL comes from TIDINGS_TEST_POSTGRES_URL, else 127.0.0.1:5432 when reachable. Each test
 gets a fresh database that is dropped afterwards. Under CI=true an unreachable PostgreSQL is a
@@ -12,10 +13,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 from psycopg import sql
+
+if TYPE_CHECKING:
+    from tidings.delivery.dev_server import DevProviderServer
 
 # Tests configure tidings explicitly; a developer's own TIDINGS_* must not leak in.
 for _name in [
@@ -96,3 +101,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"tidings: database dialects exercised: {exercised}")
     if "postgresql" not in DIALECTS_EXERCISED and postgres_unavailable_reason():
         terminalreporter.write_line(f"tidings: {postgres_unavailable_reason()}")
+
+
+@pytest.fixture
+async def dev_provider() -> AsyncIterator[DevProviderServer]:
+    """The Mailgun-compatible dev server (PRV-4) on a free loopback port, empty, no faults."""
+    from tidings.delivery.dev_server import run_dev_provider
+
+    async with run_dev_provider() as server:
+        yield server

@@ -31,6 +31,8 @@ from pydantic_settings import (
 
 ENV_PREFIX = "TIDINGS_"
 CONFIG_FILE_ENV = "TIDINGS_CONFIG"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+HOSTNAME_PATTERN = rf"^{_LABEL}(?:\.{_LABEL})+$"
 
 
 class _Section(BaseModel):
@@ -162,9 +164,12 @@ class QueueSettings(_Section):
 
 
 class EmailSettings(_Section):
-    provider: Literal["capture", "smtp"] = Field(
+    provider: Literal["capture", "smtp", "mailgun"] = Field(
         default="capture",
-        description="`capture` stores mail locally (see `tidings outbox`); `smtp` uses a relay.",
+        description=(
+            "`capture` stores mail locally (see `tidings outbox`); `smtp` uses a relay; "
+            "`mailgun` uses Mailgun's HTTP API (the `mailgun` settings)."
+        ),
     )
     from_address: str = Field(
         default="newsletter@localhost",
@@ -277,6 +282,60 @@ class SmtpSettings(_Section):
     validate_certs: bool = Field(default=True, description="Verify the relay's TLS certificate.")
 
 
+class MailgunSettings(_Section):
+    api_base_url: AnyHttpUrl = Field(
+        default=AnyHttpUrl("https://api.mailgun.net"),
+        description=(
+            "Mailgun API base URL: `https://api.eu.mailgun.net` for EU domains, or the address "
+            "of `tidings dev-provider` (`http://127.0.0.1:8026`) for local work."
+        ),
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Mailgun private API key (sent as basic auth `api:KEY`). Needed for `mailgun`.",
+    )
+    domain: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=HOSTNAME_PATTERN,
+        description=(
+            "Mailgun sending domain, e.g. `mg.example.com`; campaign Message-IDs end in it. "
+            "Needed for `mailgun`."
+        ),
+    )
+    timeout_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        description=(
+            "Whole-request deadline for one batch (connect, send, answer); must be under 80% of "
+            "`queue.lease_seconds`. A batch whose answer does not come in time is uncertain."
+        ),
+    )
+    max_batch_size: int = Field(
+        default=1000, ge=1, le=1000, description="Recipients per API call (Mailgun allows 1,000)."
+    )
+    delivery_time_spread_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        le=72 * 60,
+        description=(
+            "Spread a campaign's delivery evenly over this many minutes: each batch is handed "
+            "over at once with its own delivery time (`o:deliverytime`, at most 3 days ahead). "
+            "Unset: delivered as soon as submitted."
+        ),
+    )
+    send_time_optimization_hours: int | None = Field(
+        default=None,
+        ge=24,
+        le=72,
+        description=(
+            "Mailgun Send Time Optimization: each message is delivered within this many hours, "
+            "when its recipient usually reads mail (`o:deliverytime-optimize-period`; paid "
+            "plans). Unset: off."
+        ),
+    )
+
+
 class WebhookSettings(_Section):
     allow_private_networks: bool = Field(
         default=False,
@@ -365,6 +424,7 @@ class Settings(BaseSettings):
     queue: QueueSettings = QueueSettings()
     email: EmailSettings = EmailSettings()
     smtp: SmtpSettings = SmtpSettings()
+    mailgun: MailgunSettings = MailgunSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
@@ -376,12 +436,23 @@ class Settings(BaseSettings):
         for key, deadline in (
             ("email.send_deadline_seconds", self.email.send_deadline_seconds),
             ("webhooks.deadline_seconds", self.webhooks.deadline_seconds),
+            ("mailgun.timeout_seconds", self.mailgun.timeout_seconds),
         ):
             if deadline >= self.queue.lease_seconds * 0.8:
                 raise ValueError(
                     f"{key} must be shorter than 80% of queue.lease_seconds "
                     f"({self.queue.lease_seconds * 0.8:g})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _mailgun_needs_credentials(self) -> Settings:
+        if self.email.provider == "mailgun":
+            key = self.mailgun.api_key
+            if key is None or not key.get_secret_value():
+                raise ValueError(_needed_for_mailgun("mailgun.api_key"))
+            if not self.mailgun.domain:
+                raise ValueError(_needed_for_mailgun("mailgun.domain"))
         return self
 
     @classmethod
@@ -394,6 +465,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def _needed_for_mailgun(key: str) -> str:
+    env_var = ENV_PREFIX + key.replace(".", "_").upper()
+    return f"{key} ({env_var}) must be set when email.provider is mailgun"
 
 
 class ConfigurationError(Exception):

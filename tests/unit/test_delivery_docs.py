@@ -9,7 +9,7 @@ from tidings.config import iter_keys, load_settings
 from tidings.domain.events import WEBHOOK_EVENT_TYPES
 
 DELIVERY_DOC = Path(__file__).parents[2] / "docs" / "delivery.md"
-DELIVERY_SECTIONS = ("queue", "email", "smtp", "webhooks")
+DELIVERY_SECTIONS = ("queue", "email", "smtp", "mailgun", "webhooks")
 
 
 def _undocumented(names: list[str]) -> list[str]:

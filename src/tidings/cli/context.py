@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -70,6 +71,19 @@ def run(coroutine_factory: Callable[[], Awaitable[T]]) -> T:
         fail(f"{exc.detail}{field_note}")
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+async def wait_for_stop_signal() -> None:
+    """Return at the first SIGINT or SIGTERM, for commands that serve until stopped."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 @asynccontextmanager

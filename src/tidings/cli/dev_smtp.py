@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 
 import typer
 
-from tidings.cli.context import err_console
+from tidings.cli.context import err_console, wait_for_stop_signal
 from tidings.delivery.sink import Faults, SmtpSink
 
 
@@ -57,11 +56,7 @@ def dev_smtp(
             + (f", storing to {store}" if store else "")
             + " (Ctrl-C to stop)"
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await wait_for_stop_signal()
         await sink.stop()
         err_console.print(f"Received {len(sink.messages)} message(s).")
 

@@ -11,6 +11,7 @@ from tidings.cli import (
     campaign,
     config_cmd,
     demo,
+    dev_provider,
     dev_smtp,
     jobs,
     keys,
@@ -60,6 +61,7 @@ app.command()(serve.worker)
 app.command()(serve.migrate)
 app.command()(demo.demo)
 app.command("dev-smtp")(dev_smtp.dev_smtp)
+app.command("dev-provider")(dev_provider.dev_provider)
 app.add_typer(newsletters.app, name="newsletters")
 app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")

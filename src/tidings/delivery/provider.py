@@ -3,16 +3,19 @@ batch providers (a Mailgun-compatible HTTP API, one call per batch).
 
 Providers classify failures at the boundary (HOUSE rule 8): a whole-message failure raises
 `TemporaryFailure` (retry later: 4xx, dropped connection, timeout) or `PermanentFailure`
-(do not retry: 5xx); rejections of single recipients are reported per recipient in
-`SendResult.rejected`, so one bad address never fails the others. Callers decide by type,
-never by parsing messages. Failure details never carry addresses or provider text into logs:
-`detail` is for storage next to the recipient, `code` is safe to log.
+(do not retry: 5xx), and a batch provider raises `UncertainDelivery` when the request went
+out but its answer was lost (do not resend automatically). Rejections of single recipients
+are reported per recipient in `SendResult.rejected`, so one bad address never fails the
+others. Callers decide by type, never by parsing messages. Failure details never carry
+addresses or provider text into logs: `detail` is for storage next to the recipient, `code`
+is safe to log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from tidings.domain.errors import TidingsError
@@ -58,6 +61,18 @@ class PermanentFailure(DeliveryFailure):
     code = "delivery_permanent_failure"
 
 
+class UncertainDelivery(DeliveryFailure):
+    """The provider may have accepted the batch; do not resend automatically (SPEC SND-13).
+
+    Raised when the whole request was sent and then the connection dropped or the answer did
+    not come in time. Resending could mail every recipient twice; the batch stays
+    `submitting` until the operator reconciles it.
+    """
+
+    code = "delivery_uncertain"
+    title = "The provider may have accepted the message; its answer was lost"
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """One serialised message and who gets it. `data` is the whole RFC 5322 message."""
@@ -99,6 +114,9 @@ class PerRecipientProvider(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BatchRecipient:
+    """One recipient of a batch: its own `<...>` Message-ID and the values of its
+    `%recipient.NAME%` placeholders."""
+
     address: str
     message_id: str
     variables: Mapping[str, str]
@@ -106,7 +124,11 @@ class BatchRecipient:
 
 @dataclass(frozen=True, slots=True)
 class BatchMessage:
-    """One message template for up to `max_batch_size` recipients, with per-recipient variables."""
+    """One message template for up to `max_batch_size` recipients, with per-recipient variables.
+
+    `deliver_at` (timezone-aware) asks the provider to hold the batch until then, which is how
+    a send is spread over a window; None delivers at once.
+    """
 
     sender: str
     subject: str
@@ -115,6 +137,7 @@ class BatchMessage:
     headers: Mapping[str, str]
     recipients: Sequence[BatchRecipient]
     idempotency_key: str
+    deliver_at: datetime | None = None
 
 
 @runtime_checkable

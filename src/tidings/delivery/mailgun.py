@@ -1,0 +1,339 @@
+"""The Mailgun-compatible batch provider (PRV-2): one `POST /v3/{domain}/messages` per batch.
+
+A batch of up to 1,000 recipients goes out as one multipart form: a `to` field per recipient,
+`recipient-variables` (JSON, keyed by address) holding each recipient's variables, and
+`h:Message-Id: <%recipient.message_id%>`, which Mailgun fills in per recipient from the
+`message_id` variable, so every recipient gets the Message-ID the caller chose (CMP-4).
+Mailgun substitutes `%recipient.NAME%` in the subject, the bodies and `h:` headers alike.
+
+The outcome is classified at the boundary (HOUSE rule 8), by status and by how far the request
+got, never by reading text:
+
+- 2xx: accepted; an answer's `rejected` list (a dev-provider extension) names recipients
+  refused inside an accepted batch.
+- 429, 408, 500, 502, 503 and other 5xx: `TemporaryFailure` (Retry-After honoured).
+- 504: `UncertainDelivery`. A gateway timed out waiting for Mailgun, which may still accept.
+- other 4xx (and 3xx: redirects are not followed): `PermanentFailure`.
+- nothing sent yet (cannot connect, no pooled connection free, the request body never left
+  because the connection broke): `TemporaryFailure`, safe to retry.
+- the body went out (or may still be leaving a closing socket) and then the connection dropped
+  or the answer did not come in time: `UncertainDelivery` (SND-13).
+
+How far the request got comes from httpcore's `trace` extension, which reports the start, end
+or failure of sending the request body on the connection actually used. Logs carry status
+codes, counts and ids, never addresses or response text (PRI-5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any, Literal
+
+import httpcore
+import httpx
+import structlog
+
+from tidings.delivery.form_data import encode_multipart
+from tidings.delivery.provider import (
+    BatchMessage,
+    DeliveryFailure,
+    PermanentFailure,
+    Rejection,
+    SendResult,
+    TemporaryFailure,
+    UncertainDelivery,
+)
+from tidings.delivery.webhook_client import parse_retry_after
+
+log = structlog.get_logger("tidings.delivery")
+
+MAILGUN_MAX_RECIPIENTS = 1000
+MESSAGE_ID_VARIABLE = "message_id"
+BATCH_VARIABLE = "tidings-batch"
+MAX_RESPONSE_BYTES = 1024 * 1024
+MAX_RETRY_AFTER_SECONDS = 3600.0
+MAX_REJECTION_DETAIL = 300
+TEMPORARY_STATUSES = frozenset({408, 429})
+UNCERTAIN_STATUSES = frozenset({504})
+NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Our request was refused by our own HTTP stack or URL before a byte left: retrying is futile.
+CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError)
+BodyState = Literal["unsent", "sending", "sent", "broken"]
+
+
+class MailgunProvider:
+    """Sends batches through Mailgun's messages API (or `tidings dev-provider`).
+
+    `timeout_seconds` bounds the whole request: connecting, sending and the answer.
+    `send_time_optimization_hours` (24-72) asks Mailgun to deliver each message within that
+    many hours, at the time its recipient usually reads mail (`o:deliverytime-optimize-period`).
+    """
+
+    name = "mailgun"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        domain: str,
+        base_url: str = "https://api.mailgun.net",
+        timeout_seconds: float = 20.0,
+        max_batch_size: int = MAILGUN_MAX_RECIPIENTS,
+        max_connections: int = 10,
+        send_time_optimization_hours: int | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not 1 <= max_batch_size <= MAILGUN_MAX_RECIPIENTS:
+            raise ValueError(f"max_batch_size must be 1 to {MAILGUN_MAX_RECIPIENTS}")
+        if (
+            send_time_optimization_hours is not None
+            and not 24 <= send_time_optimization_hours <= 72
+        ):
+            raise ValueError("send_time_optimization_hours must be 24 to 72")
+        if not domain or "/" in domain:
+            raise ValueError("domain must be a sending domain, e.g. mg.example.com")
+        self.max_batch_size = max_batch_size
+        self._domain = domain
+        self._timeout = timeout_seconds
+        self._optimize_hours = send_time_optimization_hours
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            auth=("api", api_key),
+            timeout=httpx.Timeout(timeout_seconds),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            follow_redirects=False,
+            headers={"user-agent": "tidings"},
+            transport=transport,
+        )
+
+    async def send_batch(self, batch: BatchMessage) -> SendResult:
+        if not batch.recipients:
+            return SendResult(accepted=[])
+        if self._client.is_closed:
+            raise TemporaryFailure("the provider is closed")
+        started = time.monotonic()
+        try:
+            content_type, body = encode_multipart(self._fields(batch))
+            status, headers, answer = await self._post(content_type, body)
+            result = _outcome(batch, status, headers, answer)
+        except DeliveryFailure as failure:
+            log.warning(
+                "provider.batch.failed",
+                provider=self.name,
+                outcome=_outcome_name(failure),
+                status=failure.status,
+                recipient_count=len(batch.recipients),
+                elapsed_ms=_elapsed_ms(started),
+            )
+            raise
+        log.info(
+            "provider.batch.accepted",
+            provider=self.name,
+            status=status,
+            recipient_count=len(batch.recipients),
+            rejected_count=len(result.rejected),
+            provider_message_id=result.provider_message_id,
+            elapsed_ms=_elapsed_ms(started),
+        )
+        return result
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def _fields(self, batch: BatchMessage) -> list[tuple[str, str]]:
+        """The form, after refusing (before any call) a batch Mailgun would mangle."""
+        if len(batch.recipients) > self.max_batch_size:
+            raise PermanentFailure(
+                f"a batch of {len(batch.recipients)} recipients is over this provider's "
+                f"maximum of {self.max_batch_size}"
+            )
+        variables: dict[str, dict[str, str]] = {}
+        for recipient in batch.recipients:
+            if recipient.address in variables:
+                raise PermanentFailure("two recipients of the batch share one address")
+            message_id = recipient.message_id.strip().removeprefix("<").removesuffix(">")
+            if not message_id or _has_line_break(message_id):
+                raise PermanentFailure("a recipient's Message-ID is empty or holds a line break")
+            own = dict(recipient.variables)
+            if own.setdefault(MESSAGE_ID_VARIABLE, message_id) != message_id:
+                raise PermanentFailure(f"the variable {MESSAGE_ID_VARIABLE!r} is reserved")
+            variables[recipient.address] = own
+        fields = [("from", batch.sender)]
+        fields.extend(("to", recipient.address) for recipient in batch.recipients)
+        fields.append(("subject", batch.subject))
+        fields.append(("text", batch.text))
+        if batch.html:
+            fields.append(("html", batch.html))
+        fields.append(("recipient-variables", json.dumps(variables, ensure_ascii=False)))
+        fields.append(("h:Message-Id", f"<%recipient.{MESSAGE_ID_VARIABLE}%>"))
+        fields.extend(_header_fields(batch.headers))
+        fields.append((f"v:{BATCH_VARIABLE}", batch.idempotency_key))
+        if batch.deliver_at is not None:
+            if batch.deliver_at.tzinfo is None:
+                raise PermanentFailure("deliver_at must carry a time zone")
+            when = format_datetime(batch.deliver_at.astimezone(UTC), usegmt=True)
+            fields.append(("o:deliverytime", when))
+        if self._optimize_hours is not None:
+            fields.append(("o:deliverytime-optimize-period", f"{self._optimize_hours}h"))
+        return fields
+
+    async def _post(
+        self, content_type: str, body: bytes
+    ) -> tuple[int, httpx.Headers, dict[str, Any] | None]:
+        """Status, headers and JSON answer of one POST; failures before a status are raised."""
+        progress = _Progress()
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        request = self._client.build_request(
+            "POST",
+            f"/v3/{self._domain}/messages",
+            content=body,
+            headers={"content-type": content_type},
+            extensions={"trace": progress.trace},
+        )
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._client.send(request, stream=True)
+        except TimeoutError:
+            raise progress.lost("no answer within the timeout") from None
+        except NOTHING_SENT as exc:
+            raise TemporaryFailure(f"cannot reach the provider ({type(exc).__name__})") from None
+        except CANNOT_SEND as exc:
+            raise PermanentFailure(f"the request cannot be sent ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise progress.lost(f"connection lost ({type(exc).__name__})") from None
+        # The status is in; a body that fails to arrive does not change what it says.
+        try:
+            async with asyncio.timeout_at(deadline):
+                answer = await _read_json(response)
+        except (TimeoutError, httpx.HTTPError):
+            answer = None
+        finally:
+            await response.aclose()
+        return response.status_code, response.headers, answer
+
+
+class _Progress:
+    """How far the request body got, from httpcore's trace events."""
+
+    __slots__ = ("body",)
+
+    def __init__(self) -> None:
+        self.body: BodyState = "unsent"
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event.endswith("send_request_body.started"):
+            self.body = "sending"
+        elif event.endswith("send_request_body.complete"):
+            self.body = "sent"
+        elif event.endswith("send_request_body.failed") and isinstance(
+            info.get("exception"), httpcore.WriteError
+        ):
+            # The connection broke mid-body: what was still buffered is discarded with it, so
+            # the provider never had the whole request and cannot have acted on it.
+            self.body = "broken"
+
+    def lost(self, what: str) -> DeliveryFailure:
+        if self.body in ("unsent", "broken"):
+            return TemporaryFailure(f"{what}; the request was not sent")
+        # "sending": a socket being closed still flushes what it buffered, so even a request
+        # cut short mid-body may arrive whole.
+        return UncertainDelivery(f"{what}; the provider may have accepted the batch")
+
+
+async def _read_json(response: httpx.Response) -> dict[str, Any] | None:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            return None
+        chunks.append(chunk)
+    try:
+        parsed = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _outcome(
+    batch: BatchMessage, status: int, headers: httpx.Headers, answer: dict[str, Any] | None
+) -> SendResult:
+    if 200 <= status < 300:
+        rejected = _rejections(batch, answer)
+        return SendResult(
+            accepted=[r.address for r in batch.recipients if r.address not in rejected],
+            rejected=rejected,
+            provider_message_id=_provider_message_id(answer),
+        )
+    detail = f"the provider answered {status}"
+    if status in UNCERTAIN_STATUSES:
+        raise UncertainDelivery(f"{detail}; it may still accept the batch", status=status)
+    if status in TEMPORARY_STATUSES or status >= 500:
+        retry_after = parse_retry_after(
+            headers.get("retry-after"), now=datetime.now(UTC), cap_seconds=MAX_RETRY_AFTER_SECONDS
+        )
+        raise TemporaryFailure(detail, status=status, retry_after_seconds=retry_after)
+    raise PermanentFailure(detail, status=status)
+
+
+def _rejections(batch: BatchMessage, answer: dict[str, Any] | None) -> dict[str, Rejection]:
+    """The answer's `rejected` list (a dev-provider extension), limited to this batch."""
+    listed = (answer or {}).get("rejected")
+    if not isinstance(listed, list):
+        return {}
+    addresses = {recipient.address for recipient in batch.recipients}
+    rejected: dict[str, Rejection] = {}
+    for item in listed:
+        if not isinstance(item, dict) or item.get("address") not in addresses:
+            continue
+        status = item.get("status")
+        status = status if isinstance(status, int) else None
+        permanent = item.get("permanent")
+        if not isinstance(permanent, bool):
+            permanent = status is None or status >= 500
+        reason = item.get("reason")
+        detail = reason[:MAX_REJECTION_DETAIL] if isinstance(reason, str) else ""
+        rejected[item["address"]] = Rejection(permanent=permanent, status=status, detail=detail)
+    return rejected
+
+
+def _provider_message_id(answer: dict[str, Any] | None) -> str | None:
+    """Mailgun's id for the batch; None when it only echoes our per-recipient template."""
+    provider_id = (answer or {}).get("id")
+    if not isinstance(provider_id, str) or not provider_id or "%recipient." in provider_id:
+        return None
+    return provider_id
+
+
+def _header_fields(headers: Mapping[str, str]) -> list[tuple[str, str]]:
+    """`h:` fields; folded values are unfolded (Mailgun folds), any other line break refused."""
+    fields = []
+    for name, value in headers.items():
+        if name.lower() == "message-id":
+            raise PermanentFailure("the Message-ID header is set per recipient by the provider")
+        unfolded = value.replace("\r\n ", " ").replace("\r\n\t", " ")
+        if _has_line_break(unfolded) or _has_line_break(name):
+            raise PermanentFailure(f"the {name} header holds a line break")
+        fields.append((f"h:{name}", unfolded))
+    return fields
+
+
+def _has_line_break(value: str) -> bool:
+    return "\r" in value or "\n" in value or "\x00" in value
+
+
+def _outcome_name(failure: DeliveryFailure) -> str:
+    if isinstance(failure, UncertainDelivery):
+        return "uncertain"
+    return "temporary" if isinstance(failure, TemporaryFailure) else "permanent"
+
+
+def _elapsed_ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
