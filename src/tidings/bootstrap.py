@@ -24,17 +24,19 @@ from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
+from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
 from tidings.campaigns.finalise import Finaliser
-from tidings.campaigns.handover import PerRecipientHandover
+from tidings.campaigns.handover import Handover, PerRecipientHandover
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.campaigns.lifecycle import CampaignSends
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.submission import BatchSubmitter
-from tidings.config import Settings
+from tidings.config import MailgunSettings, Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
@@ -87,7 +89,9 @@ class Container:
     sending: SendingContext
     sends: CampaignSends
     importer: Importer
-    _closers: list[PerRecipientProvider | WebhookClient] = field(default_factory=list)
+    _closers: list[PerRecipientProvider | MailgunProvider | WebhookClient] = field(
+        default_factory=list
+    )
 
     async def close(self) -> None:
         for resource in self._closers:
@@ -117,6 +121,32 @@ class Container:
         self._closers.append(provider)
         return provider
 
+    def campaign_handover(self) -> Handover:
+        """How campaign batches reach the provider: one call per batch for a batch API,
+        recipient by recipient for SMTP and the local capture."""
+        bulk = self.settings.bulk_email
+        if self.settings.email.provider == "mailgun":
+            mailgun = self.settings.mailgun
+            built: dict[str, MailgunProvider] = {}
+
+            def provider_for(domain: str) -> MailgunProvider:
+                # The configured domain, or the warming domain (SND-5): one client each.
+                if domain != bulk.warming_domain:
+                    domain = str(mailgun.domain)
+                if domain not in built:
+                    built[domain] = mailgun_provider(mailgun, domain)
+                    self._closers.append(built[domain])
+                return built[domain]
+
+            return BatchHandover(provider_for, deadline_seconds=mailgun.timeout_seconds + 5)
+        return PerRecipientHandover(
+            self.email_provider(),
+            chunk=bulk.in_flight_chunk,
+            concurrency=bulk.submission_concurrency,
+            retries=bulk.recipient_retries,
+            deadline_seconds=self.settings.email.send_deadline_seconds,
+        )
+
     def webhook_client(self) -> WebhookClient:
         hooks = self.settings.webhooks
         client = WebhookClient(
@@ -142,20 +172,17 @@ class Container:
             concurrency=queue.email_concurrency,
         )
         bulk = self.settings.bulk_email
-        handover = PerRecipientHandover(
-            self.email_provider(),
-            chunk=bulk.in_flight_chunk,
-            concurrency=bulk.submission_concurrency,
-            retries=bulk.recipient_retries,
-            deadline_seconds=self.settings.email.send_deadline_seconds,
-        )
         # Long jobs: they renew their lease while they work instead of running under a deadline.
         registry.register(
             SEND_CAMPAIGN, CampaignSender(self.sending), concurrency=1, renew_lease=True
         )
         registry.register(
             SEND_BATCH,
-            BatchSubmitter(self.sending, handover, worker=f"{socket.gethostname()}:{os.getpid()}"),
+            BatchSubmitter(
+                self.sending,
+                self.campaign_handover(),
+                worker=f"{socket.gethostname()}:{os.getpid()}",
+            ),
             concurrency=bulk.concurrency,
             renew_lease=True,
         )
@@ -270,10 +297,32 @@ def build(settings: Settings) -> Container:
     )
 
 
+def mailgun_provider(mailgun: MailgunSettings, domain: str) -> MailgunProvider:
+    assert mailgun.api_key is not None  # settings refuse provider=mailgun without a key
+    return MailgunProvider(
+        api_key=mailgun.api_key.get_secret_value(),
+        domain=domain,
+        base_url=str(mailgun.api_base_url),
+        timeout_seconds=mailgun.timeout_seconds,
+        max_batch_size=mailgun.max_batch_size,
+        send_time_optimization_hours=mailgun.send_time_optimization_hours,
+    )
+
+
 def send_policy(settings: Settings) -> SendPolicy:
     bulk = settings.bulk_email
+    batch_size = bulk.batch_size
+    spread = None
+    sending_domain = None
+    if settings.email.provider == "mailgun":
+        sending_domain = settings.mailgun.domain
+        batch_size = min(batch_size, settings.mailgun.max_batch_size)  # never above its maximum
+        minutes = settings.mailgun.delivery_time_spread_minutes
+        spread = timedelta(minutes=minutes) if minutes else None
     return SendPolicy(
-        batch_size=bulk.batch_size,
+        batch_size=batch_size,
+        delivery_spread=spread,
+        sending_domain=sending_domain,
         batch_creation_concurrency=bulk.batch_creation_concurrency,
         in_flight_chunk=bulk.in_flight_chunk,
         submission_concurrency=bulk.submission_concurrency,

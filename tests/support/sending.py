@@ -125,13 +125,17 @@ def registry(
     from tidings.campaigns.submission import BatchSubmitter
     from tidings.queue.policy import HandlerRegistry
 
-    handover = PerRecipientHandover(
-        provider or container.email_provider(),
-        chunk=5,
-        concurrency=4,
-        retries=1,
-        deadline_seconds=5.0,
-        retry_pause_seconds=0.01,
+    handover = (
+        PerRecipientHandover(
+            provider,
+            chunk=5,
+            concurrency=4,
+            retries=1,
+            deadline_seconds=5.0,
+            retry_pause_seconds=0.01,
+        )
+        if provider is not None
+        else container.campaign_handover()
     )
     handlers = {
         SEND_CAMPAIGN: (CampaignSender(container.sending), send_concurrency),

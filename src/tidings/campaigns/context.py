@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tidings.campaigns.drafts import CampaignDrafts
 from tidings.delivery.webhooks import Webhooks
@@ -25,6 +25,10 @@ class SendPolicy:
     send_deadline_seconds: float = 10.0
     warming_domain: str | None = None
     warming_daily_capacity: int = 0
+    # The domain batches are sent from when not warming: a batch API's sending domain, or
+    # (None) the newsletter's own sender domain.
+    sending_domain: str | None = None
+    delivery_spread: timedelta | None = None  # batch providers: spread delivery over this
     discard_chunk: int = 5000
 
 

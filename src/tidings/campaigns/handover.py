@@ -11,11 +11,14 @@ turns those rows `uncertain` (never resent automatically) — the documented dup
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
 import structlog
 
+from tidings.campaigns.batch_writes import BatchWrites
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -25,11 +28,9 @@ from tidings.delivery.provider import (
 )
 from tidings.domain.jobs import RetryLater
 from tidings.domain.sending import RecipientState
+from tidings.rendering import RecipientValues, SegmentRendering
 
 log = structlog.get_logger("tidings.campaigns")
-
-# (recipient id, state, reason code) for each recipient of a chunk
-Outcome = tuple[int, RecipientState, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,38 @@ class Parcel:
 
     recipient_id: int
     envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One recipient to hand over: its row id and the values that personalise its message."""
+
+    recipient_id: int
+    values: RecipientValues
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverResult:
+    """How a batch's hand-over ended. With `error_code` the batch does not complete:
+    `outcome_uncertain` keeps it `submitting` for an operator, `provider_refused` fails it."""
+
+    provider_message_id: str | None = None
+    error_code: str | None = None
+    error: str | None = None
+
+
+class Handover(Protocol):
+    """Hands one batch's deliveries to a provider and settles each recipient's row."""
+
+    async def deliver(
+        self,
+        rendering: SegmentRendering,
+        sender: str,
+        deliveries: Sequence[Delivery],
+        writes: BatchWrites,
+        *,
+        deliver_at: datetime | None = None,
+    ) -> HandoverResult: ...
 
 
 class _Deferred(Exception):
@@ -69,24 +102,30 @@ class PerRecipientHandover:
 
     async def deliver(
         self,
-        parcels: Sequence[Parcel],
+        rendering: SegmentRendering,
+        sender: str,
+        deliveries: Sequence[Delivery],
+        writes: BatchWrites,
         *,
-        mark_sending: Callable[[list[int]], Awaitable[None]],
-        settle: Callable[[list[Outcome]], Awaitable[None]],
-        unmark: Callable[[list[int]], Awaitable[None]],
-    ) -> None:
-        """Hand every parcel over, chunk by chunk. If the provider cannot be reached at all
-        for a whole chunk, the chunk goes back to `pending` and the job retries later."""
-        for start in range(0, len(parcels), self._chunk):
-            chunk = list(parcels[start : start + self._chunk])
+        deliver_at: datetime | None = None,
+    ) -> HandoverResult:
+        """Hand every message over, chunk by chunk, each built just before its chunk goes.
+        If the provider cannot be reached at all for a whole chunk, the chunk goes back to
+        `pending` and the job retries later."""
+        for start in range(0, len(deliveries), self._chunk):
+            now = writes.context.now()
+            chunk = [
+                _parcel(rendering, sender, delivery, now)
+                for delivery in deliveries[start : start + self._chunk]
+            ]
             ids = [parcel.recipient_id for parcel in chunk]
-            await mark_sending(ids)
+            await writes.mark_sending(ids)
             outcomes = await self._hand_over(chunk)
             unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
             if len(unreachable) == len(chunk):
-                await unmark(ids)
+                await writes.unmark(ids)
                 raise RetryLater(f"{self.provider.name} unreachable")
-            await settle(
+            await writes.settle(
                 [
                     (parcel.recipient_id, RecipientState.FAILED, outcome.reason)
                     if isinstance(outcome, _Deferred)
@@ -94,6 +133,7 @@ class PerRecipientHandover:
                     for parcel, outcome in zip(chunk, outcomes, strict=True)
                 ]
             )
+        return HandoverResult()
 
     async def _hand_over(
         self, chunk: list[Parcel]
@@ -137,6 +177,17 @@ class PerRecipientHandover:
                 return RecipientState.FAILED, _code(f"{name}_rejected", rejection.status)
             return _Deferred(_code(f"{name}_deferred", rejection.status), connection=False)
         return RecipientState.SENT, None
+
+
+def _parcel(rendering: SegmentRendering, sender: str, delivery: Delivery, now: datetime) -> Parcel:
+    address = delivery.values.address
+    envelope = Envelope(
+        sender=sender,
+        recipients=[address],
+        data=rendering.personalise(delivery.values, now=now),
+        message_id=rendering.message_id_for(address),
+    )
+    return Parcel(delivery.recipient_id, envelope)
 
 
 def _code(prefix: str, status: int | None) -> str:

@@ -67,7 +67,8 @@ class Preparation:
         pages = plan_pages(
             ranges,
             batch_size=policy.batch_size,
-            fallback_domain=draft.newsletter.sender_address.rpartition("@")[2],
+            fallback_domain=policy.sending_domain
+            or draft.newsletter.sender_address.rpartition("@")[2],
             warming_domain=policy.warming_domain,
             warming_remaining=warm_left,
         )

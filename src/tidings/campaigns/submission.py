@@ -12,13 +12,15 @@ from collections import OrderedDict
 from datetime import datetime
 
 import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
+from tidings.campaigns.batch_handover import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
+from tidings.campaigns.batch_writes import BatchWrites
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.handover import Outcome, Parcel, PerRecipientHandover
+from tidings.campaigns.handover import Delivery, Handover, HandoverResult
 from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
-from tidings.delivery.provider import Envelope
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
@@ -63,9 +65,7 @@ class Renderings:
 
 
 class BatchSubmitter:
-    def __init__(
-        self, context: SendingContext, handover: PerRecipientHandover, *, worker: str = ""
-    ) -> None:
+    def __init__(self, context: SendingContext, handover: Handover, *, worker: str = "") -> None:
         self._ctx = context
         self._handover = handover
         self._worker = worker  # host:pid, recorded on the batches this process claims
@@ -114,9 +114,9 @@ class BatchSubmitter:
 
     async def _submit(self, job: Job, step: SendBatch, batch: BatchRow) -> None:
         draft = await self._ctx.drafts.get(step.campaign_id)
-        token = str(job.claim_token)
         async with self._ctx.db.read() as conn:
             rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
+            deliver_at = await self._deliver_at(conn, batch)
         check_count(
             "batch_recipient_read",
             expected=batch.recipient_count,
@@ -127,66 +127,65 @@ class BatchSubmitter:
         exclusions, sendable = _screen(pending)
         _check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
-        parcels = [self._parcel(rendering, draft, row) for row in sendable]
-        await self._exclude(job, step, exclusions)
-        fenced, now = self._ctx.queue.fenced, self._ctx.now
-
-        async def mark_sending(ids: list[int]) -> None:
-            async with fenced(job) as conn:
-                await recipient_queries.move(
-                    conn,
-                    batch.id,
-                    token=token,
-                    now=now(),
-                    ids=ids,
-                    from_states=[RecipientState.PENDING],
-                    to_state=RecipientState.SENDING,
-                )
-
-        async def unmark(ids: list[int]) -> None:
-            async with fenced(job) as conn:
-                await recipient_queries.move(
-                    conn,
-                    batch.id,
-                    token=token,
-                    now=now(),
-                    ids=ids,
-                    from_states=[RecipientState.SENDING],
-                    to_state=RecipientState.PENDING,
-                )
-
-        async def settle(outcomes: list[Outcome]) -> None:
-            async with fenced(job) as conn:
-                await recipient_queries.settle(conn, batch.id, outcomes, token=token, now=now())
-
-        await self._handover.deliver(
-            parcels, mark_sending=mark_sending, settle=settle, unmark=unmark
+        deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
+        writes = BatchWrites(self._ctx, job, batch.id)
+        await self._exclude(writes, step, exclusions)
+        handed = await self._handover.deliver(
+            rendering, draft.newsletter.sender_address, deliveries, writes, deliver_at=deliver_at
         )
-        async with fenced(job) as conn:
+        await self._finish(writes, batch, handed)
+
+    async def _deliver_at(self, conn: AsyncConnection, batch: BatchRow) -> datetime | None:
+        """With a delivery spread, batch k of n is held until start + spread × k / n, so the
+        audience receives it over the window instead of all at once (PRV-2)."""
+        spread = self._ctx.policy.delivery_spread
+        if spread is None:
+            return None
+        send = await send_queries.get(conn, batch.campaign_id)
+        pages = await batch_queries.page_count(conn, batch.campaign_id)
+        if send is None or pages <= 1:
+            return None
+        at: datetime = send.attempt_started_at + spread * (batch.page - 1) / pages
+        return at if at > self._ctx.now() else None
+
+    async def _finish(self, writes: BatchWrites, batch: BatchRow, handed: HandoverResult) -> None:
+        async with self._ctx.queue.fenced(writes.job) as conn:
             counts = await recipient_queries.counts(conn, batch.id)
-            status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
+            if handed.error_code == OUTCOME_UNCERTAIN:
+                status = BatchStatus.SUBMITTING  # left for an operator to reconcile
+            elif handed.error_code == PROVIDER_REFUSED:
+                status = BatchStatus.FAILED
+            else:
+                status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
             await recipient_queries.finish(
-                conn, batch.id, token=token, now=now(), status=status, counts=counts
+                conn,
+                batch.id,
+                token=writes.token,
+                now=self._ctx.now(),
+                status=status,
+                counts=counts,
+                provider_message_id=handed.provider_message_id,
+                error_code=handed.error_code,
+                error=handed.error,
             )
-        events.batch_submitted(
-            step.campaign_id,
-            batch.id,
-            recipient_count=batch.recipient_count,
-            submitted_count=counts[RecipientState.SENT],
-            submission_excluded_count=counts[RecipientState.EXCLUDED],
-            provider_message_id=None,
-        )
+        if status == BatchStatus.SUBMITTED:
+            events.batch_submitted(
+                batch.campaign_id,
+                batch.id,
+                recipient_count=batch.recipient_count,
+                submitted_count=counts[RecipientState.SENT],
+                submission_excluded_count=counts[RecipientState.EXCLUDED],
+                provider_message_id=handed.provider_message_id,
+            )
 
-    def _parcel(
-        self, rendering: SegmentRendering, draft: CampaignDraft, row: RecipientRow
-    ) -> Parcel:
+    def _values(self, row: RecipientRow) -> RecipientValues:
         secret = self._ctx.secret()
         assert row.email
         assert row.subscriber_id
         assert row.subscription_id
         assert row.subscriber_created_at
         assert row.subscription_created_at
-        values = RecipientValues(
+        return RecipientValues(
             address=row.email,
             name=row.name,
             unsubscribe_token=tokens.sign(
@@ -198,31 +197,20 @@ class BatchSubmitter:
             subscriber_id=str(row.subscriber_id),
             recipient_id=str(row.id),
         )
-        envelope = Envelope(
-            sender=draft.newsletter.sender_address,
-            recipients=[row.email],
-            data=rendering.personalise(values, now=self._ctx.now()),
-            message_id=rendering.message_id_for(row.email),
-        )
-        return Parcel(row.id, envelope)
 
     async def _exclude(
-        self, job: Job, step: SendBatch, exclusions: list[tuple[RecipientRow, Exclusion]]
+        self,
+        writes: BatchWrites,
+        step: SendBatch,
+        exclusions: list[tuple[RecipientRow, Exclusion]],
     ) -> None:
-        if not exclusions:
-            return
-        async with self._ctx.queue.fenced(job) as conn:
-            for reason in {reason for _row, reason in exclusions}:
-                await recipient_queries.move(
-                    conn,
-                    step.batch_id,
-                    token=str(job.claim_token),
-                    now=self._ctx.now(),
-                    ids=[row.id for row, why in exclusions if why == reason],
-                    from_states=[RecipientState.PENDING],
-                    to_state=RecipientState.EXCLUDED,
-                    reason=reason.value,
-                )
+        for reason in {reason for _row, reason in exclusions}:
+            await writes.move(
+                [row.id for row, why in exclusions if why == reason],
+                from_states=[RecipientState.PENDING],
+                to_state=RecipientState.EXCLUDED,
+                reason=reason.value,
+            )
         for row, reason in exclusions:
             events.excluded(
                 "submission",

@@ -74,6 +74,8 @@ class SegmentRendering:
     warnings: tuple[str, ...]
     slots: SlotTable = field(repr=False)
     skeleton: MessageSkeleton = field(repr=False)
+    sender: Sender = field(repr=False)
+    list_info: ListInfo = field(repr=False)
 
     def personalise(self, recipient: RecipientValues, *, now: datetime | None = None) -> bytes:
         """The recipient's complete message, ready for SMTP; no template render."""
@@ -161,6 +163,8 @@ def render_segment(
         warnings=tuple(warnings),
         slots=slots,
         skeleton=skeleton,
+        sender=sender,
+        list_info=list_info,
     )
 
 

@@ -354,3 +354,10 @@ async def submission_window(conn: AsyncConnection, campaign_id: int) -> tuple[An
     ).where(campaign_batches.c.campaign_id == campaign_id)
     first, last = (await conn.execute(query)).one()
     return first, last
+
+
+async def page_count(conn: AsyncConnection, campaign_id: int) -> int:
+    query = select(func.coalesce(func.max(campaign_batches.c.page), 0)).where(
+        campaign_batches.c.campaign_id == campaign_id
+    )
+    return int((await conn.execute(query)).scalar_one())

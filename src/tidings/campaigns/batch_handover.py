@@ -1,0 +1,125 @@
+"""Handing one batch to a batch provider (a Mailgun-compatible API; PRV-2, SND-11, SND-13): one
+call for the whole batch, the message a template with each recipient's variables.
+
+Every recipient is marked `sending` before the call. The provider's answer settles them: sent,
+or failed one by one where it refused some. A failure before the request went out puts them
+back to `pending` (the job retries later). A lost answer after the request went out — or
+anything else unexplained — leaves them `uncertain` and the batch `submitting`: the provider
+may have accepted it, so it is never resubmitted automatically; an operator reconciles it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import structlog
+
+from tidings.campaigns.batch_writes import BatchWrites
+from tidings.campaigns.handover import Delivery, HandoverResult
+from tidings.delivery.provider import (
+    BatchMessage,
+    BatchProvider,
+    BatchRecipient,
+    PermanentFailure,
+    SendResult,
+    TemporaryFailure,
+)
+from tidings.domain.jobs import RetryLater
+from tidings.domain.sending import RecipientState
+from tidings.rendering import SegmentRendering
+from tidings.rendering.batch import batch_template, batch_variables
+
+log = structlog.get_logger("tidings.campaigns")
+OUTCOME_UNCERTAIN = "outcome_uncertain"
+PROVIDER_REFUSED = "provider_refused"
+
+
+class BatchHandover:
+    def __init__(
+        self, providers: Callable[[str], BatchProvider], *, deadline_seconds: float
+    ) -> None:
+        self._providers = providers  # one per sending domain (warming uses a second one)
+        self._deadline = deadline_seconds
+
+    async def deliver(
+        self,
+        rendering: SegmentRendering,
+        sender: str,
+        deliveries: Sequence[Delivery],
+        writes: BatchWrites,
+        *,
+        deliver_at: datetime | None = None,
+    ) -> HandoverResult:
+        if not deliveries:
+            return HandoverResult()
+        provider = self._providers(rendering.sender.sending_domain)
+        template = batch_template(rendering)
+        by_address = {delivery.values.address: delivery.recipient_id for delivery in deliveries}
+        message = BatchMessage(
+            sender=template.from_header,
+            subject=template.subject,
+            html=template.html,
+            text=template.text,
+            headers=template.headers,
+            recipients=[
+                BatchRecipient(
+                    address=delivery.values.address,
+                    message_id=rendering.message_id_for(delivery.values.address),
+                    variables=batch_variables(template, delivery.values),
+                )
+                for delivery in deliveries
+            ],
+            idempotency_key=f"batch-{writes.batch_id}",
+            deliver_at=deliver_at,
+        )
+        ids = list(by_address.values())
+        await writes.mark_sending(ids)
+        try:
+            async with asyncio.timeout(self._deadline):
+                result = await provider.send_batch(message)
+        except TemporaryFailure as exc:
+            await writes.unmark(ids)  # the request never went out, or was refused whole
+            raise RetryLater(
+                f"{provider.name} temporary failure {exc.status or ''}".strip(),
+                retry_after_seconds=exc.retry_after_seconds,
+            ) from None
+        except PermanentFailure as exc:
+            await writes.unmark(ids)
+            return HandoverResult(
+                error_code=PROVIDER_REFUSED,
+                error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
+                "check the provider settings, then retry.",
+            )
+        except Exception as exc:  # UncertainDelivery, our deadline, or anything unexplained
+            await writes.move(
+                ids,
+                from_states=[RecipientState.SENDING],
+                to_state=RecipientState.UNCERTAIN,
+                reason=f"{provider.name}_answer_lost",
+            )
+            log.warning("campaign.batch_uncertain", error_type=type(exc).__name__)
+            return HandoverResult(
+                error_code=OUTCOME_UNCERTAIN,
+                error=f"{provider.name} may have accepted this batch: its answer was lost "
+                f"({type(exc).__name__}). Reconcile it before any retry.",
+            )
+        outcomes = [
+            (
+                recipient_id,
+                RecipientState.FAILED if address in result.rejected else RecipientState.SENT,
+                _rejection_code(provider.name, result, address),
+            )
+            for address, recipient_id in by_address.items()
+        ]
+        await writes.settle(outcomes)
+        return HandoverResult(provider_message_id=result.provider_message_id)
+
+
+def _rejection_code(name: str, result: SendResult, address: str) -> str | None:
+    rejected = result.rejected.get(address)
+    if rejected is None:
+        return None
+    kind = "rejected" if rejected.permanent else "deferred"
+    return f"{name}_{kind}_{rejected.status}" if rejected.status else f"{name}_{kind}"

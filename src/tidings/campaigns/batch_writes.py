@@ -1,0 +1,60 @@
+"""The writes a worker makes about the one batch it holds: every one inside the queue's fenced
+transaction (the job's claim held) and conditional on the batch's claim token (SND-12)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tidings.campaigns.context import SendingContext
+from tidings.domain.sending import RecipientState
+from tidings.queue.store import Job
+from tidings.storage import recipients as recipient_queries
+
+# (recipient id, new state, reason code) for one recipient
+Outcome = tuple[int, RecipientState, str | None]
+
+
+@dataclass(frozen=True)
+class BatchWrites:
+    context: SendingContext
+    job: Job
+    batch_id: int
+
+    @property
+    def token(self) -> str:
+        return str(self.job.claim_token)
+
+    async def move(
+        self,
+        ids: Sequence[int] | None,
+        *,
+        from_states: Sequence[RecipientState],
+        to_state: RecipientState,
+        reason: str | None = None,
+    ) -> int:
+        async with self.context.queue.fenced(self.job) as conn:
+            return await recipient_queries.move(
+                conn,
+                self.batch_id,
+                token=self.token,
+                now=self.context.now(),
+                ids=ids,
+                from_states=from_states,
+                to_state=to_state,
+                reason=reason,
+            )
+
+    async def mark_sending(self, ids: Sequence[int]) -> None:
+        """In flight from here: a crash before `settle` leaves them `uncertain`."""
+        await self.move(ids, from_states=[RecipientState.PENDING], to_state=RecipientState.SENDING)
+
+    async def unmark(self, ids: Sequence[int]) -> None:
+        """Back to `pending`: only when nothing can have been accepted."""
+        await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
+
+    async def settle(self, outcomes: Sequence[Outcome]) -> None:
+        async with self.context.queue.fenced(self.job) as conn:
+            await recipient_queries.settle(
+                conn, self.batch_id, list(outcomes), token=self.token, now=self.context.now()
+            )

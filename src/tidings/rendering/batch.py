@@ -1,0 +1,96 @@
+"""One segment's rendering as a batch provider's template (PRV-2, CMP-3): the HTML and text
+with `%recipient.NAME%` placeholders where the per-recipient slots are, the segment's headers
+(List-Unsubscribe with the recipient's own link), and each recipient's variables.
+
+HTML and text take separate variables for one slot (`h0`, `t0`): a name is HTML-escaped in the
+HTML part and not in the text part, and the provider substitutes a variable the same way
+everywhere it appears.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from email.headerregistry import Address
+
+from tidings.domain.email_headers import (
+    clean_display_name,
+    feedback_id,
+    list_id,
+    list_unsubscribe,
+)
+from tidings.rendering.render import SegmentRendering
+from tidings.rendering.slots import (
+    UNSUBSCRIBE_PATH,
+    RecipientValues,
+    Slot,
+    check_recipient,
+    resolve,
+)
+
+UNSUBSCRIBE_VARIABLE = "unsubscribe_token"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTemplate:
+    subject: str
+    from_header: str
+    html: str
+    text: str
+    headers: dict[str, str]
+    fields: tuple[tuple[str, Slot, bool], ...]  # (variable, slot, HTML-escaped?)
+
+
+def _placeholders(
+    text: str,
+    pattern: re.Pattern[str],
+    slots: list[Slot],
+    prefix: str,
+    fields: dict[str, tuple[Slot, bool]],
+) -> str:
+    def swap(match: re.Match[str]) -> str:
+        name = f"{prefix}{int(match[1])}"
+        fields[name] = (slots[int(match[1])], prefix == "h")
+        return f"%recipient.{name}%"
+
+    return pattern.sub(swap, text)
+
+
+def batch_template(rendering: SegmentRendering) -> BatchTemplate:
+    """The segment's message as a template for one provider call per batch."""
+    sender, info, slots = rendering.sender, rendering.list_info, rendering.slots
+    fields: dict[str, tuple[Slot, bool]] = {}
+    html_body = _placeholders(rendering.html, slots.pattern, slots.slots, "h", fields)
+    text_body = _placeholders(rendering.text, slots.pattern, slots.slots, "t", fields)
+    token = f"%recipient.{UNSUBSCRIBE_VARIABLE}%"
+    headers = {
+        "List-Unsubscribe": list_unsubscribe(
+            slots.base_url + UNSUBSCRIBE_PATH + token, sender.unsubscribe_address, token
+        ).replace("\r\n", ""),
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+        "List-Id": list_id(info.newsletter_name, info.newsletter_slug, sender.sending_domain),
+        "Feedback-ID": feedback_id(info.campaign_id, info.newsletter_slug, sender.sending_domain),
+    }
+    if sender.reply_to:
+        headers["Reply-To"] = sender.reply_to
+    from_header = str(Address(display_name=sender.name, addr_spec=sender.address))
+    return BatchTemplate(
+        subject=rendering.subject,
+        from_header=from_header,
+        html=html_body,
+        text=text_body,
+        headers=headers,
+        fields=tuple((name, slot, escaped) for name, (slot, escaped) in fields.items()),
+    )
+
+
+def batch_variables(template: BatchTemplate, recipient: RecipientValues) -> dict[str, str]:
+    """One recipient's values for every placeholder of `template`."""
+    check_recipient(recipient)
+    clean_name = clean_display_name(recipient.name)
+    values = {UNSUBSCRIBE_VARIABLE: recipient.unsubscribe_token}
+    for name, slot, escaped in template.fields:
+        value = resolve(slot, recipient, clean_name)
+        values[name] = html.escape(value) if escaped else value
+    return values

@@ -1,0 +1,147 @@
+"""Sending through a Mailgun-compatible batch API (PRV-2) to the dev provider over loopback:
+one call per batch with each reader's variables and Message-ID, and every failure class of
+the provider mapped onto the recipients' states (SND-11, SND-13)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.e2e.audience_helpers import create_newsletter
+from tests.factories import admin_headers, api_client, make_settings
+from tests.support.sending import (
+    FAST_QUEUE,
+    create_campaign,
+    recipient_states,
+    registry,
+    running,
+    seed,
+    wait_for_campaign_status,
+)
+from tidings.bootstrap import Container
+from tidings.delivery.dev_faults import Fault
+from tidings.delivery.dev_server import DevProviderServer
+from tidings.domain.email_headers import message_id
+
+Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
+
+
+@pytest.fixture
+async def studio(database_url: str, dev_provider: DevProviderServer) -> AsyncIterator[Studio]:
+    settings = make_settings(
+        database_url,
+        queue=FAST_QUEUE,
+        email={"provider": "mailgun"},
+        mailgun={
+            "api_key": "key-test",
+            "domain": "mg.example.org",
+            "api_base_url": dev_provider.base_url,
+            "timeout_seconds": 5,
+        },
+        bulk_email={"batch_size": 40},
+    )
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        await seed(container, "weekly", 100)
+        yield client, container, headers, dev_provider
+
+
+async def _send(studio: Studio) -> int:
+    client, _container, headers, _server = studio
+    campaign_id = await create_campaign(client, headers)
+    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+    assert response.status_code == 202, response.text
+    return campaign_id
+
+
+async def test_each_batch_is_one_call_and_each_reader_gets_their_own_message(
+    studio: Studio,
+) -> None:
+    """One request per batch, yet every reader's name, unsubscribe link and Message-ID are
+    their own (CMP-3, CMP-4), and the paid version only reaches paid readers."""
+    _client, container, _headers, server = studio
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    accepted = server.store.recipients
+    assert Counter(r.address for r in accepted) == {
+        f"reader-{n}@example.test": 1 for n in range(1, 101)
+    }
+    assert len(server.store.batches) == 4  # 50 free + 50 paid in pages of 40
+    sample = next(r for r in accepted if r.address == "reader-8@example.test")
+    assert sample.message_id == message_id(str(campaign_id), sample.address, "mg.example.org")
+    assert "Hello Reader 8." in sample.text()
+    assert "Members only." in sample.text()  # reader 8 is paid (even numbers)
+    unsubscribe = sample.headers()["List-Unsubscribe"]
+    assert re.search(r"/unsubscribe/\d+\.[A-Za-z0-9_-]{32}>", unsubscribe)
+    assert "%recipient" not in sample.html()
+    assert await recipient_states(container, campaign_id) == {"sent": 100}
+
+
+async def test_a_lost_answer_leaves_the_batch_uncertain_and_never_resends_it(
+    studio: Studio,
+) -> None:
+    """The provider may have accepted a batch whose answer was lost: resending would mail 40
+    readers twice, so it stays `submitting`, its readers `uncertain`, for an operator."""
+    _client, container, _headers, server = studio
+    server.faults.replace([Fault(action="drop_after_accept", times=1)])
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "failed"
+    states = await recipient_states(container, campaign_id)
+    assert states["uncertain"] in (10, 40)  # the one batch whose answer was lost
+    assert states["sent"] + states["uncertain"] == 100
+    assert max(Counter(r.address for r in server.store.recipients).values()) == 1
+    send = await container.sends.get_send(campaign_id)
+    assert send is not None
+    assert send.error_code == "batch_outcome_uncertain"
+    assert send.retryable is False
+
+
+async def test_a_rate_limited_batch_is_retried_and_the_campaign_completes(
+    studio: Studio,
+) -> None:
+    """A 429 is the provider asking to slow down: the batch goes back to pending and is sent
+    later, once, with nothing counted twice."""
+    _client, container, _headers, server = studio
+    server.faults.replace([Fault(action="status", status=429, retry_after="0", times=2)])
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    assert await recipient_states(container, campaign_id) == {"sent": 100}
+    assert len(server.store.recipients) == 100
+
+
+async def test_a_refused_batch_fails_the_campaign_as_retryable(studio: Studio) -> None:
+    """A 401 (a wrong key) refuses the request whole: nobody was mailed, so the campaign fails
+    with a reason and may be retried once the settings are fixed."""
+    _client, container, _headers, server = studio
+    server.faults.replace([Fault(action="status", status=401)])
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "failed"
+    send = await container.sends.get_send(campaign_id)
+    assert send is not None
+    assert (send.error_code, send.retryable) == ("batch_failed", True)
+    assert await recipient_states(container, campaign_id) == {"pending": 100}
+    assert server.store.recipients == []
+
+
+async def test_readers_the_provider_rejects_are_failed_one_by_one(studio: Studio) -> None:
+    """Partial acceptance: the refused readers are failed with the code, the rest sent."""
+    _client, container, _headers, server = studio
+    server.faults.replace([Fault(action="reject", reject_fraction=0.25, reject_status=550)])
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    states = await recipient_states(container, campaign_id)
+    assert states["failed"] > 0
+    assert states["sent"] + states["failed"] == 100
+    send = await container.sends.get_send(campaign_id)
+    assert send is not None
+    assert (send.email_count, send.failed_count) == (states["sent"], states["failed"])
