@@ -125,6 +125,7 @@ class Container:
             SEND_EMAIL,
             EmailJobHandler(
                 self.email_provider(),
+                utcnow,
                 deadline_seconds=self.settings.email.send_deadline_seconds,
                 domain=self.settings.email.from_address.rpartition("@")[2],
             ),

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tidings.domain.jobs import JobStatus
+from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage import migrate
 from tidings.storage.database import create_database
 

@@ -8,9 +8,9 @@ from sqlalchemy import select, update
 
 from tidings.domain.jobs import GiveUp, JobStatus, RetryLater
 from tidings.queue import store
+from tidings.queue.job import Job
 from tidings.queue.policy import DuplicateHandler, HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.queue.worker import Worker
 from tidings.storage.database import Database, create_database
 from tidings.storage.tables import job_attempts, jobs

@@ -6,9 +6,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage.database import create_database
 
 

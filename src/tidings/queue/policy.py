@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tidings.domain.errors import TidingsError
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 
 Handler = Callable[[Job], Awaitable[None]]
 

@@ -15,9 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.jobs import JobStatus
 from tidings.queue import store
+from tidings.queue.job import Job
 from tidings.queue.listener import listen_for_jobs
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
-from tidings.queue.store import Job
 from tidings.queue.worker import Worker
 from tidings.storage.database import Database
 

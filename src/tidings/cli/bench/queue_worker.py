@@ -9,9 +9,9 @@ import sys
 from datetime import UTC, datetime
 
 from tidings.observability.logging import configure_logging
+from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage.database import create_database
 
 BENCH_KIND = "bench_noop"
