@@ -36,6 +36,7 @@ from tidings.queue.service import JobQueue
 from tidings.rendering import Theme
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
+from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
 
 
@@ -85,6 +86,10 @@ class Container:
             else:
                 await resource.close()
         await self.db.dispose()
+
+    async def check_ready(self) -> None:
+        """Raise `NotReady` unless the database answers and is migrated (`/readyz`)."""
+        await check_ready(self.db)
 
     def email_provider(self) -> PerRecipientProvider:
         """The configured provider (built on first use: only workers send)."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-
 from tidings.audience.context import AudienceContext
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
@@ -34,15 +32,10 @@ class Newsletters:
 
     async def create(self, **values: Any) -> NewsletterRow:
         now = self._ctx.now()
-        try:
-            async with self._ctx.db.write() as conn:
-                return await queries.insert_newsletter(
-                    conn, **_validate(values), created_at=now, updated_at=now
-                )
-        except IntegrityError:
-            raise Conflict(
-                f"a newsletter with slug {values['slug']!r} exists", field="slug"
-            ) from None
+        async with self._ctx.db.write() as conn:
+            return await queries.insert_newsletter(
+                conn, **_validate(values), created_at=now, updated_at=now
+            )
 
     async def list(self) -> list[NewsletterRow]:
         async with self._ctx.db.read() as conn:
@@ -58,23 +51,17 @@ class Newsletters:
     async def update(self, current_slug: str, **values: Any) -> NewsletterRow:
         changes = _validate({key: value for key, value in values.items() if value is not None})
         current = await self.get(current_slug)
-        try:
-            async with self._ctx.db.write() as conn:
-                updated = await queries.update_newsletter(
-                    conn, current.id, **changes, updated_at=self._ctx.now()
-                )
-        except IntegrityError:
-            raise Conflict("that slug is taken", field="slug") from None
+        async with self._ctx.db.write() as conn:
+            updated = await queries.update_newsletter(
+                conn, current.id, **changes, updated_at=self._ctx.now()
+            )
         assert updated is not None
         return updated
 
     async def delete(self, slug: str) -> None:
         """Refused while anyone is subscribed: deleting would silently erase consent records."""
         current = await self.get(slug)
-        try:
-            async with self._ctx.db.write() as conn:
-                if await queries.has_subscriptions(conn, current.id):
-                    raise Conflict("the newsletter has subscriptions; remove them first")
-                await queries.delete_newsletter(conn, current.id)
-        except IntegrityError:  # a subscription or campaign arrived meanwhile (FK RESTRICT)
-            raise Conflict("the newsletter has subscriptions or campaigns") from None
+        async with self._ctx.db.write() as conn:
+            if await queries.has_subscriptions(conn, current.id):
+                raise Conflict("the newsletter has subscriptions; remove them first")
+            await queries.delete_newsletter(conn, current.id)
