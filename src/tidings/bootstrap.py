@@ -23,7 +23,7 @@ from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
-from tidings.config import Settings
+from tidings.config import QueueSettings, Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.provider import PerRecipientProvider
@@ -160,8 +160,8 @@ class Container:
         )
 
 
-def queue_policy(settings: Settings) -> QueuePolicy:
-    queue = settings.queue
+def queue_policy(queue: QueueSettings) -> QueuePolicy:
+    """The queue's timing, from settings: the defaults are defined there, once."""
     return QueuePolicy(
         lease_seconds=queue.lease_seconds,
         poll_interval_seconds=queue.poll_interval_seconds,
@@ -180,7 +180,7 @@ def build(settings: Settings) -> Container:
         busy_timeout_ms=settings.database.sqlite_busy_timeout_ms,
         pool_size=settings.database.pool_size,
     )
-    queue = JobQueue(db, queue_policy(settings), utcnow)
+    queue = JobQueue(db, queue_policy(settings.queue), utcnow)
     overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
     webhooks = Webhooks(db, queue, utcnow, rotation_overlap=overlap)
     mailer = Mailer(db, queue)

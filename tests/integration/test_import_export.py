@@ -2,21 +2,19 @@
 
 import csv
 import io
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
+from tests.support import rows
+from tests.support.audience import SECRET, audience_context
+from tests.support.clock import Clock
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer, ImportReport
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.errors import InvalidInput
-from tidings.queue.policy import QueuePolicy
-from tidings.queue.service import JobQueue
-from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
 from tidings.storage.consent import mailable
@@ -29,53 +27,22 @@ from tidings.storage.tables import (
     webhook_deliveries,
 )
 
-SECRET = "import-test-secret"
 HEADER = "email,name,tier,labels,newsletter,status,created_at"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self) -> None:
-        self.now += timedelta(minutes=5)
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
 
 
 @pytest.fixture
 async def context(db: Database, clock: Clock) -> AudienceContext:
-    queue = JobQueue(db, QueuePolicy(), clock)
     async with db.write() as conn:
         for slug in ("weekly", "offers"):
-            await newsletter_queries.insert_newsletter(
-                conn,
-                slug=slug,
-                name=slug.title(),
-                description="",
-                sender_name="Tidings",
-                sender_address="news@example.org",
-                reply_to=None,
-                double_opt_in=True,
-                created_at=clock.now,
-                updated_at=clock.now,
+            await rows.newsletter(
+                conn, slug=slug, name=slug.title(), sender_address="news@example.org"
             )
-    return AudienceContext(
-        db=db,
-        now=clock,
-        secret=lambda: SECRET,
-        mailer=Mailer(db, queue),
-        webhooks=Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1)),
-        public_url="https://news.example.org",
-        site_name="Tidings test",
-        confirm_token_ttl_hours=48,
-    )
+    return audience_context(db, clock)
 
 
 def _csv(*rows: str, header: str = HEADER) -> list[str]:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from tidings.api.deps import AdminKey, ContainerDep
-from tidings.domain.audience import SubscriptionState
+from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
 router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])

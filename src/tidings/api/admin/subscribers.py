@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from tidings.api.deps import AdminKey, ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.audience.subscribers import SubscriberView
-from tidings.domain.audience import SubscriptionState
+from tidings.domain.consent import SubscriptionState
 
 router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])
 SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
