@@ -20,7 +20,7 @@ from standardwebhooks import Webhook
 
 from tests.factories import admin_headers, make_settings
 from tidings.api.app import create_app
-from tidings.bootstrap import Container
+from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
 from tidings.delivery.sink import Faults, SmtpSink
 
@@ -114,7 +114,7 @@ async def test_smtp_outcomes_map_onto_the_queue(
 ) -> None:
     # 5xx is permanent (dead after one attempt); 4xx and dropped connections retry with
     # backoff until attempts run out; an accepted message is done.
-    async with SmtpSink(faults=faults) as sink:
+    async with SmtpSink(clock=utcnow, faults=faults) as sink:
         settings = make_settings(
             database_url,
             queue=FAST_QUEUE,

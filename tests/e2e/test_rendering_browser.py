@@ -24,8 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tidings.rendering import preview
+from tests.support.clock import START
+from tidings.rendering import TemplateEngine, preview
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 
 pytestmark = pytest.mark.slow
 
@@ -161,6 +164,8 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
             sender=SAMPLE_SENDER,
             list_info=SAMPLE_LIST,
             base_url=SAMPLE_BASE_URL,
+            engine=ENGINE,
+            now=START,
         )
         for label, width in WIDTHS.items():
             measured = _measure(browser, tmp_path, shown.html, width)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -64,7 +65,7 @@ def make_provider(sink: SmtpSink, **overrides: Any) -> SmtpProvider:
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SmtpSink]:
-    async with SmtpSink() as running:
+    async with SmtpSink(clock=utcnow) as running:
         yield running
 
 
@@ -287,7 +288,7 @@ async def test_close_quits_pooled_connections(sink: SmtpSink) -> None:
 
 async def test_authenticates_with_configured_credentials() -> None:
     # Most relays (SES, Postmark, a smarthost) require AUTH before MAIL.
-    async with SmtpSink(credentials=("relay-user", "s3cret")) as sink:
+    async with SmtpSink(clock=utcnow, credentials=("relay-user", "s3cret")) as sink:
         smtp = make_provider(sink, username="relay-user", password="s3cret")
         try:
             await smtp.send(make_envelope("a@example.com"))
@@ -298,7 +299,7 @@ async def test_authenticates_with_configured_credentials() -> None:
 
 async def test_wrong_credentials_are_temporary() -> None:
     # A configuration mistake must not permanently bounce every recipient of a campaign.
-    async with SmtpSink(credentials=("relay-user", "s3cret")) as authenticating:
+    async with SmtpSink(clock=utcnow, credentials=("relay-user", "s3cret")) as authenticating:
         smtp = make_provider(authenticating, username="relay-user", password="wrong")
         try:
             with pytest.raises(TemporaryFailure) as caught:
@@ -334,6 +335,7 @@ async def test_sends_over_verified_tls(certificate: tuple[Path, Path], security:
     server_context.load_cert_chain(cert, key)
     client_context = ssl.create_default_context(cafile=str(cert))
     sink = SmtpSink(
+        clock=utcnow,
         tls_context=server_context,
         implicit_tls=security == "tls",
         credentials=("relay-user", "s3cret"),

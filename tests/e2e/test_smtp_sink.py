@@ -13,6 +13,7 @@ from pathlib import Path
 import aiosmtplib
 import pytest
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.sink import Faults, SmtpSink
 
 TIMEOUT = 0.5
@@ -21,7 +22,7 @@ MESSAGE = b"Subject: hi\r\n\r\nbody line\r\n"
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SmtpSink]:
-    async with SmtpSink() as running:
+    async with SmtpSink(clock=utcnow) as running:
         yield running
 
 
@@ -146,7 +147,7 @@ async def test_fail_every_nth_refuses_a_deterministic_share(
 
 async def test_auth_is_required_when_credentials_are_configured() -> None:
     # Lets the provider's AUTH path run against a server that really enforces it.
-    async with SmtpSink(credentials=("user", "pass")) as sink:
+    async with SmtpSink(clock=utcnow, credentials=("user", "pass")) as sink:
         smtp = aiosmtplib.SMTP(hostname=sink.host, port=sink.port, start_tls=False, timeout=TIMEOUT)
         await smtp.connect()
         try:
@@ -165,7 +166,7 @@ async def test_auth_is_required_when_credentials_are_configured() -> None:
 async def test_store_dir_gets_one_eml_file_per_accepted_message(tmp_path: Path) -> None:
     # `tidings dev-smtp --store DIR` lets a developer open what was sent in a mail client.
     store = tmp_path / "outbox"
-    async with SmtpSink(store_dir=store) as sink:
+    async with SmtpSink(clock=utcnow, store_dir=store) as sink:
         smtp = aiosmtplib.SMTP(hostname=sink.host, port=sink.port, start_tls=False, timeout=TIMEOUT)
         await smtp.connect()
         try:

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 import pytest
 from standardwebhooks import Webhook
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.signing import generate_secret, sign_headers
 from tidings.delivery.webhook_client import (
     Outcome,
@@ -130,7 +131,7 @@ async def make_client() -> AsyncIterator[Callable[..., WebhookClient]]:
     clients: list[WebhookClient] = []
 
     def factory(**options: Any) -> WebhookClient:
-        client = WebhookClient(**options)
+        client = WebhookClient(**{"clock": utcnow, **options})
         clients.append(client)
         return client
 

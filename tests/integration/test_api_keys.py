@@ -1,22 +1,15 @@
 """Admin API keys: shown once, stored hashed, revocable, last use recorded (API-2)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
+from tests.support.clock import Clock
 from tidings.access.keys import ApiKeys
 from tidings.domain.errors import InvalidInput, NotFound, Unauthenticated
 from tidings.storage.database import Database
 from tidings.storage.tables import api_keys
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def test_key_is_stored_only_as_a_hash(db: Database) -> None:

@@ -11,6 +11,7 @@ from tidings.config import QueueSettings
 from tidings.delivery.email_jobs import Mailer
 from tidings.delivery.webhooks import Webhooks
 from tidings.queue.service import JobQueue
+from tidings.rendering import TemplateEngine
 from tidings.storage.database import Database
 
 SECRET = "audience-test-secret"
@@ -27,4 +28,5 @@ def audience_context(db: Database, clock: Clock) -> AudienceContext:
         public_url="https://news.example.org",
         site_name="Tidings test",
         confirm_token_ttl_hours=48,
+        templates=TemplateEngine(),
     )

@@ -2,12 +2,14 @@
 
 import pytest
 
+from tests.support.clock import START
 from tidings.domain.errors import InvalidInput
 from tidings.rendering import (
     CampaignContent,
     ListInfo,
     RecipientValues,
     Sender,
+    TemplateEngine,
     check_content,
     render_segment,
 )
@@ -24,6 +26,8 @@ ANN = RecipientValues(
     recipient_id="9",
 )
 
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
+
 
 def _content(body: str, body_format: BodyFormat = "markdown") -> CampaignContent:
     return CampaignContent(subject="Issue 1", preheader="", body=body, body_format=body_format)
@@ -37,6 +41,8 @@ def _seen(body: str, segment: str, body_format: BodyFormat = "markdown") -> tupl
         sender=SENDER,
         list_info=LIST,
         base_url="https://news.example.com",
+        engine=ENGINE,
+        now=START,
     )
     return rendering.html_for(ANN), rendering.text_for(ANN)
 
@@ -151,6 +157,8 @@ def test_merge_tags_fill_in_the_name_or_its_fallback() -> None:
         sender=SENDER,
         list_info=LIST,
         base_url="https://news.example.com",
+        engine=ENGINE,
+        now=START,
     )
     assert "Hi Ann, or Ann." in rendering.text_for(ANN)
     nameless = RecipientValues(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.clock import START
 from tidings.domain.errors import InvalidInput
 from tidings.rendering import (
     DEFAULT_THEME,
@@ -13,6 +14,7 @@ from tidings.rendering import (
     CampaignContent,
     ListInfo,
     Sender,
+    TemplateEngine,
     Theme,
     render_segment,
 )
@@ -35,6 +37,8 @@ CONTENT = CampaignContent(
     "::: button https://example.com/go\nGo\n:::\n",
 )
 
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
+
 
 def _html(theme: Theme = DEFAULT_THEME) -> str:
     rendering = render_segment(
@@ -43,6 +47,8 @@ def _html(theme: Theme = DEFAULT_THEME) -> str:
         sender=SENDER,
         list_info=LIST,
         base_url="https://n.example.com",
+        engine=ENGINE,
+        now=START,
         theme=theme,
     )
     return rendering.html_for(SAMPLE_RECIPIENT)

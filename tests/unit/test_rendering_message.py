@@ -34,6 +34,8 @@ SENDER = Sender(
     sending_domain="news.example.com",
     reply_to="letters@news.example.com",
 )
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 LIST = ListInfo(campaign_id="1001", newsletter_slug="ledger", newsletter_name="The Ledger")
 BASE_URL = "https://news.example.com"
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -62,7 +64,13 @@ def _render(
 ) -> SegmentRendering:
     content = CampaignContent(subject=subject, preheader="Five things", body=body)
     return render_segment(
-        content, "paid", sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=engine, now=NOW
+        content,
+        "paid",
+        sender=SENDER,
+        list_info=LIST,
+        base_url=BASE_URL,
+        engine=engine or ENGINE,
+        now=NOW,
     )
 
 
@@ -193,7 +201,13 @@ def test_each_segment_is_rendered_once() -> None:
     content = CampaignContent(subject="S", preheader="", body="::: only paid\nP\n:::\nAll")
     for segment in ("free", "paid"):
         rendering = render_segment(
-            content, segment, sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=engine
+            content,
+            segment,
+            sender=SENDER,
+            list_info=LIST,
+            base_url=BASE_URL,
+            engine=engine,
+            now=NOW,
         )
         for number in range(100):
             rendering.personalise(_recipient(number))
@@ -272,7 +286,9 @@ def test_the_date_follows_now_when_given() -> None:
 def test_the_preview_shows_sample_values_in_html_and_text() -> None:
     # The preview endpoint shows what a reader sees, with no slot tokens left over.
     content = CampaignContent(subject="Hello", preheader="", body=BODY)
-    shown = preview(content, "free", sender=SENDER, list_info=LIST, base_url=BASE_URL)
+    shown = preview(
+        content, "free", sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=ENGINE, now=NOW
+    )
     assert "Hello Sam Reader" in shown.html
     assert "Hello Sam Reader" in shown.text
     assert "tds" not in shown.html

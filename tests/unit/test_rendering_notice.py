@@ -8,7 +8,15 @@ from html.parser import HTMLParser
 import pytest
 
 from tidings.domain.errors import InvalidInput
-from tidings.rendering import DEFAULT_THEME, Notice, render_confirmation_email, render_notice
+from tidings.rendering import (
+    DEFAULT_THEME,
+    Notice,
+    TemplateEngine,
+    render_confirmation_email,
+    render_notice,
+)
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 
 URL = "https://news.example.com/confirm/tok-123?n=weekly&x=1"
 VOID = {"meta", "input", "br", "img", "link", "hr", "source", "wbr", "area", "col", "base"}
@@ -52,6 +60,7 @@ def _confirmation(**overrides: object) -> Notice:
         "newsletter_name": "The Weekly",
         "confirm_url": URL,
         "expires_hours": 48,
+        "engine": ENGINE,
     }
     return render_confirmation_email(**{**values, **overrides})  # type: ignore[arg-type]
 
@@ -151,6 +160,7 @@ def test_a_generic_notice_puts_paragraphs_before_the_button_and_notes_after() ->
         button_label="Sign in",
         button_url="https://news.example.com/signin/t",
         notes=["It works once."],
+        engine=ENGINE,
     )
     html = notice.html
     assert html.index("Press the button") < html.index(">Sign in</a>") < html.index("works once")

@@ -2,7 +2,17 @@
 
 import pytest
 
-from tidings.rendering import CampaignContent, ListInfo, Sender, check_content, render_segment
+from tests.support.clock import START
+from tidings.rendering import (
+    CampaignContent,
+    ListInfo,
+    Sender,
+    TemplateEngine,
+    check_content,
+    render_segment,
+)
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 
 SENDER = Sender(name="Ed", address="ed@example.org", sending_domain="example.org")
 LIST = ListInfo(campaign_id="1", newsletter_slug="weekly", newsletter_name="Weekly")
@@ -11,7 +21,13 @@ LIST = ListInfo(campaign_id="1", newsletter_slug="weekly", newsletter_name="Week
 def _free_version(body: str) -> str:
     content = CampaignContent(subject="S", preheader="", body=body)
     rendering = render_segment(
-        content, "free", sender=SENDER, list_info=LIST, base_url="https://news.example.org"
+        content,
+        "free",
+        sender=SENDER,
+        list_info=LIST,
+        base_url="https://news.example.org",
+        engine=ENGINE,
+        now=START,
     )
     return rendering.html + rendering.text
 

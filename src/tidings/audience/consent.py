@@ -119,6 +119,7 @@ class ConsentRecorder:
             newsletter_name=newsletter.name,
             confirm_url=self._ctx.confirm_url(token),
             expires_hours=self._ctx.confirm_token_ttl_hours,
+            engine=self._ctx.templates,
         )
         await self._ctx.mailer.queue_in(
             conn,

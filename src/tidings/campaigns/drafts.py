@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 import structlog
 
 from tidings.delivery.email_jobs import Mailer, RawEmail
 from tidings.domain.audience import normalise_email
+from tidings.domain.clock import Clock
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
@@ -26,6 +25,7 @@ from tidings.rendering import (
     Preview,
     RecipientValues,
     Sender,
+    TemplateEngine,
     Theme,
     check_content,
     preview,
@@ -59,10 +59,11 @@ EDITABLE_FIELDS = frozenset(
 @dataclass(frozen=True)
 class CampaignContext:
     db: Database
-    now: Callable[[], datetime]
+    now: Clock
     mailer: Mailer
     public_url: str
     theme: Theme
+    templates: TemplateEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +219,8 @@ class CampaignDrafts:
             sender=sender,
             list_info=list_info,
             base_url=self._ctx.public_url,
+            engine=self._ctx.templates,
+            now=self._ctx.now(),
             theme=self._ctx.theme,
         )
         if not self._ctx.public_url.startswith("https://"):
@@ -246,8 +249,9 @@ class CampaignDrafts:
             sender=sender,
             list_info=list_info,
             base_url=self._ctx.public_url,
-            theme=self._ctx.theme,
+            engine=self._ctx.templates,
             now=self._ctx.now(),
+            theme=self._ctx.theme,
         )
         job_ids = []
         async with self._ctx.db.write() as conn:
