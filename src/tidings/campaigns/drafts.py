@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import structlog
 
+from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.delivery.email_jobs import Mailer, RawEmail
 from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock
@@ -108,8 +109,8 @@ class CampaignDrafts:
     def __init__(self, context: CampaignContext) -> None:
         self._ctx = context
 
-    async def create(self, *, newsletter: str, **values: Any) -> CampaignDraft:
-        fields = _validated({key: values.get(key) for key in EDITABLE_FIELDS})
+    async def create(self, newsletter: str, draft: DraftFields) -> CampaignDraft:
+        fields = _validated(draft.values())
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             found = await newsletter_queries.get_by_slug(conn, newsletter)
@@ -126,10 +127,8 @@ class CampaignDrafts:
         log.info("campaign.created", campaign_id=row.id)
         return self._draft(row, found)
 
-    async def update(self, campaign_id: int, **changes: Any) -> CampaignDraft:
-        unknown = set(changes) - EDITABLE_FIELDS
-        if unknown:
-            raise InvalidInput(f"cannot change {', '.join(sorted(unknown))}")
+    async def update(self, campaign_id: int, edit: DraftChanges) -> CampaignDraft:
+        changes = edit.values()
         for key in REQUIRED_FIELDS & {k for k, v in changes.items() if v is None}:
             raise InvalidInput(f"{key} cannot be null", field=key)
         current = await self.get(campaign_id)
