@@ -155,7 +155,7 @@ def image_server(tmp_path: Path) -> Iterator[str]:
 def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
     tmp_path: Path, image_server: str
 ) -> None:
-    # A newsletter that scrolls sideways on a phone is unreadable; most opens are on phones.
+    """A newsletter that scrolls sideways on a phone is unreadable; most opens are on phones."""
     browser = _chromium()
     for segment in ("free", "paid"):
         shown = preview(
@@ -178,7 +178,7 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
 
 
 def test_the_overflow_measurement_notices_a_page_that_overflows(tmp_path: Path) -> None:
-    # The check above is only worth something if it can fail.
+    """The check above is only worth something if it can fail."""
     browser = _chromium()
     wide = '<html><body><div style="width:2000px">x</div></body></html>'
     measured = _measure(browser, tmp_path, wide, 375)

@@ -23,6 +23,7 @@ LEASE_SECONDS = 1.5
 async def test_killed_worker_job_is_reclaimed_and_completed_once(
     database_url: str, tmp_path: Path
 ) -> None:
+    """A worker killed mid-job loses nothing: the lease expires and another completes it once."""
     db = create_database(database_url)
     await migrate.upgrade(db)
     queue = JobQueue(

@@ -18,7 +18,7 @@ async def _seed(db: Database) -> tuple[int, int]:
 
 
 async def test_unsubscribed_without_history_is_refused(db: Database) -> None:
-    """ "Unsubscribed now, never unsubscribed" must not exist: after a complaint, the history
+    """A row "unsubscribed now, never unsubscribed" must not exist: after a complaint, the history
     is what proves the person had asked to leave."""
     newsletter_id, subscriber_id = await _seed(db)
     for bad in (

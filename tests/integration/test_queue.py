@@ -40,7 +40,7 @@ async def _outcomes(db: Database) -> list[tuple[int, str]]:
 
 
 async def test_enqueue_same_key_twice_returns_the_existing_job(db: Database) -> None:
-    # The idempotency key is the dedupe: asking twice must not send twice.
+    """The idempotency key is the dedupe: asking twice must not send twice."""
     queue = JobQueue(db, FAST, Clock())
     async with db.write() as conn:
         first, created = await queue.enqueue(conn, "send_email", "confirm:abc", {"a": 1})
@@ -52,7 +52,7 @@ async def test_enqueue_same_key_twice_returns_the_existing_job(db: Database) -> 
 
 
 async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> None:
-    # The outbox (PRI-6): a job exists if and only if the change that caused it committed.
+    """The outbox (PRI-6): a job exists if and only if the change that caused it committed."""
     queue = JobQueue(db, FAST, Clock())
     with pytest.raises(RuntimeError):
         async with db.write() as conn:
@@ -62,7 +62,7 @@ async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> 
 
 
 async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> None:
-    # A worker that overran its lease must not overwrite the outcome of the one that reclaimed.
+    """A worker that overran its lease must not overwrite the outcome of the one that reclaimed."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 1)
@@ -83,6 +83,7 @@ async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> 
 
 
 async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Database) -> None:
+    """A dead worker's job is picked up again; a live worker's is not taken from it."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 2)
@@ -101,7 +102,7 @@ async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Data
 
 
 async def test_two_workers_never_both_complete_one_job(database_url: str) -> None:
-    # Two processes on one database (separate engines) share 120 jobs: each runs exactly once.
+    """Two processes on one database (separate engines) share 120 jobs: each runs exactly once."""
     first, second = create_database(database_url), create_database(database_url)
     from tidings.storage import migrate
 
@@ -145,7 +146,7 @@ async def _outcomes_after(database_url: str) -> list[tuple[int, str]]:
 
 
 async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) -> None:
-    # DLV-3: transient failures retry with backoff up to max_attempts, then `dead`, replayable.
+    """DLV-3: transient failures retry with backoff up to max_attempts, then `dead`, replayable."""
     queue = JobQueue(db, FAST, utcnow)
     (job,) = await _enqueue(db, queue, 1, kind="flaky")
     calls: list[int] = []
@@ -187,8 +188,8 @@ async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) ->
 
 
 async def test_permanent_failure_and_crash_are_recorded_without_message_text(db: Database) -> None:
-    # GiveUp goes straight to dead; an unexpected exception's message (maybe an address) is
-    # never stored, only its class.
+    """GiveUp goes straight to dead; an unexpected exception's message (maybe an address) is never
+    stored, only its class."""
     queue = JobQueue(db, FAST, utcnow)
     async with db.write() as conn:
         (doomed, _), (crashing, _) = [
@@ -216,6 +217,7 @@ async def test_permanent_failure_and_crash_are_recorded_without_message_text(db:
 
 
 async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
+    """Concurrency limits protect providers and receivers from more than they agreed to take."""
     queue = JobQueue(db, FAST, utcnow)
     await _enqueue(db, queue, 10, kind="limited")
     in_flight, peak = 0, 0
@@ -241,7 +243,7 @@ async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
 
 
 async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
-    # SIGTERM mid-send: the send completes and is recorded before the worker exits.
+    """SIGTERM mid-send: the send completes and is recorded before the worker exits."""
     queue = JobQueue(db, FAST, utcnow)
     (job,) = await _enqueue(db, queue, 1, kind="slow")
     started = asyncio.Event()
@@ -262,7 +264,7 @@ async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
 
 
 def test_registering_a_second_handler_for_a_kind_is_an_error() -> None:
-    # SND-22: two consumers of one kind racing and dropping work is a known failure mode.
+    """SND-22: two consumers of one kind racing and dropping work is a known failure mode."""
     registry = HandlerRegistry()
 
     async def handler(job: Job) -> None:
@@ -274,6 +276,7 @@ def test_registering_a_second_handler_for_a_kind_is_an_error() -> None:
 
 
 async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
+    """Pruning bounds the table without ever dropping work still to do."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 3)
@@ -289,7 +292,7 @@ async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
 
 
 async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) -> None:
-    # DLV-4: on PostgreSQL a new job is picked up at once, not at the next poll.
+    """DLV-4: on PostgreSQL a new job is picked up at once, not at the next poll."""
     if not database_url.startswith("postgresql"):
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     from tidings.storage import migrate
@@ -318,8 +321,8 @@ async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) ->
 
 
 async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database) -> None:
-    # A job longer than its lease stays claimed while its worker lives; if another worker takes
-    # it over anyway, the first stops instead of both carrying on.
+    """A job longer than its lease stays claimed while its worker lives; if another worker takes it
+    over anyway, the first stops instead of both carrying on."""
     lease_policy = policy(
         lease_seconds=0.6,
         poll_interval_seconds=0.05,

@@ -14,6 +14,7 @@ from tidings.storage.database import Database
 
 
 async def test_captured_mail_older_than_retention_is_pruned(db: Database) -> None:
+    """Captured mail holds addresses and content: it must not be kept forever."""
     clock = Clock()
     provider = CaptureProvider(db, clock)
     mail = CapturedMail(db, clock, retention=timedelta(days=30))
@@ -32,6 +33,7 @@ async def test_captured_mail_older_than_retention_is_pruned(db: Database) -> Non
 
 
 async def test_finished_webhook_deliveries_are_pruned_pending_ones_kept(db: Database) -> None:
+    """Delivery payloads hold personal data; pending ones are still owed to their receiver."""
     clock = Clock()
     queue = JobQueue(db, policy(), clock)
     hooks = Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1))

@@ -41,12 +41,13 @@ def _free_version(body: str) -> str:
     ],
 )
 def test_paid_passage_after_fence_like_lines_stays_paid(body: str) -> None:
-    # Mis-reading where code ends would show paid content to free readers.
+    """Mis-reading where code ends would show paid content to free readers."""
     assert "SECRET" not in _free_version(body)
     assert check_content(CampaignContent(subject="S", preheader="", body=body)) == {"paid"}
 
 
 def test_block_lines_inside_a_real_fence_are_code() -> None:
+    """Segment markers inside a code fence are code to show, not blocks to act on."""
     body = "```\n::: only paid\n```\nafter"
     assert check_content(CampaignContent(subject="S", preheader="", body=body)) == frozenset()
     assert "::: only paid" in _free_version(body)
