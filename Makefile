@@ -31,14 +31,15 @@ browser:
 	  else echo "notice: chromium not found; the rendering browser test will be skipped"; fi; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff format --check src tests tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_test_docstrings.py
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests tools
+	$(BIN)/ruff check --fix src tests tools
 
 docs: $(STAMP)
 	$(BIN)/python -m tidings.cli.reference cli > docs/cli.md

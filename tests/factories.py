@@ -11,8 +11,9 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from tidings.api.app import create_app
-from tidings.bootstrap import Container
+from tidings.bootstrap import Container, build, utcnow
 from tidings.config import Settings, load_settings
+from tidings.domain.clock import Clock
 
 
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
@@ -21,10 +22,12 @@ def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
 
 @asynccontextmanager
 async def api_client(
-    settings: Settings, *, apply_migrations: bool = True
+    settings: Settings, *, apply_migrations: bool = True, clock: Clock = utcnow
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
-    """The real ASGI app, lifespan run, reached over httpx's in-process transport."""
-    app: FastAPI = create_app(settings, apply_migrations=apply_migrations)
+    """The real ASGI app, lifespan run, reached over httpx's in-process transport. Pass a
+    test clock (`tests.support.clock.Clock`) to move time under the app."""
+    container = build(settings, clock=clock)
+    app: FastAPI = create_app(settings, apply_migrations=apply_migrations, container=container)
     async with LifespanManager(app) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:

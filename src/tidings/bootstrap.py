@@ -12,7 +12,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -33,7 +33,7 @@ from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.campaigns.lifecycle import CampaignSends
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.submission import BatchSubmitter
-from tidings.config import MailgunSettings, Settings
+from tidings.config import MailgunSettings, QueueSettings, Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
@@ -41,16 +41,19 @@ from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
+from tidings.domain.clock import Clock
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue
-from tidings.rendering import Theme
+from tidings.rendering import Pages, TemplateEngine, Theme
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
+from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
 
 
 def utcnow() -> datetime:
+    """The production clock: the one place that reads the time (HOUSE rule 2)."""
     return datetime.now(UTC)
 
 
@@ -69,11 +72,16 @@ class SiteSecret:
 
 @dataclass
 class Container:
-    """Everything one process needs, built once from settings."""
+    """Everything one process needs, built once from settings. It owns what it holds: the
+    database, and the providers (given to `build` or built on first use), all closed by
+    `close()` through one exit stack."""
 
     settings: Settings
+    clock: Clock
     db: Database
     metrics: Metrics
+    templates: TemplateEngine
+    pages: Pages
     api_keys: ApiKeys
     queue: JobQueue
     webhooks: Webhooks
@@ -89,37 +97,25 @@ class Container:
     sending: SendingContext
     sends: CampaignSends
     importer: Importer
-    _closers: list[PerRecipientProvider | MailgunProvider | WebhookClient] = field(
-        default_factory=list
-    )
+    resources: AsyncExitStack
+    _email_provider: PerRecipientProvider | None = None
+    _webhook_client: WebhookClient | None = None
+    _batch_providers: dict[str, MailgunProvider] = field(default_factory=dict)
 
     async def close(self) -> None:
-        for resource in self._closers:
-            if isinstance(resource, WebhookClient):
-                await resource.aclose()
-            else:
-                await resource.close()
-        await self.db.dispose()
+        await self.resources.aclose()
+
+    async def check_ready(self) -> None:
+        """Raise `NotReady` unless the database answers and is migrated (`/readyz`)."""
+        await check_ready(self.db)
 
     def email_provider(self) -> PerRecipientProvider:
-        """The configured provider (built on first use: only workers send)."""
-        email = self.settings.email
-        if email.provider == "capture":
-            provider: PerRecipientProvider = CaptureProvider(self.db, utcnow)
-        else:
-            smtp = self.settings.smtp
-            provider = SmtpProvider(
-                host=smtp.host,
-                port=smtp.port,
-                username=smtp.username,
-                password=smtp.password.get_secret_value() if smtp.password else None,
-                security=smtp.security,
-                timeout_seconds=smtp.timeout_seconds,
-                pool_size=smtp.pool_size,
-                validate_certs=smtp.validate_certs,
-            )
-        self._closers.append(provider)
-        return provider
+        """The provider given to `build`, else the configured one, built on first use (only
+        workers send); either way once, and closed with the container."""
+        if self._email_provider is None:
+            self._email_provider = configured_email_provider(self.settings, self.db, self.clock)
+            self.resources.push_async_callback(self._email_provider.close)
+        return self._email_provider
 
     def campaign_handover(self) -> Handover:
         """How campaign batches reach the provider: one call per batch for a batch API,
@@ -127,7 +123,7 @@ class Container:
         bulk = self.settings.bulk_email
         if self.settings.email.provider == "mailgun":
             mailgun = self.settings.mailgun
-            built: dict[str, MailgunProvider] = {}
+            built = self._batch_providers
 
             def provider_for(domain: str) -> MailgunProvider:
                 # The configured domain, or the warming domain (SND-5): one client each.
@@ -135,7 +131,7 @@ class Container:
                     domain = str(mailgun.domain)
                 if domain not in built:
                     built[domain] = mailgun_provider(mailgun, domain)
-                    self._closers.append(built[domain])
+                    self.resources.push_async_callback(built[domain].close)
                 return built[domain]
 
             return BatchHandover(provider_for, deadline_seconds=mailgun.timeout_seconds + 5)
@@ -148,15 +144,11 @@ class Container:
         )
 
     def webhook_client(self) -> WebhookClient:
-        hooks = self.settings.webhooks
-        client = WebhookClient(
-            allow_private_networks=hooks.allow_private_networks,
-            deadline_seconds=hooks.deadline_seconds,
-            max_response_bytes=hooks.max_response_bytes,
-            per_host_concurrency=hooks.per_host_concurrency,
-        )
-        self._closers.append(client)
-        return client
+        """Like `email_provider`: given or configured, built once, closed with the container."""
+        if self._webhook_client is None:
+            self._webhook_client = configured_webhook_client(self.settings, self.clock)
+            self.resources.push_async_callback(self._webhook_client.aclose)
+        return self._webhook_client
 
     def handler_registry(self) -> HandlerRegistry:
         """Every job kind and its one handler. A second registration of a kind fails here."""
@@ -166,6 +158,7 @@ class Container:
             SEND_EMAIL,
             EmailJobHandler(
                 self.email_provider(),
+                self.clock,
                 deadline_seconds=self.settings.email.send_deadline_seconds,
                 domain=self.settings.email.from_address.rpartition("@")[2],
             ),
@@ -191,7 +184,7 @@ class Container:
         )
         registry.register(
             DELIVER_WEBHOOK,
-            WebhookJobHandler(self.db, self.webhook_client(), utcnow),
+            WebhookJobHandler(self.db, self.webhook_client(), self.clock),
             concurrency=queue.webhook_concurrency,
         )
         return registry
@@ -213,8 +206,37 @@ class Container:
         )
 
 
-def queue_policy(settings: Settings) -> QueuePolicy:
-    queue = settings.queue
+def configured_email_provider(
+    settings: Settings, db: Database, clock: Clock
+) -> PerRecipientProvider:
+    if settings.email.provider == "capture":
+        return CaptureProvider(db, clock)
+    smtp = settings.smtp
+    return SmtpProvider(
+        host=smtp.host,
+        port=smtp.port,
+        username=smtp.username,
+        password=smtp.password.get_secret_value() if smtp.password else None,
+        security=smtp.security,
+        timeout_seconds=smtp.timeout_seconds,
+        pool_size=smtp.pool_size,
+        validate_certs=smtp.validate_certs,
+    )
+
+
+def configured_webhook_client(settings: Settings, clock: Clock) -> WebhookClient:
+    hooks = settings.webhooks
+    return WebhookClient(
+        clock=clock,
+        allow_private_networks=hooks.allow_private_networks,
+        deadline_seconds=hooks.deadline_seconds,
+        max_response_bytes=hooks.max_response_bytes,
+        per_host_concurrency=hooks.per_host_concurrency,
+    )
+
+
+def queue_policy(queue: QueueSettings) -> QueuePolicy:
+    """The queue's timing, from settings: the defaults are defined there, once."""
     return QueuePolicy(
         lease_seconds=queue.lease_seconds,
         poll_interval_seconds=queue.poll_interval_seconds,
@@ -227,26 +249,44 @@ def queue_policy(settings: Settings) -> QueuePolicy:
     )
 
 
-def build(settings: Settings) -> Container:
+def build(
+    settings: Settings,
+    *,
+    clock: Clock = utcnow,
+    email_provider: PerRecipientProvider | None = None,
+    webhook_client: WebhookClient | None = None,
+) -> Container:
+    """Wire every part from `settings`. Production defaults: the real clock, and the
+    configured email provider and webhook client (built on first use). Tests pass their own;
+    whatever is passed is the container's to close. Building connects to nothing."""
+    resources = AsyncExitStack()
     db = create_database(
         settings.database.url,
         busy_timeout_ms=settings.database.sqlite_busy_timeout_ms,
         pool_size=settings.database.pool_size,
     )
-    queue = JobQueue(db, queue_policy(settings), utcnow)
+    resources.push_async_callback(db.dispose)  # last: the stack closes in reverse
+    for given in (email_provider, webhook_client):
+        if isinstance(given, WebhookClient):
+            resources.push_async_callback(given.aclose)
+        elif given is not None:
+            resources.push_async_callback(given.close)
+    templates = TemplateEngine()
+    queue = JobQueue(db, queue_policy(settings.queue), clock)
     overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
-    webhooks = Webhooks(db, queue, utcnow, rotation_overlap=overlap)
+    webhooks = Webhooks(db, queue, clock, rotation_overlap=overlap)
     mailer = Mailer(db, queue)
     site_secret = SiteSecret()
     audience = AudienceContext(
         db=db,
-        now=utcnow,
+        now=clock,
         secret=site_secret,
         mailer=mailer,
         webhooks=webhooks,
         public_url=str(settings.site.public_url).rstrip("/"),
         site_name=settings.site.name,
         confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
+        templates=templates,
     )
     limits = SubscribeLimits(
         per_ip=settings.audience.subscribe_limit_per_ip,
@@ -258,16 +298,17 @@ def build(settings: Settings) -> Container:
     campaigns = CampaignDrafts(
         CampaignContext(
             db=db,
-            now=utcnow,
+            now=clock,
             mailer=mailer,
             public_url=audience.public_url,
             theme=theme_from(settings),
+            templates=templates,
         )
     )
     sending = SendingContext(
         db=db,
         queue=queue,
-        now=utcnow,
+        now=clock,
         drafts=campaigns,
         webhooks=webhooks,
         secret=site_secret,
@@ -275,13 +316,16 @@ def build(settings: Settings) -> Container:
     )
     return Container(
         settings=settings,
+        clock=clock,
         db=db,
         metrics=Metrics(),
-        api_keys=ApiKeys(db, utcnow),
+        templates=templates,
+        pages=Pages(engine=templates),
+        api_keys=ApiKeys(db, clock),
         queue=queue,
         webhooks=webhooks,
         captured_mail=CapturedMail(
-            db, utcnow, retention=timedelta(days=settings.email.capture_retention_days)
+            db, clock, retention=timedelta(days=settings.email.capture_retention_days)
         ),
         mailer=mailer,
         site_secret=site_secret,
@@ -294,6 +338,9 @@ def build(settings: Settings) -> Container:
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),
+        resources=resources,
+        _email_provider=email_provider,
+        _webhook_client=webhook_client,
     )
 
 
@@ -356,12 +403,13 @@ async def start(container: Container, *, apply_migrations: bool) -> None:
     elif await migrate.is_at_head(container.db):
         async with container.db.write() as conn:
             container.site_secret.value = await get_or_create_secret(
-                conn, "site", candidate=secrets.token_urlsafe(32), now=utcnow()
+                conn, "site", candidate=secrets.token_urlsafe(32), now=container.clock()
             )
 
 
 @asynccontextmanager
 async def running(settings: Settings, *, apply_migrations: bool) -> AsyncIterator[Container]:
+    """A started container, closed on exit (the CLI's way in)."""
     container = build(settings)
     try:
         await start(container, apply_migrations=apply_migrations)

@@ -24,6 +24,8 @@ async def admin(
 
 
 async def test_newsletter_crud_and_conflicts(admin: Any) -> None:
+    """Admins manage lists over the API; a taken slug or a list with subscribers is a 409, not a
+    500."""
     client, _, headers = admin
     duplicate = await client.post(
         "/api/admin/newsletters",
@@ -51,6 +53,8 @@ async def test_newsletter_crud_and_conflicts(admin: Any) -> None:
 
 
 async def test_admin_asserted_consent_is_explicit_and_recorded(admin: Any) -> None:
+    """Consent an admin asserts must say so (source, evidence, key id), or it cannot be defended
+    later."""
     client, container, headers = admin
     created = await client.post(
         "/api/admin/subscribers",
@@ -79,6 +83,7 @@ async def test_admin_asserted_consent_is_explicit_and_recorded(admin: Any) -> No
 
 
 async def test_search_filters_by_newsletter_state_tier_label_and_text(admin: Any) -> None:
+    """Admins find people the way campaigns target them: by list, state, tier, label and text."""
     client, _, headers = admin
     for email, tier, labels, confirmed in (
         ("a@example.org", "free", ["beta"], True),
@@ -116,6 +121,7 @@ async def test_search_filters_by_newsletter_state_tier_label_and_text(admin: Any
 
 
 async def test_update_export_and_privacy_delete(admin: Any) -> None:
+    """A person's data can be corrected, exported whole and erased (AUD-10)."""
     client, container, headers = admin
     created = (
         await client.post(
@@ -164,6 +170,8 @@ async def test_update_export_and_privacy_delete(admin: Any) -> None:
 
 
 async def test_suppression_lift_is_recorded_and_requires_a_reason(admin: Any) -> None:
+    """Lifting a suppression re-enables mail to someone who bounced or complained: it needs a reason
+    and a trail."""
     client, container, headers = admin
     await client.post("/api/admin/suppressions", headers=headers, json={"email": "x@example.org"})
     listed = (await client.get("/api/admin/suppressions", headers=headers)).json()["items"]
@@ -198,7 +206,7 @@ async def test_suppression_lift_is_recorded_and_requires_a_reason(admin: Any) ->
 
 
 async def test_subscriber_events_are_queued_in_the_same_transaction(admin: Any) -> None:
-    # PRI-6: every subscriber change that reports a webhook writes it with the change.
+    """PRI-6: every subscriber change that reports a webhook writes it with the change."""
     client, container, headers = admin
     hook = await client.post(
         "/api/admin/webhooks",
@@ -230,6 +238,7 @@ async def test_subscriber_events_are_queued_in_the_same_transaction(admin: Any) 
 
 
 async def test_bad_admin_input_is_4xx_and_changes_nothing(admin: Any) -> None:
+    """A refused admin request is the caller's error and leaves every audience table as it was."""
     client, container, headers = admin
     before = await snapshot(container)
     cases = [
@@ -261,6 +270,7 @@ async def test_bad_admin_input_is_4xx_and_changes_nothing(admin: Any) -> None:
 
 
 async def test_admin_assertion_does_not_override_a_persons_unsubscribe(admin: Any) -> None:
+    """Only the person may undo their own unsubscribe; an admin assertion is refused."""
     client, _, headers = admin
     created = (
         await client.post(
@@ -290,7 +300,7 @@ async def test_admin_assertion_does_not_override_a_persons_unsubscribe(admin: An
 
 
 async def test_privacy_delete_also_erases_queued_mail_and_webhook_payloads(admin: Any) -> None:
-    # AUD-10: after a deletion nothing about the person may still go out or sit in a log.
+    """AUD-10: after a deletion nothing about the person may still go out or sit in a log."""
     client, container, headers = admin
     hook = (
         await client.post(

@@ -21,7 +21,7 @@ def _admin_operations(spec: dict) -> list[tuple[str, str]]:
 
 
 async def test_no_admin_route_answers_without_a_valid_key(database_url: str) -> None:
-    # Walks the OpenAPI document, so a route added later without the guard fails this test.
+    """Walks the OpenAPI document, so a route added later without the guard fails this test."""
     async with api_client(make_settings(database_url)) as (client, container):
         operations = _admin_operations((await client.get("/openapi.json")).json())
         assert len(operations) >= 3
@@ -43,6 +43,7 @@ async def test_no_admin_route_answers_without_a_valid_key(database_url: str) -> 
 
 
 async def test_key_lifecycle_over_the_api(database_url: str) -> None:
+    """Keys are created (shown once), listed without secrets and revoked over the API itself."""
     async with api_client(make_settings(database_url)) as (client, container):
         headers = await admin_headers(container)
         created = await client.post("/api/admin/keys", json={"name": "ci"}, headers=headers)
@@ -60,6 +61,7 @@ async def test_key_lifecycle_over_the_api(database_url: str) -> None:
 
 @pytest.mark.parametrize("limit", [1, 2])
 async def test_key_list_pages_by_cursor(sqlite_url: str, limit: int) -> None:
+    """Long key lists page by cursor without gaps or repeats."""
     async with api_client(make_settings(sqlite_url)) as (client, container):
         headers = await admin_headers(container)
         for name in ("a", "b", "c"):
@@ -82,7 +84,7 @@ async def test_key_list_pages_by_cursor(sqlite_url: str, limit: int) -> None:
 
 
 async def test_unauthenticated_client_cannot_tell_ids_apart(sqlite_url: str) -> None:
-    # Without a key, an existing key id and an unknown one get the same answer.
+    """Without a key, an existing key id and an unknown one get the same answer."""
     async with api_client(make_settings(sqlite_url)) as (client, container):
         existing = (await container.api_keys.create("real")).key.id
         answers: list[httpx.Response] = [

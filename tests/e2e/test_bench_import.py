@@ -8,7 +8,7 @@ from tidings.cli.bench.importing import bench_import, generate_csv
 
 
 async def test_bench_import_returns_well_formed_json(sqlite_url: str) -> None:
-    # The figures are for people; the test checks only that they are there and consistent.
+    """The figures are for people; the test checks only that they are there and consistent."""
     result = await bench_import(sqlite_url, rows=300)
     assert json.loads(json.dumps(result)) == result
     assert result["database"] == "sqlite"
@@ -19,8 +19,8 @@ async def test_bench_import_returns_well_formed_json(sqlite_url: str) -> None:
 
 
 def test_generated_file_is_valid_and_repeatable() -> None:
-    # A bench over a file the importer rejects, or one that changes between runs, measures
-    # nothing comparable.
+    """A bench over a file the importer rejects, or one that changes between runs, measures nothing
+    comparable."""
     text = generate_csv(200)
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert len(rows) == 200

@@ -59,6 +59,8 @@ async def _draft(
 
 
 async def test_draft_is_saved_listed_and_edited(studio: Any) -> None:
+    """A draft round-trips through the API exactly as written, and edits change only what they name.
+    A draft round-trips through the API exactly as written, and edits change only what they name."""
     client, _, headers = studio
     draft = await _draft(client, headers, audience_filter="TIER:paid, tier:comped")
     assert draft["status"] == "draft"
@@ -99,7 +101,7 @@ async def test_draft_is_saved_listed_and_edited(studio: Any) -> None:
 async def test_invalid_fields_are_refused_at_save_time_and_change_nothing(
     studio: Any, change: dict[str, str], field: str
 ) -> None:
-    # CR/LF in a header-bound field is rejected at input, never stripped at send (CMP-4).
+    """CR/LF in a header-bound field is rejected at input, never stripped at send (CMP-4)."""
     client, container, headers = studio
     draft = await _draft(client, headers)
     before = await snapshot(container)
@@ -119,6 +121,8 @@ async def test_invalid_fields_are_refused_at_save_time_and_change_nothing(
 
 
 async def test_only_drafts_can_be_edited_or_deleted(studio: Any) -> None:
+    """Once a campaign leaves draft, its content is what was (or will be) sent: no edits, no
+    deletes."""
     client, container, headers = studio
     draft = await _draft(client, headers)
     from sqlalchemy import update
@@ -138,6 +142,8 @@ async def test_only_drafts_can_be_edited_or_deleted(studio: Any) -> None:
 
 
 async def test_preview_renders_each_segment_with_its_own_passages(studio: Any) -> None:
+    """Authors check each segment's version before sending (CMP-5): paid passages stay out of free.
+    Authors check each segment's version before sending (CMP-5): paid passages stay out of free."""
     client, _, headers = studio
     draft = await _draft(client, headers)
     url = f"/api/admin/campaigns/{draft['id']}/preview"
@@ -158,6 +164,7 @@ async def test_preview_renders_each_segment_with_its_own_passages(studio: Any) -
 async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone(
     studio: Any,
 ) -> None:
+    """A test send shows the real message without touching the campaign's state or counts."""
     client, _, headers = studio
     draft = await _draft(client, headers)
     before = (await client.get(f"/api/admin/campaigns/{draft['id']}", headers=headers)).json()
@@ -207,6 +214,7 @@ async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone
 
 
 def test_campaign_cli_creates_previews_and_lists(tmp_path: Path, sqlite_url: str) -> None:
+    """The CLI composes the same drafts as the API, from a Markdown or HTML file."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
         "TIDINGS_DATABASE_URL": sqlite_url,
@@ -262,6 +270,7 @@ def test_campaign_cli_creates_previews_and_lists(tmp_path: Path, sqlite_url: str
 
 
 async def test_bench_render_prints_well_formed_json() -> None:
+    """The render benchmark's JSON is read by scripts; a malformed report breaks them."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

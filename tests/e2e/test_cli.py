@@ -21,6 +21,7 @@ def _tidings(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_keys_commands_on_a_fresh_database(database_url: str) -> None:
+    """The first admin key can only come from the CLI, so it must work on a fresh database."""
     before = _tidings(database_url, "keys", "list")
     assert before.returncode == 1
     assert "tidings migrate" in before.stderr
@@ -43,7 +44,7 @@ def test_keys_commands_on_a_fresh_database(database_url: str) -> None:
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end() -> None:
-    # `make demo` is the first thing a new user runs; it must work on a fresh machine.
+    """`make demo` is the first thing a new user runs; it must work on a fresh machine."""
     result = subprocess.run(
         [sys.executable, "-m", "tidings", "demo"],
         capture_output=True,

@@ -20,7 +20,7 @@ from standardwebhooks import Webhook
 
 from tests.factories import admin_headers, make_settings
 from tidings.api.app import create_app
-from tidings.bootstrap import Container
+from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
 from tidings.delivery.sink import Faults, SmtpSink
 
@@ -54,8 +54,8 @@ async def eventually(check: Callable[[], Awaitable[Any]], within_seconds: float 
 
 
 async def test_transactional_email_is_captured_and_readable(database_url: str) -> None:
-    # The zero-configuration path: queue a message through the API, the in-process worker
-    # sends it through the capture provider, the outbox API shows it.
+    """The zero-configuration path: queue a message through the API, the in-process worker sends it
+    through the capture provider, the outbox API shows it."""
     settings = make_settings(database_url, queue=FAST_QUEUE)
     async with serving(settings) as (client, container):
         headers = await admin_headers(container)
@@ -112,9 +112,9 @@ async def test_smtp_outcomes_map_onto_the_queue(
     expected_status: str,
     expected_error: str | None,
 ) -> None:
-    # 5xx is permanent (dead after one attempt); 4xx and dropped connections retry with
-    # backoff until attempts run out; an accepted message is done.
-    async with SmtpSink(faults=faults) as sink:
+    """5xx is permanent (dead after one attempt); 4xx and dropped connections retry with backoff
+    until attempts run out; an accepted message is done."""
+    async with SmtpSink(clock=utcnow, faults=faults) as sink:
         settings = make_settings(
             database_url,
             queue=FAST_QUEUE,
@@ -192,8 +192,8 @@ class Receiver:
 
 
 async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: str) -> None:
-    # Receivers verify with the standardwebhooks library; the delivery log shows the outcome;
-    # a replay sends the same webhook-id again.
+    """Receivers verify with the standardwebhooks library; the delivery log shows the outcome; a
+    replay sends the same webhook-id again."""
     settings = make_settings(
         database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
     )
@@ -234,6 +234,7 @@ async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: s
 
 
 async def test_rotated_secret_signs_with_both_secrets_during_overlap(database_url: str) -> None:
+    """Receivers switch secrets at their own pace: during the overlap both verify."""
     settings = make_settings(
         database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
     )
@@ -260,6 +261,7 @@ async def test_rotated_secret_signs_with_both_secrets_during_overlap(database_ur
 
 
 async def test_410_disables_the_endpoint(database_url: str) -> None:
+    """A receiver that answers 410 Gone asked to be left alone: stop sending, and say why."""
     settings = make_settings(
         database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
     )
@@ -287,7 +289,7 @@ async def test_410_disables_the_endpoint(database_url: str) -> None:
 
 
 async def test_ssrf_guard_blocks_loopback_endpoint_by_default(database_url: str) -> None:
-    # With the guard on (the default), a URL pointing at this machine is never dialed.
+    """With the guard on (the default), a URL pointing at this machine is never dialed."""
     settings = make_settings(database_url, queue=FAST_QUEUE)
     async with Receiver() as receiver, serving(settings) as (client, container):
         headers = await admin_headers(container)
@@ -316,6 +318,7 @@ async def test_ssrf_guard_blocks_loopback_endpoint_by_default(database_url: str)
 
 
 async def test_bad_webhook_input_is_rejected_and_changes_nothing(database_url: str) -> None:
+    """A bad endpoint definition is refused at the door, with nothing stored."""
     settings = make_settings(database_url, queue=FAST_QUEUE)
     async with serving(settings) as (client, container):
         headers = await admin_headers(container)
@@ -343,8 +346,8 @@ async def test_bad_webhook_input_is_rejected_and_changes_nothing(database_url: s
 
 
 async def test_a_slow_webhook_host_does_not_delay_another_host(database_url: str) -> None:
-    # DLV-7 through the real worker: deliveries to a host at its concurrency bound are
-    # deferred (no attempt spent) instead of holding worker slots, so other hosts keep flowing.
+    """DLV-7 through the real worker: deliveries to a host at its concurrency bound are deferred (no
+    attempt spent) instead of holding worker slots, so other hosts keep flowing."""
     settings = make_settings(
         database_url,
         queue={**FAST_QUEUE, "webhook_concurrency": 4},

@@ -8,6 +8,7 @@ PROBLEM = "application/problem+json"
 
 
 async def test_unknown_route_and_wrong_method_are_problems(sqlite_url: str) -> None:
+    """Every error, even one FastAPI raises before our code runs, is problem+json with a code."""
     async with api_client(make_settings(sqlite_url)) as (client, _):
         missing = await client.get("/no/such/thing")
         assert (missing.status_code, missing.headers["content-type"]) == (404, PROBLEM)
@@ -17,7 +18,7 @@ async def test_unknown_route_and_wrong_method_are_problems(sqlite_url: str) -> N
 
 
 async def test_oversized_body_is_413_whether_declared_or_streamed(database_url: str) -> None:
-    # A client must not be able to make the API buffer an arbitrarily large body.
+    """A client must not be able to make the API buffer an arbitrarily large body."""
     settings = make_settings(database_url, http={"max_body_bytes": 2048})
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
@@ -36,6 +37,7 @@ async def test_oversized_body_is_413_whether_declared_or_streamed(database_url: 
 
 
 async def test_malformed_json_and_wrong_types_are_4xx_and_change_nothing(database_url: str) -> None:
+    """The caller's malformed body is a 4xx naming the field, never a 500, and changes nothing."""
     async with api_client(make_settings(database_url)) as (client, container):
         headers = {**await admin_headers(container), "content-type": "application/json"}
         cases = [

@@ -21,6 +21,7 @@ CSV = (
 
 
 def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
+    """An operator importing a file sees which rows failed and why, and can export what went in."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
         "TIDINGS_DATABASE_URL": database_url,
@@ -74,6 +75,7 @@ def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url:
 
 
 async def test_admin_api_import_and_export(database_url: str) -> None:
+    """The admin API imports and exports the same CSV as the CLI."""
     async with api_client(make_settings(database_url)) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers)
@@ -113,7 +115,7 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
 
 
 async def test_import_publishes_consent_events_in_the_same_transaction(database_url: str) -> None:
-    # Must-be-true 7: every consent change, an import's included, reports its webhook event.
+    """Must-be-true 7: every consent change, an import's included, reports its webhook event."""
     async with api_client(make_settings(database_url)) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers)

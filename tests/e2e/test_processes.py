@@ -19,7 +19,7 @@ def _env(database_url: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 async def test_worker_stops_cleanly_on_signal(database_url: str, stop_signal: int) -> None:
-    # Deploys send SIGTERM: the worker must stop claiming, drain, and exit 0 (not crash).
+    """Deploys send SIGTERM: the worker must stop claiming, drain, and exit 0 (not crash)."""
     database = create_database(database_url)
     await migrate.upgrade(database)
     await database.dispose()
@@ -42,7 +42,7 @@ async def test_worker_stops_cleanly_on_signal(database_url: str, stop_signal: in
 
 
 async def test_worker_serves_its_own_metrics(sqlite_url: str) -> None:
-    # Job outcomes are counted in the worker process; Prometheus must be able to scrape them.
+    """Job outcomes are counted in the worker process; Prometheus must be able to scrape them."""
     import socket
 
     import httpx
@@ -78,6 +78,7 @@ async def test_worker_serves_its_own_metrics(sqlite_url: str) -> None:
 
 
 async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
+    """A worker on an old schema would fail every job; it refuses to start and says why."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -93,7 +94,7 @@ async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
 
 
 async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
-    # BEN-3: the figures are for people; the test checks only that they are there.
+    """BEN-3: the figures are for people; the test checks only that they are there."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e.audience_helpers import confirmation_tokens, create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.clock import Clock
 from tidings.bootstrap import Container
 from tidings.domain import tokens
 
@@ -43,7 +44,7 @@ async def _subscriber(
 
 
 async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> None:
-    # No enumeration: a stranger must not learn whether an address is on the list.
+    """No enumeration: a stranger must not learn whether an address is on the list."""
     client, container, headers = site
     new = await _subscribe(client, "new@example.org")
     await _subscribe(client, "pending@example.org")
@@ -68,7 +69,7 @@ async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> 
 
 
 async def test_confirm_get_changes_nothing_and_post_confirms_idempotently(site: Any) -> None:
-    # Mail scanners open every link: only the POST behind the button may confirm.
+    """Mail scanners open every link: only the POST behind the button may confirm."""
     client, container, headers = site
     await _subscribe(client, "Reader@Example.ORG", name="Rea")
     (token,) = await confirmation_tokens(container)
@@ -93,6 +94,8 @@ async def test_confirm_get_changes_nothing_and_post_confirms_idempotently(site: 
 async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_again(
     site: Any,
 ) -> None:
+    """Subscribe is public: reviving must keep the history and ask for a fresh confirmation (AUD-5).
+    Subscribe is public: reviving must keep the history and ask for a fresh confirmation (AUD-5)."""
     client, container, headers = site
     await _subscribe(client, "again@example.org")
     (token,) = await confirmation_tokens(container)
@@ -115,7 +118,7 @@ async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_aga
 async def test_asking_again_queues_a_new_confirmation_and_old_links_still_name_the_row(
     site: Any,
 ) -> None:
-    # Someone who never got the first email can ask again: the dedupe key is per token.
+    """Someone who never got the first email can ask again: the dedupe key is per token."""
     client, container, _ = site
     await _subscribe(client, "twice@example.org")
     await _subscribe(client, "twice@example.org")
@@ -127,6 +130,7 @@ async def test_asking_again_queues_a_new_confirmation_and_old_links_still_name_t
 
 
 async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: Any) -> None:
+    """RFC 8058: a mail client's POST alone unsubscribes, and the history records it."""
     client, container, headers = site
     await _subscribe(client, "leaver@example.org")
     (token,) = await confirmation_tokens(container)
@@ -175,6 +179,7 @@ async def _subscriber_created_at(container: Container, subscriber_id: int) -> da
 
 
 async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) -> None:
+    """A reader manages every list from one page reached from any email."""
     client, container, headers = site
     await create_newsletter(client, headers, slug="daily")
     await _subscribe(client, "prefs@example.org")
@@ -208,6 +213,7 @@ async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) ->
 
 @pytest.mark.parametrize("path", ["/confirm/{}", "/unsubscribe/{}", "/preferences/{}"])
 async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str) -> None:
+    """A bad link says so in plain words and changes nothing."""
     client, container, _ = site
     await _subscribe(client, "someone@example.org")
     before = await snapshot(container)
@@ -223,27 +229,22 @@ async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str)
     assert await snapshot(container) == before
 
 
-async def test_expired_confirmation_link_shows_expired_page(site: Any) -> None:
-    client, container, _ = site
-    await _subscribe(client, "late@example.org")
-    (token,) = await confirmation_tokens(container)
-    from datetime import timedelta
-
-    from tidings.domain.tokens import hash_token
-    from tidings.storage import subscriptions as queries
-
-    async with container.db.write() as conn:
-        row = await queries.get_by_token_hash(conn, hash_token(token))
-        assert row is not None
-        await queries.update_subscription(
-            conn, row.id, confirm_token_expires_at=row.created_at - timedelta(hours=1)
-        )
-    response = await client.post(f"/confirm/{token}")
+async def test_expired_confirmation_link_shows_expired_page(database_url: str) -> None:
+    """An old link must say so (and how to get a new one), not confirm a stale request."""
+    clock = Clock()
+    settings = make_settings(database_url)
+    async with api_client(settings, clock=clock) as (client, container):
+        await create_newsletter(client, await admin_headers(container))
+        await _subscribe(client, "late@example.org")
+        (token,) = await confirmation_tokens(container)
+        clock.advance(timedelta(hours=settings.audience.confirm_token_ttl_hours, seconds=1))
+        response = await client.post(f"/confirm/{token}")
     assert response.status_code == 404
     assert "expired" in response.text
 
 
 async def test_form_post_redirects_to_the_thank_you_page(site: Any) -> None:
+    """Post/redirect/get: reloading the thank-you page must not subscribe again."""
     client, *_ = site
     form = await client.get("/subscribe")
     assert 'action="/subscribe"' in form.text
@@ -257,6 +258,7 @@ async def test_form_post_redirects_to_the_thank_you_page(site: Any) -> None:
 
 
 async def test_suppressed_address_stays_suppressed_when_it_subscribes_again(site: Any) -> None:
+    """A bounce or complaint outranks a form: suppression survives a new signup, silently."""
     client, container, headers = site
     suppressed = await client.post(
         "/api/admin/suppressions",
@@ -273,6 +275,7 @@ async def test_suppressed_address_stays_suppressed_when_it_subscribes_again(site
 
 
 async def test_subscribe_rate_limits_hold_per_address(database_url: str) -> None:
+    """Nobody may flood one person's inbox with confirmation emails."""
     settings = make_settings(database_url, audience={"subscribe_limit_per_address": 2})
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
@@ -302,6 +305,7 @@ async def test_subscribe_rate_limits_hold_per_address(database_url: str) -> None
 async def test_bad_subscribe_input_is_4xx_and_changes_nothing(
     site: Any, body: dict[str, Any]
 ) -> None:
+    """A public endpoint's bad input is refused without a trace in the database."""
     client, container, _ = site
     before = await snapshot(container)
     response = await client.post("/api/subscribe", json=body)
@@ -311,6 +315,7 @@ async def test_bad_subscribe_input_is_4xx_and_changes_nothing(
 
 
 async def test_malformed_json_and_form_bodies_are_4xx(site: Any) -> None:
+    """Malformed bodies from the internet are the sender's error, not ours."""
     client, container, _ = site
     before = await snapshot(container)
     raw = await client.post(
@@ -328,7 +333,7 @@ async def test_malformed_json_and_form_bodies_are_4xx(site: Any) -> None:
 async def test_links_from_a_deleted_subscriber_do_not_reach_a_new_one_with_the_same_id(
     site: Any,
 ) -> None:
-    # SQLite reuses ids: a link signed for a deleted row must not control a new person.
+    """SQLite reuses ids: a link signed for a deleted row must not control a new person."""
     client, container, headers = site
     created = (
         await client.post(
@@ -349,8 +354,8 @@ async def test_links_from_a_deleted_subscriber_do_not_reach_a_new_one_with_the_s
 
 
 async def test_single_opt_in_never_revives_an_unsubscribe_without_confirmation(site: Any) -> None:
-    # Subscribe is public: on a single opt-in list it must still not undo a person's own
-    # unsubscribe without a click in their mailbox.
+    """Subscribe is public: on a single opt-in list it must still not undo a person's own
+    unsubscribe without a click in their mailbox."""
     client, container, headers = site
     await client.patch(
         "/api/admin/newsletters/weekly", headers=headers, json={"double_opt_in": False}
@@ -368,7 +373,7 @@ async def test_single_opt_in_never_revives_an_unsubscribe_without_confirmation(s
 
 
 async def test_concurrent_confirmations_confirm_once(site: Any) -> None:
-    # Two clicks (or a scanner and a person) at once must record consent and notify once.
+    """Two clicks (or a scanner and a person) at once must record consent and notify once."""
     import asyncio
 
     client, container, headers = site
@@ -390,6 +395,7 @@ async def test_concurrent_confirmations_confirm_once(site: Any) -> None:
 
 
 async def test_subscribe_rate_limit_holds_per_client_address(database_url: str) -> None:
+    """One client cannot sign up the world: a per-IP limit holds behind trusted proxies too."""
     settings = make_settings(database_url, audience={"subscribe_limit_per_ip": 3})
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
@@ -421,6 +427,7 @@ async def test_subscribe_rate_limit_holds_per_client_address(database_url: str) 
 async def test_nul_bytes_and_huge_numbers_are_4xx_not_500(
     site: Any, method: str, path: str, body: Any
 ) -> None:
+    """Values the database cannot store are the caller's error (422), on both dialects."""
     client, container, headers = site
     before = await snapshot(container)
     # httpx sends NUL as the JSON escape \u0000, which is how it reaches a JSON API.

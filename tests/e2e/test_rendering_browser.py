@@ -24,8 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tidings.rendering import preview
+from tests.support.clock import START
+from tidings.rendering import TemplateEngine, preview
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 
 pytestmark = pytest.mark.slow
 
@@ -152,7 +155,7 @@ def image_server(tmp_path: Path) -> Iterator[str]:
 def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
     tmp_path: Path, image_server: str
 ) -> None:
-    # A newsletter that scrolls sideways on a phone is unreadable; most opens are on phones.
+    """A newsletter that scrolls sideways on a phone is unreadable; most opens are on phones."""
     browser = _chromium()
     for segment in ("free", "paid"):
         shown = preview(
@@ -161,6 +164,8 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
             sender=SAMPLE_SENDER,
             list_info=SAMPLE_LIST,
             base_url=SAMPLE_BASE_URL,
+            engine=ENGINE,
+            now=START,
         )
         for label, width in WIDTHS.items():
             measured = _measure(browser, tmp_path, shown.html, width)
@@ -173,7 +178,7 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
 
 
 def test_the_overflow_measurement_notices_a_page_that_overflows(tmp_path: Path) -> None:
-    # The check above is only worth something if it can fail.
+    """The check above is only worth something if it can fail."""
     browser = _chromium()
     wide = '<html><body><div style="width:2000px">x</div></body></html>'
     measured = _measure(browser, tmp_path, wide, 375)

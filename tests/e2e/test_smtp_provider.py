@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -64,7 +65,7 @@ def make_provider(sink: SmtpSink, **overrides: Any) -> SmtpProvider:
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SmtpSink]:
-    async with SmtpSink() as running:
+    async with SmtpSink(clock=utcnow) as running:
         yield running
 
 
@@ -85,7 +86,7 @@ def free_port() -> int:
 async def test_message_arrives_byte_identical_with_its_envelope(
     sink: SmtpSink, provider: SmtpProvider
 ) -> None:
-    # The message is serialised (and signed, later DKIM) once; the relay must get exactly it.
+    """The message is serialised (and signed, later DKIM) once; the relay must get exactly it."""
     envelope = make_envelope("alice@example.com")
     result = await provider.send(envelope)
     assert isinstance(provider, PerRecipientProvider)
@@ -99,7 +100,7 @@ async def test_message_arrives_byte_identical_with_its_envelope(
 
 
 async def test_pool_reuses_at_most_pool_size_connections(sink: SmtpSink) -> None:
-    # Opening a connection per message is slow and trips relay rate limits on big sends.
+    """Opening a connection per message is slow and trips relay rate limits on big sends."""
     smtp = make_provider(sink, pool_size=2)
     try:
         results = await asyncio.gather(
@@ -118,7 +119,7 @@ async def test_pool_reuses_at_most_pool_size_connections(sink: SmtpSink) -> None
 async def test_one_refused_recipient_is_reported_and_the_others_get_the_message(
     sink: SmtpSink, provider: SmtpProvider
 ) -> None:
-    # SND-12: a bad address must not fail the good ones sharing its envelope.
+    """SND-12: a bad address must not fail the good ones sharing its envelope."""
     recipients = ["a@example.com", "b+reject550@example.com", "c@example.com"]
     result = await provider.send(make_envelope(*recipients))
     assert list(result.accepted) == ["a@example.com", "c@example.com"]
@@ -132,7 +133,7 @@ async def test_one_refused_recipient_is_reported_and_the_others_get_the_message(
 async def test_deferred_recipient_is_a_temporary_rejection(
     sink: SmtpSink, provider: SmtpProvider
 ) -> None:
-    # A 4xx on RCPT is retried later for that recipient, not bounced.
+    """A 4xx on RCPT is retried later for that recipient, not bounced."""
     result = await provider.send(make_envelope("a@example.com", "b+defer451@example.com"))
     assert list(result.accepted) == ["a@example.com"]
     rejection = result.rejected["b+defer451@example.com"]
@@ -142,7 +143,7 @@ async def test_deferred_recipient_is_a_temporary_rejection(
 async def test_all_recipients_refused_returns_a_result_without_sending_data(
     sink: SmtpSink, provider: SmtpProvider
 ) -> None:
-    # Per-recipient outcomes are still known, so this is a result, not an exception.
+    """Per-recipient outcomes are still known, so this is a result, not an exception."""
     result = await provider.send(make_envelope("a+reject550@example.com", "b+defer451@example.com"))
     assert list(result.accepted) == []
     assert {address: r.permanent for address, r in result.rejected.items()} == {
@@ -171,7 +172,7 @@ async def test_refused_transaction_is_classified_by_reply_code(
     failure: type[Exception],
     status: int,
 ) -> None:
-    # Callers decide retry by type (HOUSE rule 8): 4xx is temporary, 5xx permanent.
+    """Callers decide retry by type (HOUSE rule 8): 4xx is temporary, 5xx permanent."""
     sink.faults = faults
     with pytest.raises(failure) as caught:
         await provider.send(make_envelope("a@example.com"))
@@ -189,7 +190,7 @@ async def test_refused_transaction_is_classified_by_reply_code(
 async def test_failure_details_never_carry_addresses_or_reply_text(
     sink: SmtpSink, provider: SmtpProvider
 ) -> None:
-    # Exceptions end up in logs and job rows; relays echo the address in their reply text.
+    """Exceptions end up in logs and job rows; relays echo the address in their reply text."""
     sink.faults = Faults(data_reply="554 5.7.1 <a@example.com> looks like spam")
     with pytest.raises(PermanentFailure) as caught:
         await provider.send(make_envelope("a@example.com"))
@@ -199,7 +200,7 @@ async def test_failure_details_never_carry_addresses_or_reply_text(
 
 
 async def test_disconnect_during_data_is_temporary_and_never_resent(sink: SmtpSink) -> None:
-    # After DATA the relay may have taken the message: replaying it could mail twice.
+    """After DATA the relay may have taken the message: replaying it could mail twice."""
     smtp = make_provider(sink, pool_size=1)
     try:
         await smtp.send(make_envelope("a@example.com"))
@@ -219,7 +220,7 @@ async def test_disconnect_during_data_is_temporary_and_never_resent(sink: SmtpSi
 async def test_reply_slower_than_the_timeout_is_temporary_and_not_replayed(
     sink: SmtpSink, provider: SmtpProvider, command: str
 ) -> None:
-    # A hung relay must not hold a worker past its lease, and slow is not the same as dead.
+    """A hung relay must not hold a worker past its lease, and slow is not the same as dead."""
     await provider.send(make_envelope("a@example.com"))
     sink.faults = Faults(delay_seconds=5.0, delay_commands=frozenset({command}))
     started = time.monotonic()
@@ -234,7 +235,7 @@ async def test_reply_slower_than_the_timeout_is_temporary_and_not_replayed(
 
 
 async def test_connection_refused_is_temporary() -> None:
-    # A relay that is down is an outage, not a reason to bounce the recipient.
+    """A relay that is down is an outage, not a reason to bounce the recipient."""
     smtp = SmtpProvider(
         host="127.0.0.1", port=free_port(), security="none", timeout_seconds=TIMEOUT
     )
@@ -246,7 +247,7 @@ async def test_connection_refused_is_temporary() -> None:
 
 
 async def test_send_after_sink_restart_reconnects(sink: SmtpSink, provider: SmtpProvider) -> None:
-    # Relays restart; pooled connections die with them and must be replaced quietly.
+    """Relays restart; pooled connections die with them and must be replaced quietly."""
     await provider.send(make_envelope("a@example.com"))
     await sink.stop()
     await sink.start()
@@ -258,7 +259,7 @@ async def test_send_after_sink_restart_reconnects(sink: SmtpSink, provider: Smtp
 async def test_idle_connection_dropped_unnoticed_is_replaced_once_without_double_send(
     sink: SmtpSink,
 ) -> None:
-    # A relay's idle timeout closes pooled connections; the first command finds out.
+    """A relay's idle timeout closes pooled connections; the first command finds out."""
     smtp = make_provider(sink, pool_size=1)
     try:
         await smtp.send(make_envelope("a@example.com"))
@@ -274,7 +275,7 @@ async def test_idle_connection_dropped_unnoticed_is_replaced_once_without_double
 
 
 async def test_close_quits_pooled_connections(sink: SmtpSink) -> None:
-    # Workers shutting down must not leave connections for the relay to time out.
+    """Workers shutting down must not leave connections for the relay to time out."""
     smtp = make_provider(sink, pool_size=2)
     await asyncio.gather(*(smtp.send(make_envelope(f"u{n}@example.com")) for n in range(4)))
     assert sink.open_connections >= 1
@@ -286,8 +287,8 @@ async def test_close_quits_pooled_connections(sink: SmtpSink) -> None:
 
 
 async def test_authenticates_with_configured_credentials() -> None:
-    # Most relays (SES, Postmark, a smarthost) require AUTH before MAIL.
-    async with SmtpSink(credentials=("relay-user", "s3cret")) as sink:
+    """Most relays (SES, Postmark, a smarthost) require AUTH before MAIL."""
+    async with SmtpSink(clock=utcnow, credentials=("relay-user", "s3cret")) as sink:
         smtp = make_provider(sink, username="relay-user", password="s3cret")
         try:
             await smtp.send(make_envelope("a@example.com"))
@@ -297,8 +298,8 @@ async def test_authenticates_with_configured_credentials() -> None:
 
 
 async def test_wrong_credentials_are_temporary() -> None:
-    # A configuration mistake must not permanently bounce every recipient of a campaign.
-    async with SmtpSink(credentials=("relay-user", "s3cret")) as authenticating:
+    """A configuration mistake must not permanently bounce every recipient of a campaign."""
+    async with SmtpSink(clock=utcnow, credentials=("relay-user", "s3cret")) as authenticating:
         smtp = make_provider(authenticating, username="relay-user", password="wrong")
         try:
             with pytest.raises(TemporaryFailure) as caught:
@@ -328,12 +329,13 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("security", ["starttls", "tls"])
 async def test_sends_over_verified_tls(certificate: tuple[Path, Path], security: str) -> None:
-    # Credentials and messages cross the network to the relay; both modes must really encrypt.
+    """Credentials and messages cross the network to the relay; both modes must really encrypt."""
     cert, key = certificate
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
     client_context = ssl.create_default_context(cafile=str(cert))
     sink = SmtpSink(
+        clock=utcnow,
         tls_context=server_context,
         implicit_tls=security == "tls",
         credentials=("relay-user", "s3cret"),

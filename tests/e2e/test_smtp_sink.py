@@ -13,6 +13,7 @@ from pathlib import Path
 import aiosmtplib
 import pytest
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.sink import Faults, SmtpSink
 
 TIMEOUT = 0.5
@@ -21,7 +22,7 @@ MESSAGE = b"Subject: hi\r\n\r\nbody line\r\n"
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SmtpSink]:
-    async with SmtpSink() as running:
+    async with SmtpSink(clock=utcnow) as running:
         yield running
 
 
@@ -40,7 +41,7 @@ async def client(sink: SmtpSink) -> AsyncIterator[aiosmtplib.SMTP]:
 
 
 async def test_port_zero_binds_a_free_port_that_a_restart_keeps(sink: SmtpSink) -> None:
-    # Parallel tests need their own port; a restart must come back where clients point.
+    """Parallel tests need their own port; a restart must come back where clients point."""
     port = sink.port
     assert port > 0
     await sink.stop()
@@ -51,7 +52,7 @@ async def test_port_zero_binds_a_free_port_that_a_restart_keeps(sink: SmtpSink) 
 async def test_address_markers_trigger_rcpt_replies(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # Markers in addresses reach a sink in another process (`tidings dev-smtp`, benchmarks).
+    """Markers in addresses reach a sink in another process (`tidings dev-smtp`, benchmarks)."""
     await client.mail("news@example.com")
     with pytest.raises(aiosmtplib.SMTPRecipientRefused) as rejected:
         await client.rcpt("bob+reject550@example.com")
@@ -69,7 +70,7 @@ async def test_address_markers_trigger_rcpt_replies(
 async def test_custom_rcpt_markers_replace_the_defaults(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # Benchmarks pick their own markers; the markers only look at the local part.
+    """Benchmarks pick their own markers; the markers only look at the local part."""
     sink.faults = Faults(rcpt_replies={"+full": "452 4.2.2 Mailbox full"})
     await client.mail("news@example.com")
     with pytest.raises(aiosmtplib.SMTPRecipientRefused) as full:
@@ -82,7 +83,7 @@ async def test_custom_rcpt_markers_replace_the_defaults(
 async def test_mail_reply_fault_applies_and_can_be_lifted_while_running(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # Tests flip faults mid-run to see a provider recover on the same connection.
+    """Tests flip faults mid-run to see a provider recover on the same connection."""
     sink.faults = Faults(mail_reply="451 4.3.0 try later")
     with pytest.raises(aiosmtplib.SMTPSenderRefused) as refused:
         await client.sendmail("news@example.com", ["a@example.com"], MESSAGE)
@@ -95,7 +96,7 @@ async def test_mail_reply_fault_applies_and_can_be_lifted_while_running(
 async def test_data_reply_fault_refuses_and_stores_nothing(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # A refused message must not appear as delivered in the sink's record.
+    """A refused message must not appear as delivered in the sink's record."""
     sink.faults = Faults(data_reply="554 5.7.1 rejected")
     with pytest.raises(aiosmtplib.SMTPDataError) as refused:
         await client.sendmail("news@example.com", ["a@example.com"], MESSAGE)
@@ -107,7 +108,7 @@ async def test_data_reply_fault_refuses_and_stores_nothing(
 async def test_disconnect_during_data_drops_before_replying(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # The ambiguous case (did the relay take it?) must be reproducible on demand.
+    """The ambiguous case (did the relay take it?) must be reproducible on demand."""
     sink.faults = Faults(disconnect_during_data=True)
     with pytest.raises(aiosmtplib.SMTPServerDisconnected):
         await client.sendmail("news@example.com", ["a@example.com"], MESSAGE)
@@ -118,7 +119,7 @@ async def test_disconnect_during_data_drops_before_replying(
 async def test_delay_slows_only_the_chosen_commands(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # Timeout handling is tested by making exactly one command slow.
+    """Timeout handling is tested by making exactly one command slow."""
     sink.faults = Faults(delay_seconds=0.2, delay_commands=frozenset({"DATA"}))
     started = time.monotonic()
     await client.mail("news@example.com")
@@ -131,7 +132,7 @@ async def test_delay_slows_only_the_chosen_commands(
 async def test_fail_every_nth_refuses_a_deterministic_share(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # Benchmarks need a failure rate that repeats exactly from run to run.
+    """Benchmarks need a failure rate that repeats exactly from run to run."""
     sink.faults = Faults(fail_every_nth=3)
     outcomes = []
     for n in range(6):
@@ -145,8 +146,8 @@ async def test_fail_every_nth_refuses_a_deterministic_share(
 
 
 async def test_auth_is_required_when_credentials_are_configured() -> None:
-    # Lets the provider's AUTH path run against a server that really enforces it.
-    async with SmtpSink(credentials=("user", "pass")) as sink:
+    """Lets the provider's AUTH path run against a server that really enforces it."""
+    async with SmtpSink(clock=utcnow, credentials=("user", "pass")) as sink:
         smtp = aiosmtplib.SMTP(hostname=sink.host, port=sink.port, start_tls=False, timeout=TIMEOUT)
         await smtp.connect()
         try:
@@ -163,9 +164,9 @@ async def test_auth_is_required_when_credentials_are_configured() -> None:
 
 
 async def test_store_dir_gets_one_eml_file_per_accepted_message(tmp_path: Path) -> None:
-    # `tidings dev-smtp --store DIR` lets a developer open what was sent in a mail client.
+    """`tidings dev-smtp --store DIR` lets a developer open what was sent in a mail client."""
     store = tmp_path / "outbox"
-    async with SmtpSink(store_dir=store) as sink:
+    async with SmtpSink(clock=utcnow, store_dir=store) as sink:
         smtp = aiosmtplib.SMTP(hostname=sink.host, port=sink.port, start_tls=False, timeout=TIMEOUT)
         await smtp.connect()
         try:
@@ -183,7 +184,7 @@ async def test_store_dir_gets_one_eml_file_per_accepted_message(tmp_path: Path) 
 async def test_wait_for_times_out_when_too_few_messages_arrive(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    # A test waiting for mail that never comes must fail fast, saying how many came.
+    """A test waiting for mail that never comes must fail fast, saying how many came."""
     await client.sendmail("news@example.com", ["a@example.com"], MESSAGE)
     assert len(await sink.wait_for(1, TIMEOUT)) == 1
     with pytest.raises(TimeoutError, match="1 of 2"):
@@ -191,7 +192,7 @@ async def test_wait_for_times_out_when_too_few_messages_arrive(
 
 
 async def test_stop_closes_client_connections(sink: SmtpSink, client: aiosmtplib.SMTP) -> None:
-    # A restarted relay leaves clients holding dead connections; the sink must reproduce that.
+    """A restarted relay leaves clients holding dead connections; the sink must reproduce that."""
     await client.noop()
     assert sink.open_connections == 1
     await sink.stop()

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 import pytest
 from standardwebhooks import Webhook
 
+from tidings.bootstrap import utcnow
 from tidings.delivery.signing import generate_secret, sign_headers
 from tidings.delivery.webhook_client import (
     Outcome,
@@ -130,7 +131,7 @@ async def make_client() -> AsyncIterator[Callable[..., WebhookClient]]:
     clients: list[WebhookClient] = []
 
     def factory(**options: Any) -> WebhookClient:
-        client = WebhookClient(**options)
+        client = WebhookClient(**{"clock": utcnow, **options})
         clients.append(client)
         return client
 
@@ -194,7 +195,7 @@ OTHER_FORBIDDEN = [
 async def test_loopback_in_any_spelling_is_blocked(
     url: str, server: LoopbackServer, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # Each spelling reaches a live server on this port if the guard misses it.
+    """Each spelling reaches a live server on this port if the guard misses it."""
     dns = FakeDNS({})
     client = make_client(resolver=dns, deadline_seconds=2.0)
     result = await client.post(url.format(port=server.port), b"{}", HEADERS)
@@ -208,7 +209,7 @@ async def test_loopback_in_any_spelling_is_blocked(
 async def test_private_metadata_and_reserved_addresses_are_blocked(
     url: str, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # Cloud metadata and internal services are the usual SSRF targets.
+    """Cloud metadata and internal services are the usual SSRF targets."""
     dns = FakeDNS({})
     result = await make_client(resolver=dns, deadline_seconds=2.0).post(url, b"{}", HEADERS)
     assert result.outcome is Outcome.BLOCKED
@@ -218,7 +219,7 @@ async def test_private_metadata_and_reserved_addresses_are_blocked(
 
 
 async def test_metadata_reason_is_reported(make_client: Callable[..., WebhookClient]) -> None:
-    # The admin reading the delivery log needs to know why their URL never gets a request.
+    """The admin reading the delivery log needs to know why their URL never gets a request."""
     result = await make_client().post("http://169.254.169.254/latest/meta-data", b"{}", HEADERS)
     assert result.error == "blocked: cloud metadata"
 
@@ -238,7 +239,7 @@ async def test_a_name_resolving_to_a_forbidden_address_is_blocked(
     server: LoopbackServer,
     make_client: Callable[..., WebhookClient],
 ) -> None:
-    # Names are the common case: the check must apply to what they resolve to.
+    """Names are the common case: the check must apply to what they resolve to."""
     client = make_client(resolver=FakeDNS({"hooks.example": [answers]}))
     result = await client.post(f"http://hooks.example:{server.port}/", b"{}", HEADERS)
     assert result.outcome is Outcome.BLOCKED
@@ -249,8 +250,8 @@ async def test_a_name_resolving_to_a_forbidden_address_is_blocked(
 async def test_name_is_resolved_once_per_connection_and_the_answer_is_dialed(
     server: LoopbackServer, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # Rebinding: if anything re-resolved after the check, the second answer (an address with
-    # nothing listening) would be dialed and the request would fail.
+    """Rebinding: if anything re-resolved after the check, the second answer (an address with
+    nothing listening) would be dialed and the request would fail."""
     dns = FakeDNS({"rebind.test": [["127.0.0.1"], ["10.255.255.1"]]})
     client = make_client(allow_private_networks=True, resolver=dns, deadline_seconds=3.0)
     result = await client.post(f"http://rebind.test:{server.port}/hook", b"{}", HEADERS)
@@ -262,7 +263,7 @@ async def test_name_is_resolved_once_per_connection_and_the_answer_is_dialed(
 async def test_allow_private_networks_reaches_loopback_but_not_metadata(
     server: LoopbackServer, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # Self-hosted setups point webhooks at their LAN; the metadata service stays out of reach.
+    """Self-hosted setups point webhooks at their LAN; the metadata service stays out of reach."""
     client = make_client(allow_private_networks=True)
     delivered = await client.post(f"http://127.0.0.1:{server.port}/", b"{}", HEADERS)
     assert delivered.outcome is Outcome.DELIVERED
@@ -271,7 +272,8 @@ async def test_allow_private_networks_reaches_loopback_but_not_metadata(
 
 
 async def test_redirects_are_not_followed(make_client: Callable[..., WebhookClient]) -> None:
-    # A redirect is a second, unchecked request to wherever the receiver chooses.
+    """A redirect is a second, unchecked request to wherever the receiver chooses."""
+
     async def redirect(request: Received, writer: asyncio.StreamWriter) -> None:
         if request.target == "/hook":
             await respond(writer, 302, headers={"Location": "/internal-admin"})
@@ -291,7 +293,7 @@ async def test_proxy_environment_variables_are_ignored(
     make_client: Callable[..., WebhookClient],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Through a proxy the dialed address is the proxy's, and the guard checks nothing useful.
+    """Through a proxy the dialed address is the proxy's, and the guard checks nothing useful."""
     async with LoopbackServer() as proxy:
         proxy_url = f"http://127.0.0.1:{proxy.port}"
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
@@ -306,7 +308,7 @@ async def test_proxy_environment_variables_are_ignored(
 
 
 async def test_non_http_urls_are_refused(make_client: Callable[..., WebhookClient]) -> None:
-    # file://, gopher:// and friends have no business in a webhook.
+    """file://, gopher:// and friends have no business in a webhook."""
     client = make_client()
     for url in ("file:///etc/passwd", "gopher://127.0.0.1/", "http://"):
         result = await client.post(url, b"{}", HEADERS)
@@ -319,8 +321,9 @@ async def test_non_http_urls_are_refused(make_client: Callable[..., WebhookClien
 async def test_trickling_server_is_cut_off_at_the_whole_request_deadline(
     make_client: Callable[..., WebhookClient],
 ) -> None:
-    # Per-read timeouts never fire on a byte every 0.2 s; only a whole-request deadline keeps
-    # a hostile endpoint from holding a worker past its lease.
+    """Per-read timeouts never fire on a byte every 0.2 s; only a whole-request deadline keeps a
+    hostile endpoint from holding a worker past its lease."""
+
     async def trickle(request: Received, writer: asyncio.StreamWriter) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100000:
             writer.write(bytes([byte]))
@@ -344,7 +347,8 @@ async def test_trickling_server_is_cut_off_at_the_whole_request_deadline(
 async def test_response_body_is_read_only_up_to_the_cap(
     make_client: Callable[..., WebhookClient],
 ) -> None:
-    # An endless body must not fill memory or hold the request until the deadline.
+    """An endless body must not fill memory or hold the request until the deadline."""
+
     async def endless(request: Received, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         chunk = b"y" * 4096
@@ -363,7 +367,7 @@ async def test_response_body_is_read_only_up_to_the_cap(
 
 
 async def test_a_slow_host_cannot_starve_another(make_client: Callable[..., WebhookClient]) -> None:
-    # DLV-7: requests to one stuck endpoint queue behind its own limit, not everyone's.
+    """DLV-7: requests to one stuck endpoint queue behind its own limit, not everyone's."""
     release, four_stuck = asyncio.Event(), asyncio.Event()
     arrived = 0
 
@@ -430,7 +434,7 @@ async def status_from_path(request: Received, writer: asyncio.StreamWriter) -> N
 async def test_responses_are_classified_by_status(
     status: int, outcome: Outcome, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # The caller disables, retries or records purely on this outcome.
+    """The caller disables, retries or records purely on this outcome."""
     async with LoopbackServer(status_from_path) as receiver:
         client = make_client(allow_private_networks=True)
         result = await client.post(f"http://127.0.0.1:{receiver.port}/{status}", b"{}", HEADERS)
@@ -445,7 +449,7 @@ async def test_responses_are_classified_by_status(
 async def test_retry_after_is_read_from_seconds_and_dates_and_capped(
     make_client: Callable[..., WebhookClient],
 ) -> None:
-    # A receiver asking us to back off must be obeyed, but never for longer than the cap.
+    """A receiver asking us to back off must be obeyed, but never for longer than the cap."""
     in_two_minutes = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
     async with LoopbackServer(status_from_path) as receiver:
         client = make_client(allow_private_networks=True, max_retry_after_seconds=600)
@@ -477,13 +481,13 @@ async def test_retry_after_is_read_from_seconds_and_dates_and_capped(
     ],
 )
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
-    # Both RFC 9110 forms appear in the wild; garbage must not become a wait.
+    """Both RFC 9110 forms appear in the wild; garbage must not become a wait."""
     now = datetime(2034, 1, 1, tzinfo=UTC)
     assert parse_retry_after(value, now=now, cap_seconds=3600) == expected
 
 
 async def test_refused_connection_is_retried(make_client: Callable[..., WebhookClient]) -> None:
-    # An endpoint that is down today may be up tomorrow.
+    """An endpoint that is down today may be up tomorrow."""
     async with LoopbackServer() as closed:
         port = closed.port
     result = await make_client(allow_private_networks=True).post(
@@ -496,7 +500,7 @@ async def test_refused_connection_is_retried(make_client: Callable[..., WebhookC
 async def test_signed_request_reaches_the_receiver_verifiable(
     server: LoopbackServer, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # End to end: body and headers arrive byte for byte, and a receiver's library verifies them.
+    """End to end: body and headers arrive byte for byte, and a receiver's library verifies them."""
     secret = generate_secret()
     body = b'{"type":"campaign.sent","data":{"campaign_id":"c1"}}'
     signed = sign_headers("msg_e2e", datetime.now(UTC), body, [secret])
@@ -533,7 +537,7 @@ def self_signed_certificate(directory: Path, hostname: str) -> tuple[Path, Path]
 async def test_tls_verifies_the_url_hostname_while_dialing_the_checked_ip(
     tmp_path: Path, make_client: Callable[..., WebhookClient]
 ) -> None:
-    # Dialing an IP must not weaken TLS: SNI and verification use the name in the URL.
+    """Dialing an IP must not weaken TLS: SNI and verification use the name in the URL."""
     cert, key = self_signed_certificate(tmp_path, "hooks.test")
     server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_tls.load_cert_chain(cert, key)

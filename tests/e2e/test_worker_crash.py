@@ -6,13 +6,14 @@ import os
 import signal
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.support.queue_policy import policy
+from tidings.bootstrap import utcnow
 from tidings.domain.jobs import JobStatus
-from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.job import Job
+from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage import migrate
 from tidings.storage.database import create_database
 
@@ -22,12 +23,13 @@ LEASE_SECONDS = 1.5
 async def test_killed_worker_job_is_reclaimed_and_completed_once(
     database_url: str, tmp_path: Path
 ) -> None:
+    """A worker killed mid-job loses nothing: the lease expires and another completes it once."""
     db = create_database(database_url)
     await migrate.upgrade(db)
     queue = JobQueue(
         db,
-        QueuePolicy(lease_seconds=LEASE_SECONDS, poll_interval_seconds=0.05),
-        lambda: datetime.now(UTC),
+        policy(lease_seconds=LEASE_SECONDS, poll_interval_seconds=0.05),
+        utcnow,
     )
     async with db.write() as conn:
         job, _ = await queue.enqueue(conn, "sleepy", "crash-1", {})

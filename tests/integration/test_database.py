@@ -10,7 +10,7 @@ from tidings.storage.database import Database, create_database
 
 
 async def test_sqlite_connection_settings(sqlite_url: str) -> None:
-    # WAL lets readers run beside the writer; foreign keys are off by default in SQLite.
+    """WAL lets readers run beside the writer; foreign keys are off by default in SQLite."""
     database = create_database(sqlite_url, busy_timeout_ms=1234)
     try:
         async with database.read() as conn:
@@ -22,8 +22,8 @@ async def test_sqlite_connection_settings(sqlite_url: str) -> None:
 
 
 async def test_concurrent_writers_all_commit(db: Database) -> None:
-    # Read-modify-write from many tasks must neither fail with "database is locked" nor lose
-    # an update: writes are serialised (BEGIN IMMEDIATE on SQLite, row lock on PostgreSQL).
+    """Read-modify-write from many tasks must neither fail with "database is locked" nor lose an
+    update: writes are serialised (BEGIN IMMEDIATE on SQLite, row lock on PostgreSQL)."""
     async with db.write() as conn:
         await conn.execute(text("CREATE TABLE counter (n INTEGER NOT NULL)"))
         await conn.execute(text("INSERT INTO counter VALUES (0)"))
@@ -41,7 +41,7 @@ async def test_concurrent_writers_all_commit(db: Database) -> None:
 
 
 async def test_failed_write_rolls_back(db: Database) -> None:
-    # A write transaction that raises leaves nothing behind.
+    """A write transaction that raises leaves nothing behind."""
     async with db.write() as conn:
         await conn.execute(text("CREATE TABLE things (id INTEGER PRIMARY KEY)"))
     with pytest.raises(IntegrityError):

@@ -2,21 +2,19 @@
 
 import csv
 import io
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
+from tests.support import rows
+from tests.support.audience import SECRET, audience_context
+from tests.support.clock import Clock
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer, ImportReport
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.errors import InvalidInput
-from tidings.queue.policy import QueuePolicy
-from tidings.queue.service import JobQueue
-from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
 from tidings.storage.consent import mailable
@@ -29,53 +27,22 @@ from tidings.storage.tables import (
     webhook_deliveries,
 )
 
-SECRET = "import-test-secret"
 HEADER = "email,name,tier,labels,newsletter,status,created_at"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self) -> None:
-        self.now += timedelta(minutes=5)
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
 
 
 @pytest.fixture
 async def context(db: Database, clock: Clock) -> AudienceContext:
-    queue = JobQueue(db, QueuePolicy(), clock)
     async with db.write() as conn:
         for slug in ("weekly", "offers"):
-            await newsletter_queries.insert_newsletter(
-                conn,
-                slug=slug,
-                name=slug.title(),
-                description="",
-                sender_name="Tidings",
-                sender_address="news@example.org",
-                reply_to=None,
-                double_opt_in=True,
-                created_at=clock.now,
-                updated_at=clock.now,
+            await rows.newsletter(
+                conn, slug=slug, name=slug.title(), sender_address="news@example.org"
             )
-    return AudienceContext(
-        db=db,
-        now=clock,
-        secret=lambda: SECRET,
-        mailer=Mailer(db, queue),
-        webhooks=Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1)),
-        public_url="https://news.example.org",
-        site_name="Tidings test",
-        confirm_token_ttl_hours=48,
-    )
+    return audience_context(db, clock)
 
 
 def _csv(*rows: str, header: str = HEADER) -> list[str]:
@@ -124,7 +91,7 @@ MIXED = _csv(
 async def test_importing_the_same_file_twice_changes_nothing_the_second_time(
     context: AudienceContext, db: Database, clock: Clock
 ) -> None:
-    # An admin re-runs an import after a timeout; it must be safe to press the button twice.
+    """An admin re-runs an import after a timeout; it must be safe to press the button twice."""
     first = await _import(context, MIXED, chunk_size=2)
     before = await _subscriptions(db)
     clock.advance()  # a rewrite would show in updated_at
@@ -136,7 +103,7 @@ async def test_importing_the_same_file_twice_changes_nothing_the_second_time(
 
 
 async def test_blank_cells_never_clear_stored_data(context: AudienceContext, db: Database) -> None:
-    # A partial file (only emails and labels) must not wipe names and tiers already stored.
+    """A partial file (only emails and labels) must not wipe names and tiers already stored."""
     await _import(context, _csv("ada@example.org,Ada,paid,beta,,,"))
     report = await _import(context, _csv("ada@example.org,,,vip,,,"))
     ada = await _one(db, "ada@example.org")
@@ -148,7 +115,7 @@ async def test_blank_cells_never_clear_stored_data(context: AudienceContext, db:
 async def test_row_errors_name_line_and_field_while_valid_rows_import(
     context: AudienceContext, db: Database
 ) -> None:
-    # One bad row in 100,000 must not sink the file, and the admin must find it by line.
+    """One bad row in 100,000 must not sink the file, and the admin must find it by line."""
     lines = _csv(
         "ok1@example.org,,,,,,",  # line 2
         "not-an-address,,,,,,",  # 3
@@ -189,7 +156,7 @@ async def test_row_errors_name_line_and_field_while_valid_rows_import(
 async def test_confirmed_import_records_source_import_and_consent_evidence(
     context: AudienceContext, db: Database, clock: Clock
 ) -> None:
-    # Importing as confirmed is the admin asserting consent; an audit must see who and how.
+    """Importing as confirmed is the admin asserting consent; an audit must see who and how."""
     await _import(context, _csv("ada@example.org,,,,,confirmed,2024-05-01T10:00:00+02:00"))
     ada = await _one(db, "ada@example.org")
     assert ada["source"] == "import"
@@ -201,7 +168,7 @@ async def test_confirmed_import_records_source_import_and_consent_evidence(
 async def test_pending_import_sends_no_confirmation_email(
     context: AudienceContext, db: Database
 ) -> None:
-    # Mailing thousands of people from an import is a separate, explicit action.
+    """Mailing thousands of people from an import is a separate, explicit action."""
     await _import(context, _csv("bob@example.org,,,,,pending,", "cy@example.org,,,,,,"))
     rows = await _subscriptions(db)
     assert [(row["confirmed_at"], row["confirm_token_hash"]) for row in rows] == [(None, None)] * 2
@@ -211,7 +178,7 @@ async def test_pending_import_sends_no_confirmation_email(
 async def test_unsubscribed_import_carries_its_history(
     context: AudienceContext, db: Database, clock: Clock
 ) -> None:
-    # The CHECK forbids "unsubscribed now, never unsubscribed"; the import must satisfy it.
+    """The CHECK forbids "unsubscribed now, never unsubscribed"; the import must satisfy it."""
     await _import(context, _csv("cy@example.org,,,,,unsubscribed,"))
     cy = await _one(db, "cy@example.org")
     assert (cy["unsubscribed_at"], cy["unsubscribe_count"], cy["last_unsubscribed_at"]) == (
@@ -226,7 +193,7 @@ async def test_unsubscribed_import_carries_its_history(
 async def test_reimport_does_not_revive_an_unsubscribed_subscription(
     context: AudienceContext, db: Database, first_status: str
 ) -> None:
-    # An old export re-imported must never override a person's own unsubscribe.
+    """An old export re-imported must never override a person's own unsubscribe."""
     await _import(context, _csv(f"ada@example.org,,,,,{first_status},"))
     ada = await _one(db, "ada@example.org")
     async with db.write() as conn:
@@ -241,7 +208,7 @@ async def test_reimport_does_not_revive_an_unsubscribed_subscription(
 async def test_unsubscribed_in_the_file_unsubscribes_a_confirmed_subscription(
     context: AudienceContext, db: Database
 ) -> None:
-    # Moving a list from another platform carries its unsubscribes; honouring one is safe.
+    """Moving a list from another platform carries its unsubscribes; honouring one is safe."""
     await _import(context, _csv("ada@example.org,,,,,confirmed,"))
     report = await _import(context, _csv("ada@example.org,,,,,unsubscribed,"))
     ada = await _one(db, "ada@example.org")
@@ -252,7 +219,7 @@ async def test_unsubscribed_in_the_file_unsubscribes_a_confirmed_subscription(
 async def test_suppressed_address_is_stored_but_never_mailable(
     context: AudienceContext, db: Database
 ) -> None:
-    # A bounced or complaining address re-imported must stay blocked (AUD-8).
+    """A bounced or complaining address re-imported must stay blocked (AUD-8)."""
     async with db.write() as conn:
         await suppression_queries.suppress(
             conn,
@@ -280,7 +247,7 @@ async def test_suppressed_address_is_stored_but_never_mailable(
 async def test_new_subscribers_are_published_to_listening_endpoints(
     context: AudienceContext, db: Database
 ) -> None:
-    # Integrations (a CRM, say) learn of imported people like any others, in the same commit.
+    """Integrations (a CRM, say) learn of imported people like any others, in the same commit."""
     await context.webhooks.create_endpoint("https://hooks.example.org/in", ["subscriber.created"])
     await _import(context, MIXED, chunk_size=2)
     assert await _count(db, webhook_deliveries) == 4  # one per new address, not per row
@@ -289,7 +256,7 @@ async def test_new_subscribers_are_published_to_listening_endpoints(
 
 
 async def test_export_round_trips_what_was_imported(context: AudienceContext, db: Database) -> None:
-    # Moving between sites, or editing in a spreadsheet, must not lose or change anyone.
+    """Moving between sites, or editing in a spreadsheet, must not lose or change anyone."""
     lines = [
         *MIXED,
         "'=eve@example.org,=HYPERLINK(1),,,,confirmed,\n",  # formula cells come back as text
@@ -319,7 +286,7 @@ async def test_export_round_trips_what_was_imported(context: AudienceContext, db
 async def test_export_filters_by_newsletter_state_tier_and_label(
     context: AudienceContext,
 ) -> None:
-    # "Export any filtered audience": the filters select subscriptions, not whole people.
+    """AUD-9's "export any filtered audience": filters select subscriptions, not whole people."""
     await _import(context, MIXED)
     exporter = Importer(context)
 
@@ -353,7 +320,7 @@ async def test_export_filters_by_newsletter_state_tier_and_label(
 async def test_bad_header_is_a_clear_error_and_imports_nothing(
     context: AudienceContext, db: Database, header: str, expected: str
 ) -> None:
-    # A file from another tool with the wrong columns must fail loudly, not half-import.
+    """A file from another tool with the wrong columns must fail loudly, not half-import."""
     with pytest.raises(InvalidInput) as raised:
         await _import(context, _csv("ada@example.org,Ada", header=header))
     assert expected in raised.value.detail

@@ -21,14 +21,14 @@ def _tables(connection: Connection) -> set[str]:
 
 
 async def test_upgrade_head_matches_table_definitions(db: Database) -> None:
-    # A model change without a migration would work in tests and break every upgrade.
+    """A model change without a migration would work in tests and break every upgrade."""
     async with db.read() as conn:
         assert await conn.run_sync(_diff) == []
     assert await migrate.is_at_head(db)
 
 
 async def test_downgrade_and_upgrade_round_trip(db: Database) -> None:
-    # An operator must be able to roll back a release and roll forward again.
+    """An operator must be able to roll back a release and roll forward again."""
     await migrate.downgrade(db, "base")
     async with db.read() as conn:
         assert await conn.run_sync(_tables) == set()
@@ -40,7 +40,7 @@ async def test_downgrade_and_upgrade_round_trip(db: Database) -> None:
 
 
 async def test_upgrade_is_idempotent(database_url: str) -> None:
-    # `tidings serve` migrates on every start; a second run must be a no-op.
+    """`tidings serve` migrates on every start; a second run must be a no-op."""
     database = create_database(database_url)
     try:
         await migrate.upgrade(database)

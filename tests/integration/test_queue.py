@@ -1,21 +1,24 @@
 """The durable queue: outbox enqueue, exclusive claims, fencing, backoff, dead and replay."""
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, update
 
+from tests.support.clock import Clock
+from tests.support.queue_policy import policy
+from tidings.bootstrap import utcnow
 from tidings.domain.jobs import GiveUp, JobStatus, RetryLater
 from tidings.queue import store
-from tidings.queue.policy import DuplicateHandler, HandlerRegistry, QueuePolicy
+from tidings.queue.job import Job
+from tidings.queue.policy import DuplicateHandler, HandlerRegistry
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.queue.worker import Worker
 from tidings.storage.database import Database, create_database
 from tidings.storage.tables import job_attempts, jobs
 
-FAST = QueuePolicy(
+FAST = policy(
     lease_seconds=5,
     poll_interval_seconds=0.05,
     max_attempts=3,
@@ -23,14 +26,6 @@ FAST = QueuePolicy(
     backoff_max_seconds=0.05,
     shutdown_grace_seconds=5,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def _enqueue(db: Database, queue: JobQueue, count: int, kind: str = "noop") -> list[Job]:
@@ -45,7 +40,7 @@ async def _outcomes(db: Database) -> list[tuple[int, str]]:
 
 
 async def test_enqueue_same_key_twice_returns_the_existing_job(db: Database) -> None:
-    # The idempotency key is the dedupe: asking twice must not send twice.
+    """The idempotency key is the dedupe: asking twice must not send twice."""
     queue = JobQueue(db, FAST, Clock())
     async with db.write() as conn:
         first, created = await queue.enqueue(conn, "send_email", "confirm:abc", {"a": 1})
@@ -57,7 +52,7 @@ async def test_enqueue_same_key_twice_returns_the_existing_job(db: Database) -> 
 
 
 async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> None:
-    # The outbox (PRI-6): a job exists if and only if the change that caused it committed.
+    """The outbox (PRI-6): a job exists if and only if the change that caused it committed."""
     queue = JobQueue(db, FAST, Clock())
     with pytest.raises(RuntimeError):
         async with db.write() as conn:
@@ -67,7 +62,7 @@ async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> 
 
 
 async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> None:
-    # A worker that overran its lease must not overwrite the outcome of the one that reclaimed.
+    """A worker that overran its lease must not overwrite the outcome of the one that reclaimed."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 1)
@@ -88,6 +83,7 @@ async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> 
 
 
 async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Database) -> None:
+    """A dead worker's job is picked up again; a live worker's is not taken from it."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 2)
@@ -106,7 +102,7 @@ async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Data
 
 
 async def test_two_workers_never_both_complete_one_job(database_url: str) -> None:
-    # Two processes on one database (separate engines) share 120 jobs: each runs exactly once.
+    """Two processes on one database (separate engines) share 120 jobs: each runs exactly once."""
     first, second = create_database(database_url), create_database(database_url)
     from tidings.storage import migrate
 
@@ -117,13 +113,13 @@ async def test_two_workers_never_both_complete_one_job(database_url: str) -> Non
         runs.append(job.id)
         await asyncio.sleep(0)
 
-    queue = JobQueue(first, FAST, lambda: datetime.now(UTC))
+    queue = JobQueue(first, FAST, utcnow)
     jobs = await _enqueue(first, queue, 120)
     workers = []
     for database in (first, second):
         registry = HandlerRegistry()
         registry.register("noop", handler, concurrency=8)
-        workers.append(Worker(database, registry, FAST, lambda: datetime.now(UTC)))
+        workers.append(Worker(database, registry, FAST, utcnow))
     stop = asyncio.Event()
     tasks = [asyncio.create_task(worker.run(stop)) for worker in workers]
     try:
@@ -150,8 +146,8 @@ async def _outcomes_after(database_url: str) -> list[tuple[int, str]]:
 
 
 async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) -> None:
-    # DLV-3: transient failures retry with backoff up to max_attempts, then `dead`, replayable.
-    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    """DLV-3: transient failures retry with backoff up to max_attempts, then `dead`, replayable."""
+    queue = JobQueue(db, FAST, utcnow)
     (job,) = await _enqueue(db, queue, 1, kind="flaky")
     calls: list[int] = []
     healthy = False
@@ -163,7 +159,7 @@ async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) ->
 
     registry = HandlerRegistry()
     registry.register("flaky", flaky)
-    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    worker = Worker(db, registry, FAST, utcnow)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:
@@ -192,9 +188,9 @@ async def test_failures_back_off_then_die_and_replay_runs_again(db: Database) ->
 
 
 async def test_permanent_failure_and_crash_are_recorded_without_message_text(db: Database) -> None:
-    # GiveUp goes straight to dead; an unexpected exception's message (maybe an address) is
-    # never stored, only its class.
-    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    """GiveUp goes straight to dead; an unexpected exception's message (maybe an address) is never
+    stored, only its class."""
+    queue = JobQueue(db, FAST, utcnow)
     async with db.write() as conn:
         (doomed, _), (crashing, _) = [
             await queue.enqueue(conn, "doomed", "d", {}),
@@ -210,7 +206,7 @@ async def test_permanent_failure_and_crash_are_recorded_without_message_text(db:
     registry = HandlerRegistry()
     registry.register("doomed", give_up)
     registry.register("crashing", crash)
-    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    worker = Worker(db, registry, FAST, utcnow)
     await worker.claim_round()
     await worker.drain(5)
     dead, _ = await queue.get(doomed.id)
@@ -221,7 +217,8 @@ async def test_permanent_failure_and_crash_are_recorded_without_message_text(db:
 
 
 async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
-    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    """Concurrency limits protect providers and receivers from more than they agreed to take."""
+    queue = JobQueue(db, FAST, utcnow)
     await _enqueue(db, queue, 10, kind="limited")
     in_flight, peak = 0, 0
     release = asyncio.Event()
@@ -235,7 +232,7 @@ async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
 
     registry = HandlerRegistry()
     registry.register("limited", handler, concurrency=3)
-    worker = Worker(db, registry, FAST, lambda: datetime.now(UTC))
+    worker = Worker(db, registry, FAST, utcnow)
     assert await worker.claim_round() == 3
     assert await worker.claim_round() == 0
     await asyncio.sleep(0.1)  # let the three handlers start and block
@@ -246,8 +243,8 @@ async def test_per_kind_concurrency_limit_is_respected(db: Database) -> None:
 
 
 async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
-    # SIGTERM mid-send: the send completes and is recorded before the worker exits.
-    queue = JobQueue(db, FAST, lambda: datetime.now(UTC))
+    """SIGTERM mid-send: the send completes and is recorded before the worker exits."""
+    queue = JobQueue(db, FAST, utcnow)
     (job,) = await _enqueue(db, queue, 1, kind="slow")
     started = asyncio.Event()
 
@@ -258,7 +255,7 @@ async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
     registry = HandlerRegistry()
     registry.register("slow", slow)
     stop = asyncio.Event()
-    task = asyncio.create_task(Worker(db, registry, FAST, lambda: datetime.now(UTC)).run(stop))
+    task = asyncio.create_task(Worker(db, registry, FAST, utcnow).run(stop))
     await asyncio.wait_for(started.wait(), 5)
     stop.set()
     await asyncio.wait_for(task, 5)
@@ -267,7 +264,7 @@ async def test_shutdown_lets_in_flight_work_finish(db: Database) -> None:
 
 
 def test_registering_a_second_handler_for_a_kind_is_an_error() -> None:
-    # SND-22: two consumers of one kind racing and dropping work is a known failure mode.
+    """SND-22: two consumers of one kind racing and dropping work is a known failure mode."""
     registry = HandlerRegistry()
 
     async def handler(job: Job) -> None:
@@ -279,6 +276,7 @@ def test_registering_a_second_handler_for_a_kind_is_an_error() -> None:
 
 
 async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
+    """Pruning bounds the table without ever dropping work still to do."""
     clock = Clock()
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 3)
@@ -294,15 +292,15 @@ async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
 
 
 async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) -> None:
-    # DLV-4: on PostgreSQL a new job is picked up at once, not at the next poll.
+    """DLV-4: on PostgreSQL a new job is picked up at once, not at the next poll."""
     if not database_url.startswith("postgresql"):
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     from tidings.storage import migrate
 
     database = create_database(database_url)
     await migrate.upgrade(database)
-    slow_poll = QueuePolicy(poll_interval_seconds=60, prune_interval_seconds=3600)
-    queue = JobQueue(database, slow_poll, lambda: datetime.now(UTC))
+    slow_poll = policy(poll_interval_seconds=60, prune_interval_seconds=3600)
+    queue = JobQueue(database, slow_poll, utcnow)
     handled = asyncio.Event()
 
     async def handler(job: Job) -> None:
@@ -323,15 +321,15 @@ async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) ->
 
 
 async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database) -> None:
-    # A job longer than its lease stays claimed while its worker lives; if another worker takes
-    # it over anyway, the first stops instead of both carrying on.
-    policy = QueuePolicy(
+    """A job longer than its lease stays claimed while its worker lives; if another worker takes it
+    over anyway, the first stops instead of both carrying on."""
+    lease_policy = policy(
         lease_seconds=0.6,
         poll_interval_seconds=0.05,
         backoff_base_seconds=0.01,
         backoff_max_seconds=0.02,
     )
-    queue = JobQueue(db, policy, lambda: datetime.now(UTC))
+    queue = JobQueue(db, lease_policy, utcnow)
     (long_job,) = await _enqueue(db, queue, 1, kind="long")
     (stolen_job,) = await _enqueue(db, queue, 1, kind="stolen")
     finished: list[str] = []
@@ -353,7 +351,7 @@ async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database)
     registry = HandlerRegistry()
     registry.register("long", long_running, renew_lease=True)
     registry.register("stolen", loses_its_lease, renew_lease=True)
-    worker = Worker(db, registry, policy, lambda: datetime.now(UTC))
+    worker = Worker(db, registry, lease_policy, utcnow)
     await worker.claim_round()
     await worker.drain(10)
     done, _ = await queue.get(long_job.id)

@@ -1,26 +1,20 @@
 """Captured mail and the webhook delivery log are pruned after their retention: both hold
 personal data (addresses, message bodies, event payloads)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
+from tests.support.clock import Clock
+from tests.support.queue_policy import policy
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.provider import Envelope
 from tidings.delivery.webhooks import Webhooks
-from tidings.queue.policy import QueuePolicy
 from tidings.queue.service import JobQueue
 from tidings.storage import webhooks as webhook_queries
 from tidings.storage.database import Database
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def test_captured_mail_older_than_retention_is_pruned(db: Database) -> None:
+    """Captured mail holds addresses and content: it must not be kept forever."""
     clock = Clock()
     provider = CaptureProvider(db, clock)
     mail = CapturedMail(db, clock, retention=timedelta(days=30))
@@ -39,8 +33,9 @@ async def test_captured_mail_older_than_retention_is_pruned(db: Database) -> Non
 
 
 async def test_finished_webhook_deliveries_are_pruned_pending_ones_kept(db: Database) -> None:
+    """Delivery payloads hold personal data; pending ones are still owed to their receiver."""
     clock = Clock()
-    queue = JobQueue(db, QueuePolicy(), clock)
+    queue = JobQueue(db, policy(), clock)
     hooks = Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1))
     endpoint = await hooks.create_endpoint("https://hooks.example.org/x", ["*"])
     first = await hooks.send_test(endpoint.id)

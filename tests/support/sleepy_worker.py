@@ -3,18 +3,19 @@ and then sleeping, so a test can SIGKILL the process while the job is in flight.
 
 import asyncio
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
-from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.bootstrap import queue_policy, utcnow
+from tidings.config import QueueSettings
+from tidings.queue.job import Job
+from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage.database import create_database
 
 
 async def main(database_url: str, marker: Path, lease_seconds: float) -> None:
     db = create_database(database_url)
-    policy = QueuePolicy(lease_seconds=lease_seconds, poll_interval_seconds=0.05)
+    policy = queue_policy(QueueSettings(lease_seconds=lease_seconds, poll_interval_seconds=0.05))
 
     async def sleepy(job: Job) -> None:
         with marker.open("a") as out:
@@ -23,7 +24,7 @@ async def main(database_url: str, marker: Path, lease_seconds: float) -> None:
 
     registry = HandlerRegistry()
     registry.register("sleepy", sleepy, renew_lease=False, timeout_seconds=3600)
-    queue = JobQueue(db, policy, lambda: datetime.now(UTC))
+    queue = JobQueue(db, policy, utcnow)
     await queue.run_workers(registry, asyncio.Event())
 
 

@@ -7,7 +7,7 @@ from tidings.domain.apikeys import PREFIX, generate_key, hash_token, hashes_matc
 
 
 def test_generated_key_parses_back_to_its_id() -> None:
-    # A key we hand out must be accepted by our own parser, or nobody could log in.
+    """A key we hand out must be accepted by our own parser, or nobody could log in."""
     key = generate_key()
     assert key.token.startswith(PREFIX)
     parsed = parse_key(key.token)
@@ -17,7 +17,7 @@ def test_generated_key_parses_back_to_its_id() -> None:
 
 
 def test_two_generated_keys_differ() -> None:
-    # Keys are random; a repeat would let one admin act as another.
+    """Keys are random; a repeat would let one admin act as another."""
     assert generate_key().token != generate_key().token
 
 
@@ -26,7 +26,7 @@ def test_two_generated_keys_differ() -> None:
     replacement=st.characters(whitelist_categories=("Lu", "Ll", "Nd"), max_codepoint=127),
 )
 def test_a_single_typo_is_refused_by_the_checksum(position: int, replacement: str) -> None:
-    # A mistyped key is refused before any database lookup.
+    """A mistyped key is refused before any database lookup."""
     token = generate_key().token
     position %= len(token)
     if token[position] == replacement or token[position] == "_":
@@ -36,7 +36,7 @@ def test_a_single_typo_is_refused_by_the_checksum(position: int, replacement: st
 
 
 def test_malformed_keys_are_refused() -> None:
-    # Anything not in the key format (a truncated key, another vendor's token) is refused.
+    """Anything not in the key format (a truncated key, another vendor's token) is refused."""
     token = generate_key().token
     for candidate in [
         "",
@@ -50,7 +50,7 @@ def test_malformed_keys_are_refused() -> None:
 
 
 def test_the_stored_hash_does_not_contain_the_secret() -> None:
-    # Only a hash is stored: a database leak must not leak usable keys.
+    """Only a hash is stored: a database leak must not leak usable keys."""
     key = generate_key()
     secret_part = key.token.split("_")[2]
     assert secret_part not in key.secret_hash

@@ -26,6 +26,7 @@ from tidings.domain.segments import TIERS, parse_filter
 def test_filter_matches_as_documented(
     text: str, tier: str, labels: set[str], expected: bool
 ) -> None:
+    """The filter grammar does what docs/rendering.md says, or campaigns reach the wrong people."""
     assert parse_filter(text).matches(tier, frozenset(labels)) is expected
 
 
@@ -41,14 +42,14 @@ def test_filter_matches_as_documented(
     ],
 )
 def test_malformed_filter_names_the_problem(text: str, message: str) -> None:
-    # A filter is validated when the campaign is saved, not when it sends.
+    """A filter is validated when the campaign is saved, not when it sends."""
     with pytest.raises(InvalidInput, match=message) as caught:
         parse_filter(text)
     assert caught.value.field == "audience_filter"
 
 
 def test_tiers_reachable_by_a_filter() -> None:
-    # The campaign renders one version per tier its audience can reach.
+    """The campaign renders one version per tier its audience can reach."""
     assert parse_filter("").tiers() == TIERS
     assert parse_filter("tier:paid").tiers() == ("paid",)
     assert parse_filter("!tier:free").tiers() == ("paid", "comped")
@@ -65,6 +66,7 @@ terms = st.sampled_from(["tier:free", "tier:paid", "tier:comped", "label:a", "la
     )
 )
 def test_filter_text_round_trips(clauses: list[list[tuple[bool, str]]]) -> None:
+    """A stored filter reads back as the same filter."""
     text = ",".join(
         "+".join(("!" if neg else "") + term for neg, term in clause) for clause in clauses
     )

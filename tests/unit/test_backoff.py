@@ -15,7 +15,7 @@ caps = st.floats(min_value=60, max_value=86_400)
 def test_delay_stays_within_zero_and_the_capped_ceiling(
     attempt: int, base: float, cap: float, fraction: float
 ) -> None:
-    # A delay outside [0, ceiling] either hammers a failing host or parks a job forever.
+    """A delay outside [0, ceiling] either hammers a failing host or parks a job forever."""
     delay = retry_delay(
         attempt,
         base_seconds=base,
@@ -28,14 +28,14 @@ def test_delay_stays_within_zero_and_the_capped_ceiling(
 
 @given(attempt=st.integers(min_value=1, max_value=40), base=bases, cap=caps)
 def test_ceiling_doubles_until_the_cap(attempt: int, base: float, cap: float) -> None:
-    # Exponential growth spreads retries out; the cap bounds the longest wait.
+    """Exponential growth spreads retries out; the cap bounds the longest wait."""
     now = backoff_ceiling(attempt, base_seconds=base, max_seconds=cap)
     following = backoff_ceiling(attempt + 1, base_seconds=base, max_seconds=cap)
     assert following == min(cap, now * 2) or following == pytest.approx(min(cap, now * 2))
 
 
 def test_full_jitter_draws_from_zero_to_ceiling() -> None:
-    # "Full" jitter: the lower bound is zero, not half the ceiling.
+    """Full jitter: the lower bound is zero, not half the ceiling."""
     seen: list[tuple[float, float]] = []
     retry_delay(
         4, base_seconds=2, max_seconds=100, uniform=lambda lo, hi: seen.append((lo, hi)) or hi
@@ -45,7 +45,7 @@ def test_full_jitter_draws_from_zero_to_ceiling() -> None:
 
 @given(attempt=attempts, retry_after=st.floats(min_value=0.1, max_value=1e6))
 def test_retry_after_is_a_floor_capped_at_the_maximum(attempt: int, retry_after: float) -> None:
-    # Retrying before the server's Retry-After only earns another 429.
+    """Retrying before the server's Retry-After only earns another 429."""
     delay = retry_delay(
         attempt,
         base_seconds=1,
@@ -57,6 +57,7 @@ def test_retry_after_is_a_floor_capped_at_the_maximum(attempt: int, retry_after:
 
 
 def test_exhaustion_and_invalid_attempt_numbers() -> None:
+    """Attempts are counted from one; a job out of attempts goes dead, never loops."""
     assert not is_exhausted(2, 3)
     assert is_exhausted(3, 3)
     with pytest.raises(ValueError, match="start at 1"):

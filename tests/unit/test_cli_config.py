@@ -18,6 +18,7 @@ def _tidings(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_invalid_value_exits_2_with_one_line_naming_the_key() -> None:
+    """A bad setting stops the CLI with exit code 2 and the key to fix (CFG-1)."""
     result = _tidings("config", "show", TIDINGS_HTTP_PORT="eighty")
     assert result.returncode == 2
     assert "http.port" in result.stderr
@@ -27,6 +28,7 @@ def test_invalid_value_exits_2_with_one_line_naming_the_key() -> None:
 
 
 def test_config_show_masks_secrets_and_reports_effective_values() -> None:
+    """`config show` is pasted into tickets: secrets must never appear in it."""
     result = _tidings(
         "config", "show", "--json", TIDINGS_SITE_SECRET="s3cr3t-value", TIDINGS_HTTP_PORT="8123"
     )

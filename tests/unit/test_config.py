@@ -8,14 +8,14 @@ from tidings.config import ConfigurationError, load_settings, mask_url_password,
 
 
 def test_defaults_need_no_configuration() -> None:
-    # `tidings serve` must work with nothing configured: SQLite file in the working directory.
+    """`tidings serve` must work with nothing configured: SQLite file in the working directory."""
     settings = load_settings()
     assert settings.database.url == "sqlite:///./tidings.db"
     assert settings.http.port == 8000
 
 
 def test_environment_variable_sets_a_nested_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Operators configure containers by environment: TIDINGS_SECTION_KEY sets section.key.
+    """Operators configure containers by environment: TIDINGS_SECTION_KEY sets section.key."""
     monkeypatch.setenv("TIDINGS_DATABASE_URL", "postgresql://u@h/db")
     monkeypatch.setenv("TIDINGS_HTTP_MAX_BODY_BYTES", "2048")
     settings = load_settings()
@@ -26,7 +26,7 @@ def test_environment_variable_sets_a_nested_key(monkeypatch: pytest.MonkeyPatch)
 def test_toml_file_is_read_and_environment_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The file holds the base configuration; the environment overrides single keys.
+    """The file holds the base configuration; the environment overrides single keys."""
     config = tmp_path / "tidings.toml"
     config.write_text('[http]\nport = 9001\nhost = "0.0.0.0"\n[log]\nlevel = "debug"\n')
     monkeypatch.setenv("TIDINGS_HTTP_PORT", "9002")
@@ -49,7 +49,7 @@ def test_toml_file_is_read_and_environment_wins(
 def test_invalid_value_names_the_key(
     monkeypatch: pytest.MonkeyPatch, env: str, value: str, named: str
 ) -> None:
-    # A bad value must stop start-up with a message an operator can act on.
+    """A bad value must stop start-up with a message an operator can act on."""
     monkeypatch.setenv(env, value)
     with pytest.raises(ConfigurationError) as caught:
         load_settings()
@@ -58,7 +58,7 @@ def test_invalid_value_names_the_key(
 
 
 def test_unknown_key_in_file_is_an_error(tmp_path: Path) -> None:
-    # A typo in a key name must not be silently ignored.
+    """A typo in a key name must not be silently ignored."""
     config = tmp_path / "tidings.toml"
     config.write_text("[http]\nprot = 1\n")
     with pytest.raises(ConfigurationError, match=r"http\.prot .*unknown setting"):
@@ -66,6 +66,7 @@ def test_unknown_key_in_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_missing_or_malformed_file_is_a_configuration_error(tmp_path: Path) -> None:
+    """A missing or broken config file is a clear configuration error, not a traceback."""
     with pytest.raises(ConfigurationError, match="not found"):
         load_settings(tmp_path / "absent.toml")
     broken = tmp_path / "broken.toml"
@@ -75,7 +76,7 @@ def test_missing_or_malformed_file_is_a_configuration_error(tmp_path: Path) -> N
 
 
 def test_secrets_are_masked_when_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    # `config show` output gets pasted into tickets; it must not carry secrets.
+    """`config show` output gets pasted into tickets; it must not carry secrets."""
     monkeypatch.setenv("TIDINGS_SITE_SECRET", "hunter2-very-secret")
     monkeypatch.setenv("TIDINGS_DATABASE_URL", "postgresql://app:pw123@db/tidings")
     shown = repr(masked(load_settings()))

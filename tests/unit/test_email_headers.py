@@ -32,7 +32,7 @@ def _parse_headers(lines: str) -> dict[str, str]:
 
 
 def test_message_id_is_campaign_dot_sha256_prefix_at_sending_domain() -> None:
-    # Support finds a message at the provider from the campaign id and address alone.
+    """Support finds a message at the provider from the campaign id and address alone."""
     expected = hashlib.sha256(b"c42:ann@example.org").hexdigest()[:32]
     assert message_id("c42", "ann@example.org", "news.example.com") == (
         f"<c42.{expected}@news.example.com>"
@@ -40,7 +40,7 @@ def test_message_id_is_campaign_dot_sha256_prefix_at_sending_domain() -> None:
 
 
 def test_message_id_differs_per_address_and_per_campaign() -> None:
-    # Two recipients (or two campaigns) sharing an id would collapse in threads and logs.
+    """Two recipients (or two campaigns) sharing an id would collapse in threads and logs."""
     ids = {
         message_id("1", "a@example.org", "example.com"),
         message_id("1", "b@example.org", "example.com"),
@@ -52,14 +52,14 @@ def test_message_id_differs_per_address_and_per_campaign() -> None:
 @pytest.mark.parametrize("value", ["a\rb", "a\nb", "a\r\nBcc: x@evil.test", "a\x00b", "a\u2028b"])
 @pytest.mark.parametrize("field", ["subject", "sender_name", "reply_to", "preheader"])
 def test_a_line_break_in_a_header_bound_field_is_refused(field: str, value: str) -> None:
-    # A CR or LF in a header value starts a new header: refuse it at input, naming the field.
+    """A CR or LF in a header value starts a new header: refuse it at input, naming the field."""
     with pytest.raises(InvalidInput) as raised:
         check_header_values({field: value})
     assert raised.value.field == field
 
 
 def test_single_line_values_and_unset_fields_pass() -> None:
-    # The guard must not refuse ordinary text, punctuation or non-ASCII letters.
+    """The guard must not refuse ordinary text, punctuation or non-ASCII letters."""
     check_header_values({"subject": "Grüße — 50% off: today only!", "reply_to": None})
     check_header_value("sender_name", "O'Brien & Sons")
 
@@ -77,13 +77,13 @@ def test_single_line_values_and_unset_fields_pass() -> None:
     ],
 )
 def test_an_address_that_is_not_one_plain_addr_spec_is_refused(address: str) -> None:
-    # The address is written raw into To; anything beyond one addr-spec could add recipients.
+    """The address is written raw into To; anything beyond one addr-spec could add recipients."""
     with pytest.raises(InvalidInput):
         check_address("address", address)
 
 
 def test_mailbox_header_quotes_specials_and_encodes_non_ascii() -> None:
-    # Display names with commas or accents must not split the address or arrive as mojibake.
+    """Display names with commas or accents must not split the address or arrive as mojibake."""
     assert mailbox_header("ann@example.org", "Smith, Ann") == '"Smith, Ann" <ann@example.org>'
     encoded = mailbox_header("zoe@example.org", "Zoë Müller")
     assert encoded.isascii()
@@ -92,7 +92,7 @@ def test_mailbox_header_quotes_specials_and_encodes_non_ascii() -> None:
 
 
 def test_mailbox_header_without_a_name_is_the_bare_address() -> None:
-    # A subscriber with no name (or only whitespace) gets no empty quotes in To.
+    """A subscriber with no name (or only whitespace) gets no empty quotes in To."""
     assert mailbox_header("ann@example.org", None) == "ann@example.org"
     assert mailbox_header("ann@example.org", "  \t ") == "ann@example.org"
 
@@ -104,7 +104,7 @@ names = st.text(
 
 @given(name=names)
 def test_any_display_name_parses_back_to_the_cleaned_name(name: str) -> None:
-    # Whatever a subscriber typed, To parses back to one mailbox with that name, never two.
+    """Whatever a subscriber typed, To parses back to one mailbox with that name, never two."""
     value = mailbox_header("ann@example.org", name)
     parsed = BytesParser(policy=default).parsebytes(f"To: {value}\r\n\r\n".encode("ascii"))
     (address,) = parsed["To"].addresses
@@ -118,13 +118,13 @@ def test_any_display_name_parses_back_to_the_cleaned_name(name: str) -> None:
 
 
 def test_clean_display_name_turns_controls_into_spaces() -> None:
-    # Names come from imports and forms; a stray tab or CR must not reach a header or a body.
+    """Names come from imports and forms; a stray tab or CR must not reach a header or a body."""
     assert clean_display_name("Ann\r\nSmith\x00") == "Ann Smith"
     assert clean_display_name("\x07") is None
 
 
 def test_list_headers_have_the_documented_shape() -> None:
-    # Providers and mailbox filters parse these; the shape is the contract (RFC 2369/2919/8058).
+    """Providers and mailbox filters parse these; the shape is the contract (RFC 2369/2919/8058)."""
     unsubscribe = list_unsubscribe(
         "https://n.example.com/unsubscribe/tok", "unsubscribe@example.com", "tok"
     )
@@ -142,7 +142,7 @@ def test_list_headers_have_the_documented_shape() -> None:
 
 
 def test_a_non_ascii_list_name_is_encoded_in_list_id() -> None:
-    # A header must be ASCII on the wire; the list name still reads correctly once decoded.
+    """A header must be ASCII on the wire; the list name still reads correctly once decoded."""
     value = list_id("Café Notes", "cafe", "example.com")
     assert value.isascii()
     registry = HeaderRegistry()

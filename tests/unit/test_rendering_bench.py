@@ -2,12 +2,13 @@
 
 import json
 
+from tests.support.clock import START
 from tidings.rendering.bench import run_render_benchmark
 
 
 def test_the_render_benchmark_reports_both_paths_as_json() -> None:
-    # The CLI prints this as JSON; a missing or non-numeric figure breaks its readers.
-    report = run_render_benchmark(50, comparison_sample=3)
+    """The CLI prints this as JSON; a missing or non-numeric figure breaks its readers."""
+    report = run_render_benchmark(50, now=START, comparison_sample=3)
     assert json.loads(json.dumps(report)) == report
     assert report["recipients"] == 50
     assert report["template_renders"] == 1

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.clock import START
 from tidings.domain.errors import InvalidInput
 from tidings.rendering import (
     DEFAULT_THEME,
@@ -13,6 +14,7 @@ from tidings.rendering import (
     CampaignContent,
     ListInfo,
     Sender,
+    TemplateEngine,
     Theme,
     render_segment,
 )
@@ -35,6 +37,8 @@ CONTENT = CampaignContent(
     "::: button https://example.com/go\nGo\n:::\n",
 )
 
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
+
 
 def _html(theme: Theme = DEFAULT_THEME) -> str:
     rendering = render_segment(
@@ -43,13 +47,15 @@ def _html(theme: Theme = DEFAULT_THEME) -> str:
         sender=SENDER,
         list_info=LIST,
         base_url="https://n.example.com",
+        engine=ENGINE,
+        now=START,
         theme=theme,
     )
     return rendering.html_for(SAMPLE_RECIPIENT)
 
 
 def test_templates_contain_no_colour_or_font_literals() -> None:
-    # Styling lives in the theme; a literal in a template is a second source of truth.
+    """Styling lives in the theme; a literal in a template is a second source of truth."""
     templates = sorted(path for path in TEMPLATES.rglob("*") if path.is_file())
     # Campaign layout, notices and public pages alike: every template is scanned.
     assert {"message.html", "notice.html", "layout.html"} <= {path.name for path in templates}
@@ -65,14 +71,14 @@ def test_templates_contain_no_colour_or_font_literals() -> None:
 
 
 def test_the_stylesheet_takes_every_font_from_the_theme() -> None:
-    # A font stack typed into the stylesheet would ignore the publisher's theme.
+    """A font stack typed into the stylesheet would ignore the publisher's theme."""
     for line in STYLESHEET.read_text().splitlines():
         for declaration in re.findall(r"font-family\s*:\s*([^;]+)", line):
             assert re.fullmatch(r"\{\{ theme\.\w+_font \}\}\s*", declaration), line
 
 
 def test_no_rendering_module_but_the_theme_spells_a_colour() -> None:
-    # Python code could smuggle colours past the template scan; only theme.py may hold them.
+    """Python code could smuggle colours past the template scan; only theme.py may hold them."""
     offences = [
         f"{path.name}: {match[0]}"
         for path in PACKAGE.glob("*.py")
@@ -83,7 +89,7 @@ def test_no_rendering_module_but_the_theme_spells_a_colour() -> None:
 
 
 def test_a_different_theme_restyles_every_component() -> None:
-    # Changing the accent in one place must change the links, the button and the callout.
+    """Changing the accent in one place must change the links, the button and the callout."""
     theme = dataclasses.replace(
         DEFAULT_THEME, accent_color="#123456", body_font="Charter, serif", site_name="Harbour"
     )
@@ -95,7 +101,7 @@ def test_a_different_theme_restyles_every_component() -> None:
 
 
 def test_css_is_inlined_and_the_media_query_kept_for_narrow_screens() -> None:
-    # Many clients drop <style>; inline styles carry the look, the media query the mobile layout.
+    """Many clients drop <style>: inline styles carry the look, the media query the phone layout."""
     html = _html()
     assert re.search(r'<h1 style="[^"]*font-size:34px', html)
     assert re.search(r'class="container"[^>]*style="[^"]*max-width:600px', html)
@@ -106,14 +112,14 @@ def test_css_is_inlined_and_the_media_query_kept_for_narrow_screens() -> None:
 
 
 def test_the_layout_is_table_based_for_mail_clients() -> None:
-    # Outlook and older clients lay out tables reliably, not divs with CSS.
+    """Outlook and older clients lay out tables reliably, not divs with CSS."""
     html = _html()
     assert html.count('role="presentation"') >= 4
     assert "<!--[if mso]>" in html
 
 
 def test_the_footer_carries_unsubscribe_preferences_and_postal_address() -> None:
-    # CAN-SPAM and friends: every campaign email shows how to leave and who sent it.
+    """CAN-SPAM and friends: every campaign email shows how to leave and who sent it."""
     html = _html()
     footer = html[html.index('class="footer"') :]
     assert 'href="https://n.example.com/unsubscribe/sample-unsubscribe-token"' in footer
@@ -122,7 +128,7 @@ def test_the_footer_carries_unsubscribe_preferences_and_postal_address() -> None
 
 
 def test_a_logo_replaces_the_wordmark_when_configured() -> None:
-    # Publishers with a logo get it in the header, with the site name as its alt text.
+    """Publishers with a logo get it in the header, with the site name as its alt text."""
     theme = dataclasses.replace(DEFAULT_THEME, logo_url="https://cdn.example.com/logo.png")
     html = _html(theme)
     assert re.search(r'<img class="logo"[^>]*src="https://cdn.example.com/logo.png"', html)
@@ -142,7 +148,7 @@ def test_a_logo_replaces_the_wordmark_when_configured() -> None:
     ],
 )
 def test_a_theme_value_that_could_escape_the_stylesheet_is_refused(field: str, value: str) -> None:
-    # The stylesheet is not HTML-escaped, so only plain CSS values may reach it.
+    """The stylesheet is not HTML-escaped, so only plain CSS values may reach it."""
     with pytest.raises(InvalidInput) as raised:
         dataclasses.replace(DEFAULT_THEME, **{field: value})
     assert raised.value.field == field

@@ -34,6 +34,8 @@ SENDER = Sender(
     sending_domain="news.example.com",
     reply_to="letters@news.example.com",
 )
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 LIST = ListInfo(campaign_id="1001", newsletter_slug="ledger", newsletter_name="The Ledger")
 BASE_URL = "https://news.example.com"
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -62,7 +64,13 @@ def _render(
 ) -> SegmentRendering:
     content = CampaignContent(subject=subject, preheader="Five things", body=body)
     return render_segment(
-        content, "paid", sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=engine, now=NOW
+        content,
+        "paid",
+        sender=SENDER,
+        list_info=LIST,
+        base_url=BASE_URL,
+        engine=engine or ENGINE,
+        now=NOW,
     )
 
 
@@ -85,7 +93,7 @@ def _parts(message: EmailMessage) -> tuple[str, str]:
 
 
 def test_the_personalised_message_parses_back_into_the_same_headers() -> None:
-    # What we send is what the standard parser (and so the provider and client) reads.
+    """What we send is what the standard parser (and so the provider and client) reads."""
     recipient = _recipient()
     message = _parse(_render().personalise(recipient))
     digest = hashlib.sha256(b"1001:reader1@example.org").hexdigest()[:32]
@@ -112,7 +120,7 @@ def test_the_personalised_message_parses_back_into_the_same_headers() -> None:
 
 
 def test_both_alternatives_carry_the_recipients_values_escaped_only_in_html() -> None:
-    # Values in HTML are escaped (a name is never markup); the text part shows them as typed.
+    """Values in HTML are escaped (a name is never markup); the text part shows them as typed."""
     text, body_html = _parts(_parse(_render().personalise(_recipient())))
     assert "Hello Ann <O'Neil> & Co" in text
     assert "Hello Ann &lt;O&#x27;Neil&gt; &amp; Co" in body_html
@@ -124,7 +132,7 @@ def test_both_alternatives_carry_the_recipients_values_escaped_only_in_html() ->
 
 
 def test_the_message_is_seven_bit_with_crlf_lines_within_the_qp_limit() -> None:
-    # Any SMTP server must accept it: ASCII only, CRLF line ends, lines of at most 76.
+    """Any SMTP server must accept it: ASCII only, CRLF line ends, lines of at most 76."""
     data = _render().personalise(_recipient(name="Zoë " * 60))
     assert data.isascii()
     assert b"\n" not in data.replace(b"\r\n", b"")
@@ -139,7 +147,7 @@ names = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1
 @settings(max_examples=60, deadline=None)
 @given(name=names)
 def test_any_name_round_trips_escaped_in_html_and_intact_in_text(name: str) -> None:
-    # Whatever a subscriber calls themselves, it arrives intact and never as markup.
+    """Whatever a subscriber calls themselves, it arrives intact and never as markup."""
     rendering = _cached_rendering()
     message = _parse(rendering.personalise(_recipient(name=name)))
     text, body_html = _parts(message)
@@ -159,7 +167,7 @@ def _cached_rendering() -> SegmentRendering:
 
 
 def test_ten_thousand_recipients_cost_one_template_render(monkeypatch: pytest.MonkeyPatch) -> None:
-    # CMP-3: personalisation never re-runs the template engine per recipient.
+    """CMP-3: personalisation never re-runs the template engine per recipient."""
     top_level_calls: list[str] = []
     depth = [0]  # imports and includes inside a render are part of that render
 
@@ -188,12 +196,18 @@ def test_ten_thousand_recipients_cost_one_template_render(monkeypatch: pytest.Mo
 
 
 def test_each_segment_is_rendered_once() -> None:
-    # Two segments, two renders, however many recipients each has.
+    """Two segments, two renders, however many recipients each has."""
     engine = TemplateEngine()
     content = CampaignContent(subject="S", preheader="", body="::: only paid\nP\n:::\nAll")
     for segment in ("free", "paid"):
         rendering = render_segment(
-            content, segment, sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=engine
+            content,
+            segment,
+            sender=SENDER,
+            list_info=LIST,
+            base_url=BASE_URL,
+            engine=engine,
+            now=NOW,
         )
         for number in range(100):
             rendering.personalise(_recipient(number))
@@ -201,7 +215,7 @@ def test_each_segment_is_rendered_once() -> None:
 
 
 def test_the_preheader_is_hidden_at_the_top_of_the_html() -> None:
-    # Inbox previews show the preheader; the reader's view of the body must not.
+    """Inbox previews show the preheader; the reader's view of the body must not."""
     body_html = _render().html
     span = re.search(r'<span class="preheader" style="([^"]*)">Five things', body_html)
     assert span is not None
@@ -210,7 +224,7 @@ def test_the_preheader_is_hidden_at_the_top_of_the_html() -> None:
 
 
 def test_a_recipient_address_that_could_inject_headers_is_refused() -> None:
-    # An address is written raw into To: a CRLF in it would add headers (or recipients).
+    """An address is written raw into To: a CRLF in it would add headers (or recipients)."""
     rendering = _cached_rendering()
     bad = RecipientValues(
         address="ann@example.org\r\nBcc: everyone@example.org",
@@ -226,7 +240,7 @@ def test_a_recipient_address_that_could_inject_headers_is_refused() -> None:
 
 
 def test_a_line_break_in_a_name_cannot_add_a_header() -> None:
-    # Names arrive from forms and imports; one with CRLF must stay a name.
+    """Names arrive from forms and imports; one with CRLF must stay a name."""
     data = _cached_rendering().personalise(_recipient(name="Ann\r\nBcc: all@example.org"))
     message = _parse(data)
     assert message["Bcc"] is None
@@ -247,14 +261,14 @@ def test_a_line_break_in_a_name_cannot_add_a_header() -> None:
     ],
 )
 def test_header_bound_fields_with_line_breaks_are_refused(field: str, make: Any) -> None:
-    # CMP-4: rejected at input with the field named, never silently stripped at send.
+    """CMP-4: rejected at input with the field named, never silently stripped at send."""
     with pytest.raises(InvalidInput) as raised:
         make()
     assert raised.value.field == field
 
 
 def test_html_over_100_kb_carries_a_size_warning() -> None:
-    # Gmail clips large messages, hiding the footer and its unsubscribe link.
+    """Gmail clips large messages, hiding the footer and its unsubscribe link."""
     assert _render().warnings == ()
     big = _render(body="\n\n".join(f"Paragraph {n} " + "word " * 40 for n in range(600)))
     assert len(big.html.encode()) > SIZE_WARNING_BYTES
@@ -263,16 +277,18 @@ def test_html_over_100_kb_carries_a_size_warning() -> None:
 
 
 def test_the_date_follows_now_when_given() -> None:
-    # A long send stamps each message with when it left, not when rendering began.
+    """A long send stamps each message with when it left, not when rendering began."""
     later = datetime(2025, 3, 4, 9, 0, 0, tzinfo=UTC)
     message = _parse(_cached_rendering().personalise(_recipient(), now=later))
     assert message["Date"].datetime == later
 
 
 def test_the_preview_shows_sample_values_in_html_and_text() -> None:
-    # The preview endpoint shows what a reader sees, with no slot tokens left over.
+    """The preview endpoint shows what a reader sees, with no slot tokens left over."""
     content = CampaignContent(subject="Hello", preheader="", body=BODY)
-    shown = preview(content, "free", sender=SENDER, list_info=LIST, base_url=BASE_URL)
+    shown = preview(
+        content, "free", sender=SENDER, list_info=LIST, base_url=BASE_URL, engine=ENGINE, now=NOW
+    )
     assert "Hello Sam Reader" in shown.html
     assert "Hello Sam Reader" in shown.text
     assert "tds" not in shown.html

@@ -10,7 +10,9 @@ from html.parser import HTMLParser
 import pytest
 
 from tidings.domain.errors import InvalidInput
-from tidings.rendering import DEFAULT_THEME, Pages, PreferenceItem
+from tidings.rendering import DEFAULT_THEME, Pages, PreferenceItem, TemplateEngine
+
+ENGINE = TemplateEngine()  # one per test module, as bootstrap builds one per process
 
 HOSTILE = "<script>alert(1)</script>"
 VOID = {"meta", "input", "br", "img", "link", "hr", "source", "wbr", "area", "col", "base"}
@@ -99,8 +101,8 @@ def _fields(form: dict[str, object]) -> list[dict[str, str | None]]:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_is_a_complete_document_with_a_title_and_a_heading(page: str) -> None:
-    # Routes return these as whole responses: a broken or untitled page is what the reader sees.
-    html = PAGES[page](Pages(), "The Weekly")
+    """Routes return these as whole responses: a broken or untitled page is what the reader sees."""
+    html = PAGES[page](Pages(engine=ENGINE), "The Weekly")
     document = Document(html)
     assert html.startswith("<!DOCTYPE html>")
     assert ("html", {"lang": "en"}) in document.tags
@@ -114,9 +116,9 @@ def test_every_page_is_a_complete_document_with_a_title_and_a_heading(page: str)
 
 @pytest.mark.parametrize("page", PAGES)
 def test_pages_run_no_script_and_load_nothing_from_elsewhere(page: str) -> None:
-    # Mail scanners must not be able to act for the reader, and a token page must not leak
-    # its URL to a third party through a stylesheet, font or image request.
-    html = PAGES[page](Pages(), "The Weekly")
+    """Mail scanners must not be able to act for the reader, and a token page must not leak its URL
+    to a third party through a stylesheet, font or image request."""
+    html = PAGES[page](Pages(engine=ENGINE), "The Weekly")
     document = Document(html)
     for tag in ("script", "link", "img", "iframe", "object"):
         assert document.count(tag) == 0, tag
@@ -129,22 +131,22 @@ def test_pages_run_no_script_and_load_nothing_from_elsewhere(page: str) -> None:
 
 @pytest.mark.parametrize("page", NAMED_PAGES)
 def test_a_hostile_newsletter_name_is_escaped_on_every_page(page: str) -> None:
-    # Names, descriptions and error text are publisher or user input: they must stay text.
-    html = PAGES[page](Pages(), HOSTILE)
+    """Names, descriptions and error text are publisher or user input: they must stay text."""
+    html = PAGES[page](Pages(engine=ENGINE), HOSTILE)
     assert "<script" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_state_change_is_a_post(page: str) -> None:
-    # A GET must never change state: mail scanners and link previews open every link.
-    for form in Document(PAGES[page](Pages(), "The Weekly")).forms:
+    """A GET must never change state: mail scanners and link previews open every link."""
+    for form in Document(PAGES[page](Pages(engine=ENGINE), "The Weekly")).forms:
         assert form["method"] == "post"
 
 
 def test_subscribe_form_posts_email_name_and_newsletter_slug() -> None:
-    # The subscribe route reads exactly these fields; a renamed input silently loses sign-ups.
-    html = Pages().subscribe_form(NEWSLETTERS, action_url="/api/subscribe")
+    """The subscribe route reads exactly these fields; a renamed input silently loses sign-ups."""
+    html = Pages(engine=ENGINE).subscribe_form(NEWSLETTERS, action_url="/api/subscribe")
     form = _form(html)
     assert (form["method"], form["action"]) == ("post", "/api/subscribe")
     fields = {(f["name"], f["type"], f.get("value")) for f in _fields(form)}
@@ -161,31 +163,33 @@ def test_subscribe_form_posts_email_name_and_newsletter_slug() -> None:
 
 
 def test_subscribe_form_with_one_newsletter_chooses_it_without_asking() -> None:
-    # A site with one list should not make readers pick from a list of one.
-    form = _form(Pages().subscribe_form(NEWSLETTERS[:1], action_url="/api/subscribe"))
+    """A site with one list should not make readers pick from a list of one."""
+    form = _form(Pages(engine=ENGINE).subscribe_form(NEWSLETTERS[:1], action_url="/api/subscribe"))
     newsletter = [f for f in _fields(form) if f["name"] == "newsletter"]
     assert newsletter == [{"type": "hidden", "name": "newsletter", "value": "weekly"}]
 
 
 def test_subscribe_form_shows_an_error_only_when_given() -> None:
-    # A failed submission must say why, announced to screen readers; a fresh form says nothing.
-    pages = Pages()
+    """A failed submission must say why, announced to screen readers; a fresh form says nothing."""
+    pages = Pages(engine=ENGINE)
     with_error = pages.subscribe_form(NEWSLETTERS, action_url="/s", error="Enter a valid address")
     assert re.search(r'role="alert">Enter a valid address<', with_error)
     assert 'role="alert"' not in pages.subscribe_form(NEWSLETTERS, action_url="/s")
 
 
 def test_subscribe_form_without_newsletters_offers_no_form() -> None:
-    # A form that can only fail is worse than saying there is nothing to join.
-    html = Pages().subscribe_form([], action_url="/api/subscribe")
+    """A form that can only fail is worse than saying there is nothing to join."""
+    html = Pages(engine=ENGINE).subscribe_form([], action_url="/api/subscribe")
     assert Document(html).forms == []
     assert "nothing to subscribe to" in html
 
 
 def test_subscribe_thanks_is_byte_identical_across_calls() -> None:
-    # AUD-5: any difference between answers would tell a stranger whether an address is known.
-    first = Pages().subscribe_thanks()
-    assert Pages().subscribe_thanks() == first == Pages().subscribe_thanks()
+    """AUD-5: any difference between answers would tell a stranger whether an address is known."""
+    first = Pages(engine=ENGINE).subscribe_thanks()
+    assert (
+        Pages(engine=ENGINE).subscribe_thanks() == first == Pages(engine=ENGINE).subscribe_thanks()
+    )
     assert "Check your inbox" in Document(first).text("h1")
 
 
@@ -197,8 +201,8 @@ def test_subscribe_thanks_is_byte_identical_across_calls() -> None:
     ],
 )
 def test_link_pages_wait_for_a_button_press(page: str, action: str, button: str) -> None:
-    # AUD-6/7: opening the link changes nothing; only the reader's press POSTs, no script does.
-    html = PAGES[page](Pages(), "The Weekly")
+    """AUD-6/7: opening the link changes nothing; only the reader's press POSTs, no script does."""
+    html = PAGES[page](Pages(engine=ENGINE), "The Weekly")
     document = Document(html)
     form = _form(html)
     assert (form["method"], form["action"]) == ("post", action)
@@ -209,15 +213,17 @@ def test_link_pages_wait_for_a_button_press(page: str, action: str, button: str)
 
 
 def test_unsubscribe_prompt_posts_the_one_click_body() -> None:
-    # RFC 8058: the page's button sends what a mail client sends, so one POST route serves both.
-    form = _form(Pages().unsubscribe_prompt(newsletter_name="W", action_url="/unsubscribe/t"))
+    """RFC 8058: the page's button sends what a mail client sends, so one POST route serves both."""
+    form = _form(
+        Pages(engine=ENGINE).unsubscribe_prompt(newsletter_name="W", action_url="/unsubscribe/t")
+    )
     assert _fields(form) == [{"type": "hidden", "name": "List-Unsubscribe", "value": "One-Click"}]
 
 
 @pytest.mark.parametrize("page", ["confirmed", "unsubscribe_prompt", "unsubscribed"])
 def test_preferences_are_linked_only_when_there_is_a_preferences_url(page: str) -> None:
-    # Readers leaving one newsletter may want to keep others; without a URL there is no link.
-    pages = Pages()
+    """Readers leaving one newsletter may want to keep others; without a URL there is no link."""
+    pages = Pages(engine=ENGINE)
     render = getattr(pages, page)
     extra = {"action_url": "/x"} if page == "unsubscribe_prompt" else {}
     linked = render(newsletter_name="W", preferences_url="/preferences/t", **extra)
@@ -227,8 +233,8 @@ def test_preferences_are_linked_only_when_there_is_a_preferences_url(page: str) 
 
 
 def test_preferences_has_a_ticked_checkbox_per_subscribed_newsletter() -> None:
-    # The form must show the truth and post back newsletter ids, ticked or not.
-    html = Pages().preferences(items=ITEMS, action_url="/preferences/t", saved=False)
+    """The form must show the truth and post back newsletter ids, ticked or not."""
+    html = Pages(engine=ENGINE).preferences(items=ITEMS, action_url="/preferences/t", saved=False)
     form = _form(html)
     assert (form["method"], form["action"]) == ("post", "/preferences/t")
     boxes = [(f["name"], f["type"], f["value"], "checked" in f) for f in _fields(form)]
@@ -238,8 +244,8 @@ def test_preferences_has_a_ticked_checkbox_per_subscribed_newsletter() -> None:
 
 
 def test_preferences_confirm_a_save() -> None:
-    # After a POST the reader needs to know it worked.
-    html = Pages().preferences(items=ITEMS, action_url="/preferences/t", saved=True)
+    """After a POST the reader needs to know it worked."""
+    html = Pages(engine=ENGINE).preferences(items=ITEMS, action_url="/preferences/t", saved=True)
     assert re.search(r'role="status">Your preferences are saved.<', html)
 
 
@@ -257,16 +263,16 @@ def test_preferences_confirm_a_save() -> None:
 def test_link_problem_pages_say_what_to_do_in_plain_words(
     reason: str, heading: str, sentence: str
 ) -> None:
-    # A stale link is common (old emails); the reader gets a human page, not a stack trace.
-    document = Document(Pages().link_problem(reason=reason))  # type: ignore[arg-type]
+    """A stale link is common (old emails); the reader gets a human page, not a stack trace."""
+    document = Document(Pages(engine=ENGINE).link_problem(reason=reason))  # type: ignore[arg-type]
     assert document.text("h1") == heading
     assert sentence in document.text("p")
     assert "Traceback" not in document.text("body")
 
 
 def test_an_expired_link_can_lead_back_to_the_subscribe_form() -> None:
-    # Expired confirmations are recovered by subscribing again; make that one click away.
-    html = Pages().link_problem(reason="expired", subscribe_url="/subscribe")
+    """Expired confirmations are recovered by subscribing again; make that one click away."""
+    html = Pages(engine=ENGINE).link_problem(reason="expired", subscribe_url="/subscribe")
     assert ("a", {"class": "button-link", "href": "/subscribe"}) in Document(html).tags
 
 
@@ -274,18 +280,18 @@ def test_an_expired_link_can_lead_back_to_the_subscribe_form() -> None:
     "url", ["javascript:alert(1)", '/x" onclick="alert(1)', "//evil.example/x", "data:text/html,x"]
 )
 def test_a_url_that_could_run_script_or_leave_the_site_is_refused(url: str) -> None:
-    # Escaping keeps a URL inside its attribute but cannot make a javascript: URL harmless.
+    """Escaping keeps a URL inside its attribute but cannot make a javascript: URL harmless."""
     with pytest.raises(InvalidInput) as raised:
-        Pages().confirm_prompt(newsletter_name="W", action_url=url)
+        Pages(engine=ENGINE).confirm_prompt(newsletter_name="W", action_url=url)
     assert raised.value.field == "action_url"
 
 
 def test_pages_take_their_colours_fonts_and_name_from_the_theme() -> None:
-    # The pages are the same brand as the emails: one theme restyles both.
+    """The pages are the same brand as the emails: one theme restyles both."""
     theme = dataclasses.replace(
         DEFAULT_THEME, accent_color="#123456", ui_font="Inter, sans-serif", site_name="Harbour"
     )
-    html = Pages(theme).confirm_prompt(newsletter_name="W", action_url="/confirm/t")
+    html = Pages(theme, engine=ENGINE).confirm_prompt(newsletter_name="W", action_url="/confirm/t")
     assert "#123456" in html
     assert DEFAULT_THEME.accent_color not in html
     assert "Inter, sans-serif" in html

@@ -19,7 +19,7 @@ values = st.lists(
 def test_substituted_skeleton_decodes_to_the_text_with_values(
     pieces: list[str], slot_values: list[str]
 ) -> None:
-    # Whatever the body and values, the reader sees exactly the body with the values in it.
+    """Whatever the body and values, the reader sees exactly the body with the values in it."""
     slot_numbers = [n % len(slot_values) for n in range(len(pieces) - 1)]
     source = "".join(
         piece + (f"tdsabc{slot_numbers[i]:03d}z" if i < len(slot_numbers) else "")
@@ -40,7 +40,7 @@ def test_substituted_skeleton_decodes_to_the_text_with_values(
 
 
 def test_short_values_are_encoded_on_one_line() -> None:
-    # The common case (a name, a token) costs one C call and no wrapping.
+    """The common case (a name, a token) costs one C call and no wrapping."""
     assert encode_value(b"Ann") == b"Ann"
     assert encode_value("Zoë = 1".encode()) == b"Zo=C3=AB =3D 1"
     long_value = encode_value(b"x" * 200)

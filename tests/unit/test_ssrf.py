@@ -123,7 +123,7 @@ class FakeNetwork(httpcore.AsyncNetworkBackend):
     ],
 )
 def test_forbidden_addresses_are_named_by_their_range(address: str, reason: str) -> None:
-    # The reason lands in the delivery log; a wrong range name misleads the admin reading it.
+    """The reason lands in the delivery log; a wrong range name misleads the admin reading it."""
     assert is_forbidden_address(address) == reason
 
 
@@ -140,7 +140,7 @@ def test_forbidden_addresses_are_named_by_their_range(address: str, reason: str)
     ],
 )
 def test_public_addresses_are_allowed(address: str) -> None:
-    # A guard that refuses the public internet would break every real webhook.
+    """A guard that refuses the public internet would break every real webhook."""
     assert is_forbidden_address(address) is None
     assert is_forbidden_address(ipaddress.ip_address(address)) is None
 
@@ -162,28 +162,28 @@ def test_public_addresses_are_allowed(address: str) -> None:
     ],
 )
 def test_numeric_hosts_are_read_as_the_system_resolver_would(host: str, expected: str) -> None:
-    # httpx hands hosts like "0x7f.1" to the dialer unchanged; reading them differently from
-    # the C resolver is exactly the gap that octal/hex/integer bypasses exploit.
+    """httpx hands hosts like "0x7f.1" to the dialer unchanged; reading them differently from the C
+    resolver is exactly the gap that octal/hex/integer bypasses exploit."""
     assert address_literal(host) == ipaddress.ip_address(expected)
 
 
 @pytest.mark.parametrize("host", ["example.com", "hooks.example.org.", "localhost", "1.example"])
 def test_names_are_left_for_resolution(host: str) -> None:
-    # Only numeric hosts are parsed locally; real names must still go through DNS and checks.
+    """Only numeric hosts are parsed locally; real names must still go through DNS and checks."""
     assert address_literal(host) is None
 
 
 @pytest.mark.parametrize("host", ["1.2.3.4.5", "0x1ffffffff", "256.256.256.256", "a.0x7f", "::zz"])
 def test_numeric_looking_hosts_that_do_not_parse_are_refused(host: str) -> None:
-    # Passing them on would let the system resolver decide what they mean.
+    """Passing them on would let the system resolver decide what they mean."""
     with pytest.raises(AddressBlocked) as blocked:
         address_literal(host)
     assert blocked.value.reason == "unparseable address"
 
 
 async def test_rebinding_dials_the_checked_address_and_refuses_the_second_answer() -> None:
-    # DNS rebinding: a name answers public for the check, private for the connect. The guard
-    # resolves once per connection and dials the IP it checked, so the trick has nothing to swap.
+    """DNS rebinding: a name answers public for the check, private for the connect. The guard
+    resolves once per connection and dials the IP it checked, so the trick has nothing to swap."""
     dns = FakeDNS({"rebind.test": [["93.184.215.14"], ["127.0.0.1"]]})
     network = FakeNetwork()
     guard = GuardedNetworkBackend(resolver=dns, inner=network)
@@ -200,7 +200,7 @@ async def test_rebinding_dials_the_checked_address_and_refuses_the_second_answer
 
 
 async def test_one_forbidden_answer_refuses_the_whole_name() -> None:
-    # Otherwise an attacker lists a public decoy first and the private target second.
+    """Otherwise an attacker lists a public decoy first and the private target second."""
     dns = FakeDNS({"mixed.test": [["93.184.215.14", "10.0.0.5"]]})
     network = FakeNetwork()
     guard = GuardedNetworkBackend(resolver=dns, inner=network)
@@ -211,7 +211,7 @@ async def test_one_forbidden_answer_refuses_the_whole_name() -> None:
 
 
 async def test_numeric_hosts_are_dialed_in_normal_form_without_a_lookup() -> None:
-    # The dialer must receive the address the guard judged, not the odd spelling.
+    """The dialer must receive the address the guard judged, not the odd spelling."""
     dns = FakeDNS({})
     network = FakeNetwork()
     guard = GuardedNetworkBackend(allow_private_networks=True, resolver=dns, inner=network)
@@ -221,7 +221,7 @@ async def test_numeric_hosts_are_dialed_in_normal_form_without_a_lookup() -> Non
 
 
 async def test_a_forbidden_peer_is_refused_even_after_connecting() -> None:
-    # Defence in depth: whatever the socket actually reached is checked again and closed.
+    """Defence in depth: whatever the socket actually reached is checked again and closed."""
     network = FakeNetwork(peer_override="10.0.0.5")
     guard = GuardedNetworkBackend(resolver=FakeDNS({"a.test": [["93.184.215.14"]]}), inner=network)
     with pytest.raises(AddressBlocked) as blocked:
@@ -231,7 +231,7 @@ async def test_a_forbidden_peer_is_refused_even_after_connecting() -> None:
 
 
 async def test_allowing_private_networks_still_refuses_cloud_metadata() -> None:
-    # Self-hosted setups need their LAN; none needs the cloud's credential endpoint.
+    """Self-hosted setups need their LAN; none needs the cloud's credential endpoint."""
     network = FakeNetwork()
     guard = GuardedNetworkBackend(allow_private_networks=True, resolver=FakeDNS({}), inner=network)
     await guard.connect_tcp("10.0.0.1", 80)
@@ -243,7 +243,7 @@ async def test_allowing_private_networks_still_refuses_cloud_metadata() -> None:
 
 
 async def test_an_unreachable_answer_falls_through_to_the_next_checked_one() -> None:
-    # Hosts with several addresses stay reachable when one of them is down.
+    """Hosts with several addresses stay reachable when one of them is down."""
     dns = FakeDNS({"two.test": [["93.184.215.14", "93.184.215.15"]]})
     network = FakeNetwork(unreachable={"93.184.215.14"})
     guard = GuardedNetworkBackend(resolver=dns, inner=network)
@@ -252,7 +252,8 @@ async def test_an_unreachable_answer_falls_through_to_the_next_checked_one() -> 
 
 
 async def test_resolution_failure_is_a_connect_error() -> None:
-    # A name that does not resolve is retried like any connection failure, not crashed on.
+    """A name that does not resolve is retried like any connection failure, not crashed on."""
+
     async def broken(host: str, port: int) -> list[str]:
         raise OSError("no such host")
 
@@ -262,14 +263,14 @@ async def test_resolution_failure_is_a_connect_error() -> None:
 
 
 async def test_unix_sockets_are_refused() -> None:
-    # A local socket is as private as it gets.
+    """A local socket is as private as it gets."""
     guard = GuardedNetworkBackend(allow_private_networks=True, inner=FakeNetwork())
     with pytest.raises(AddressBlocked):
         await guard.connect_unix_socket("/var/run/docker.sock")
 
 
 async def test_system_resolver_returns_addresses() -> None:
-    # The default resolver must hand back plain IP strings the guard can parse.
+    """The default resolver must hand back plain IP strings the guard can parse."""
     answers = await system_resolver("localhost", 80)
     assert answers
     assert {is_forbidden_address(answer) for answer in answers} == {"loopback"}

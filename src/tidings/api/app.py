@@ -28,16 +28,21 @@ from tidings.api.errors import install_error_handlers
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
-from tidings.bootstrap import build, start
+from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
 
 
 def create_app(
-    settings: Settings, *, apply_migrations: bool = False, run_workers: bool = False
+    settings: Settings,
+    *,
+    apply_migrations: bool = False,
+    run_workers: bool = False,
+    container: Container | None = None,
 ) -> FastAPI:
     """The API for `settings`. `tidings serve` sets both flags: it migrates on start and runs
-    the workers in-process beside the API (the embedded default, ARC-1)."""
-    container = build(settings)
+    the workers in-process beside the API (the embedded default, ARC-1). Tests may pass a
+    `container` of their own (`build(settings, clock=...)`); the app starts and closes it."""
+    container = container or build(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

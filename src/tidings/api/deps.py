@@ -10,7 +10,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tidings.bootstrap import Container
 from tidings.domain.errors import Unauthenticated
-from tidings.storage.apikeys import ApiKeyRow
 
 _bearer = HTTPBearer(auto_error=False, description="An admin API key: `tdk_...`")
 
@@ -26,12 +25,13 @@ ContainerDep = Annotated[Container, Depends(get_container)]
 async def require_admin_key(
     container: ContainerDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> ApiKeyRow:
+) -> str:
+    """The id of the admin API key the request carries (the actor in audit records)."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("send an admin API key as `Authorization: Bearer <key>`")
     key = await container.api_keys.authenticate(credentials.credentials)
     structlog.contextvars.bind_contextvars(api_key_id=key.id)
-    return key
+    return key.id
 
 
-AdminKey = Annotated[ApiKeyRow, Depends(require_admin_key)]
+AdminKeyId = Annotated[str, Depends(require_admin_key)]

@@ -7,7 +7,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidings.audience.public import LinkProblem
@@ -108,23 +107,6 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return problem(exc.status_code, code, title, headers=dict(exc.headers or {}) or None)
 
 
-UNSTORABLE = "a value cannot be stored: it holds a NUL character or a number out of range"
-
-
-async def _unstorable_value(_request: Request, exc: Exception) -> JSONResponse:
-    # The database refused a value the request carried (PostgreSQL rejects NUL in text and
-    # JSON, both dialects reject out-of-range integers). The transaction rolled back: nothing
-    # changed, and it is the caller's input, so 422 rather than 500.
-    unrelated = (
-        isinstance(exc, StatementError)
-        and not isinstance(exc, DataError)
-        and not isinstance(exc.orig, OverflowError | ValueError)
-    )
-    if unrelated:  # an integrity or connection error is not the caller's bad value
-        return await _unexpected_error(_request, exc)
-    return problem(422, "invalid_input", InvalidInput.title, UNSTORABLE)
-
-
 async def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
     # The exception type only: messages can carry data from the request.
     log.error("http.unhandled_error", error_type=type(exc).__name__)
@@ -135,7 +117,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TidingsError, _tidings_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(DataError, _unstorable_value)
-    app.add_exception_handler(StatementError, _unstorable_value)
-    app.add_exception_handler(OverflowError, _unstorable_value)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import contextlib
 
 from fastapi import APIRouter, Response
-from sqlalchemy.exc import SQLAlchemyError
 
 from tidings.api.deps import ContainerDep
 from tidings.domain.errors import NotReady
-from tidings.storage import migrate
-from tidings.storage.health import ping
 
 router = APIRouter(tags=["health"])
 
@@ -22,13 +19,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="The database is reachable and migrated to the latest revision")
 async def readyz(container: ContainerDep) -> dict[str, str]:
-    try:
-        await ping(container.db)
-        at_head = await migrate.is_at_head(container.db)
-    except (SQLAlchemyError, OSError):
-        raise NotReady("the database is not reachable") from None
-    if not at_head:
-        raise NotReady("the database is not migrated to the latest revision: run `tidings migrate`")
+    await container.check_ready()
     return {"status": "ready", "database": container.db.dialect}
 
 
@@ -36,6 +27,6 @@ async def readyz(container: ContainerDep) -> dict[str, str]:
 async def metrics(container: ContainerDep) -> Response:
     # Queue depth is read from the rows at scrape time (PRI-7), never kept in memory. If the
     # database is down, /readyz says so; metrics still answer with what they have.
-    with contextlib.suppress(SQLAlchemyError, OSError):
+    with contextlib.suppress(NotReady):
         container.metrics.set_queue_depth(await container.queue.depth())
     return Response(container.metrics.render(), media_type="text/plain; version=0.0.4")

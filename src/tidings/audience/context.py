@@ -1,5 +1,5 @@
 """What every audience use case needs: the database, the clock, the site secret, outbox
-writers (email and webhooks) and the public URL for links in mail."""
+writers (email and webhooks), the template engine and the public URL for links in mail."""
 
 from __future__ import annotations
 
@@ -10,19 +10,22 @@ from datetime import datetime
 from tidings.delivery.email_jobs import Mailer
 from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
+from tidings.domain.clock import Clock
+from tidings.rendering import TemplateEngine
 from tidings.storage.database import Database
 
 
 @dataclass(frozen=True)
 class AudienceContext:
     db: Database
-    now: Callable[[], datetime]
+    now: Clock
     secret: Callable[[], str]  # loaded at start-up; read lazily
     mailer: Mailer
     webhooks: Webhooks
     public_url: str  # no trailing slash
     site_name: str
     confirm_token_ttl_hours: int
+    templates: TemplateEngine
 
     def email_hash(self, email_key: str) -> str:
         return tokens.keyed_email_hash(self.secret(), email_key)

@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
 from tidings.audience.import_rows import ImportRow, RowError
-from tidings.domain.audience import Source, SubscriptionState
+from tidings.domain import consent
+from tidings.domain.audience import Source
+from tidings.domain.consent import SubscriptionState
 from tidings.storage import importing as queries
 from tidings.storage import webhooks as webhook_queries
 from tidings.storage.importing import StoredSubscriber, StoredSubscription
@@ -76,22 +78,17 @@ class _SubscriptionPlan:
 
     def add(self, row: ImportRow, existing: StoredSubscription | None, suppressed: bool) -> bool:
         """Plan the row's subscription; True when that changes something stored."""
-        wanted = row.status
+        before = None if existing is None else existing.state
+        decision = consent.decide(before, consent.Import(row.status, self.evidence, suppressed))
+        assert isinstance(decision, consent.Transition)  # an import is never refused
         if existing is None:
-            if wanted is SubscriptionState.CONFIRMED and suppressed:
-                wanted = SubscriptionState.PENDING
             created_at = row.created_at or self.now
-            self.inserts[wanted].append((row.address.key, row.newsletter_id, created_at))
-            return True
-        if existing.unsubscribed:
-            return False  # the person's own choice; an import never overrides it
-        if wanted is SubscriptionState.UNSUBSCRIBED:
+            self.inserts[decision.after].append((row.address.key, row.newsletter_id, created_at))
+        elif decision.unsubscribes:
             self.unsubscribe_ids.append(existing.id)
-            return True
-        if wanted is SubscriptionState.CONFIRMED and not existing.confirmed and not suppressed:
+        elif decision.confirms:
             self.confirm_ids.append(existing.id)
-            return True
-        return False
+        return decision.changed
 
 
 class ChunkWriter:

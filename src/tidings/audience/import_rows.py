@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tidings.audience.subscribers import validate_labels, validate_tier
-from tidings.domain.audience import Address, SubscriptionState, normalise_email, validate_name
+from tidings.domain.audience import Address, normalise_email, validate_name
+from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
 COLUMNS = ("email", "name", "tier", "labels", "newsletter", "status", "created_at")

@@ -52,7 +52,7 @@ from tidings.audience.import_rows import (
     read_header,
 )
 from tidings.audience.subscribers import validate_tier
-from tidings.domain.audience import SubscriptionState, subscription_state
+from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.storage import importing as queries
 from tidings.storage import newsletters as newsletter_queries

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass
 from typing import Any
-
-from sqlalchemy.exc import IntegrityError
 
 from tidings.audience.context import AudienceContext
 from tidings.domain.email_headers import check_address, check_header_values
@@ -14,6 +13,32 @@ from tidings.storage import newsletters as queries
 from tidings.storage.newsletters import NewsletterRow
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class NewsletterFields:
+    """A new newsletter (AUD-1)."""
+
+    slug: str
+    name: str
+    sender_name: str
+    sender_address: str
+    description: str = ""
+    reply_to: str | None = None
+    double_opt_in: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NewsletterChanges:
+    """Changes to a newsletter: a None field keeps its value."""
+
+    slug: str | None = None
+    name: str | None = None
+    sender_name: str | None = None
+    sender_address: str | None = None
+    description: str | None = None
+    reply_to: str | None = None
+    double_opt_in: bool | None = None
 
 
 def _validate(values: dict[str, Any]) -> dict[str, Any]:
@@ -32,17 +57,11 @@ class Newsletters:
     def __init__(self, context: AudienceContext) -> None:
         self._ctx = context
 
-    async def create(self, **values: Any) -> NewsletterRow:
+    async def create(self, fields: NewsletterFields) -> NewsletterRow:
+        values = _validate(asdict(fields))
         now = self._ctx.now()
-        try:
-            async with self._ctx.db.write() as conn:
-                return await queries.insert_newsletter(
-                    conn, **_validate(values), created_at=now, updated_at=now
-                )
-        except IntegrityError:
-            raise Conflict(
-                f"a newsletter with slug {values['slug']!r} exists", field="slug"
-            ) from None
+        async with self._ctx.db.write() as conn:
+            return await queries.insert_newsletter(conn, **values, created_at=now, updated_at=now)
 
     async def list(self) -> list[NewsletterRow]:
         async with self._ctx.db.read() as conn:
@@ -55,26 +74,21 @@ class Newsletters:
             raise NotFound(f"no newsletter called {slug!r}")
         return found
 
-    async def update(self, current_slug: str, **values: Any) -> NewsletterRow:
-        changes = _validate({key: value for key, value in values.items() if value is not None})
+    async def update(self, current_slug: str, edit: NewsletterChanges) -> NewsletterRow:
+        given = {key: value for key, value in asdict(edit).items() if value is not None}
+        changes = _validate(given)
         current = await self.get(current_slug)
-        try:
-            async with self._ctx.db.write() as conn:
-                updated = await queries.update_newsletter(
-                    conn, current.id, **changes, updated_at=self._ctx.now()
-                )
-        except IntegrityError:
-            raise Conflict("that slug is taken", field="slug") from None
+        async with self._ctx.db.write() as conn:
+            updated = await queries.update_newsletter(
+                conn, current.id, **changes, updated_at=self._ctx.now()
+            )
         assert updated is not None
         return updated
 
     async def delete(self, slug: str) -> None:
         """Refused while anyone is subscribed: deleting would silently erase consent records."""
         current = await self.get(slug)
-        try:
-            async with self._ctx.db.write() as conn:
-                if await queries.has_subscriptions(conn, current.id):
-                    raise Conflict("the newsletter has subscriptions; remove them first")
-                await queries.delete_newsletter(conn, current.id)
-        except IntegrityError:  # a subscription or campaign arrived meanwhile (FK RESTRICT)
-            raise Conflict("the newsletter has subscriptions or campaigns") from None
+        async with self._ctx.db.write() as conn:
+            if await queries.has_subscriptions(conn, current.id):
+                raise Conflict("the newsletter has subscriptions; remove them first")
+            await queries.delete_newsletter(conn, current.id)

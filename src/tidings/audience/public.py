@@ -8,19 +8,18 @@ campaign send reads, so an unsubscribe never waits on a send in progress.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.audience.consent import ConsentRecorder, owners_of, state_of
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
 from tidings.audience.ratelimit import SubscribeRateLimiter
-from tidings.delivery.email_jobs import TransactionalEmail
-from tidings.domain import tokens
+from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
-from tidings.rendering.notice import render_confirmation_email
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
@@ -64,6 +63,7 @@ class PublicFlows:
     def __init__(self, context: AudienceContext, limiter: SubscribeRateLimiter) -> None:
         self._ctx = context
         self._limiter = limiter
+        self._consent = ConsentRecorder(context)
 
     # -- subscribe (AUD-5) ----------------------------------------------------------------
 
@@ -121,58 +121,14 @@ class PublicFlows:
         now: datetime,
     ) -> SubscriptionRow:
         """Create, revive or leave alone the subscription; queue a confirmation if needed."""
-        subscription, created = await subscription_queries.insert_if_absent(
-            conn,
-            subscriber_id=subscriber.id,
-            newsletter_id=newsletter.id,
-            source=source.value,
-            created_at=now,
-            updated_at=now,
+        subscription, before = await self._consent.subscription(
+            conn, subscriber.id, newsletter.id, source=source, now=now
         )
-        if not created and subscription.unsubscribed_at is None and subscription.confirmed_at:
-            return subscription  # already confirmed: nothing changes
-        revived = not created and subscription.unsubscribed_at is not None
-        if revived:
-            # Revive: a fresh confirmation is required; the history columns stay as they are.
-            subscription = await subscription_queries.update_subscription(
-                conn, subscription.id, unsubscribed_at=None, confirmed_at=None, updated_at=now
-            )
-            log.info("subscription.revived", subscription_id=subscription.id)
-        # Single opt-in never applies to a revive: subscribe is public, so without a
-        # confirmation anyone could undo a person's own unsubscribe.
-        if not newsletter.double_opt_in and not revived:
-            return await self._confirm(
-                conn, subscription, evidence=f"single_opt_in:{source}", now=now
-            )
-        token = tokens.new_confirmation_token()
-        token_hash = tokens.hash_token(token)
-        subscription = await subscription_queries.update_subscription(
-            conn,
-            subscription.id,
-            confirm_token_hash=token_hash,
-            confirm_token_expires_at=now + timedelta(hours=self._ctx.confirm_token_ttl_hours),
-            updated_at=now,
+        decision = consent.decide(before, consent.Subscribe(source, newsletter.double_opt_in))
+        assert isinstance(decision, consent.Transition)  # subscribing is never refused
+        return await self._consent.record(
+            conn, subscription, decision, now=now, owners=(subscriber, newsletter)
         )
-        notice = render_confirmation_email(
-            site_name=self._ctx.site_name,
-            newsletter_name=newsletter.name,
-            confirm_url=self._ctx.confirm_url(token),
-            expires_hours=self._ctx.confirm_token_ttl_hours,
-        )
-        await self._ctx.mailer.queue_in(
-            conn,
-            TransactionalEmail(
-                to=subscriber.email,
-                subject=notice.subject,
-                text=notice.text,
-                html=notice.html,
-                sender=newsletter.sender_address,
-                sender_name=newsletter.sender_name,
-                reply_to=newsletter.reply_to,
-            ),
-            idempotency_key=tokens.confirmation_dedupe_key(token_hash),
-        )
-        return subscription
 
     # -- confirm (AUD-6) ------------------------------------------------------------------
 
@@ -187,12 +143,10 @@ class PublicFlows:
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             subscription = await self._subscription_for_confirmation(conn, token)
-            if subscription.unsubscribed_at is not None:
+            decision = consent.decide(state_of(subscription), consent.ConfirmByLink(client_ip))
+            if isinstance(decision, consent.Refusal):
                 raise LinkProblem("invalid")  # left since: this link no longer applies
-            if subscription.confirmed_at is None:
-                await self._confirm(
-                    conn, subscription, evidence=f"link:{client_ip or 'unknown'}", now=now
-                )
+            await self._consent.record(conn, subscription, decision, now=now)
             return await self._target(conn, subscription)
 
     async def _subscription_for_confirmation(
@@ -207,26 +161,6 @@ class PublicFlows:
         if subscription.confirmed_at is None and (expires is None or expires < self._ctx.now()):
             raise LinkProblem("expired")
         return subscription
-
-    async def _confirm(
-        self,
-        conn: AsyncConnection,
-        subscription: SubscriptionRow,
-        *,
-        evidence: str,
-        now: datetime,
-    ) -> SubscriptionRow:
-        confirmed = await subscription_queries.mark_confirmed(
-            conn, subscription.id, evidence=evidence[:200], now=now
-        )
-        if confirmed is None:  # a concurrent request confirmed (or unsubscribed) it first
-            current = await subscription_queries.get_by_id(conn, subscription.id)
-            assert current is not None
-            return current
-        subscriber, newsletter = await _owners(conn, subscription)
-        await subscriber_event(self._ctx, conn, "subscriber.confirmed", subscriber, newsletter)
-        log.info("subscription.confirmed", subscription_id=subscription.id)
-        return confirmed
 
     # -- unsubscribe (AUD-7) --------------------------------------------------------------
 
@@ -257,17 +191,11 @@ class PublicFlows:
             await self.unsubscribe_in(conn, subscription)
             return await self._target(conn, subscription)
 
-    async def unsubscribe_in(self, conn: AsyncConnection, subscription: SubscriptionRow) -> bool:
-        """Unsubscribe inside the caller's transaction; False when it already was."""
-        changed = await subscription_queries.mark_unsubscribed(
-            conn, subscription.id, now=self._ctx.now()
-        )
-        if changed is None:
-            return False
-        subscriber, newsletter = await _owners(conn, subscription)
-        await subscriber_event(self._ctx, conn, "subscriber.unsubscribed", subscriber, newsletter)
-        log.info("subscription.unsubscribed", subscription_id=subscription.id)
-        return True
+    async def unsubscribe_in(self, conn: AsyncConnection, subscription: SubscriptionRow) -> None:
+        """Unsubscribe inside the caller's transaction (idempotent)."""
+        decision = consent.decide(state_of(subscription), consent.Unsubscribe())
+        assert isinstance(decision, consent.Transition)  # the row exists
+        await self._consent.record(conn, subscription, decision, now=self._ctx.now())
 
     # -- preferences ----------------------------------------------------------------------
 
@@ -314,44 +242,20 @@ class PublicFlows:
             for newsletter_id in newsletter_ids:
                 subscription = existing.get(newsletter_id)
                 if newsletter_id in wanted:
-                    if subscription is None:
-                        subscription, _ = await subscription_queries.insert_if_absent(
-                            conn,
-                            subscriber_id=subscriber_id,
-                            newsletter_id=newsletter_id,
-                            source=Source.FORM.value,
-                            created_at=now,
-                            updated_at=now,
-                        )
-                    if subscription.confirmed_at is None or subscription.unsubscribed_at:
-                        subscription = await subscription_queries.update_subscription(
-                            conn,
-                            subscription.id,
-                            unsubscribed_at=None,
-                            confirmed_at=None,
-                            updated_at=now,
-                        )
-                        await self._confirm(
-                            conn, subscription, evidence="preferences_link", now=now
-                        )
+                    subscription, before = await self._consent.subscription(
+                        conn, subscriber_id, newsletter_id, source=Source.FORM, now=now
+                    )
+                    decision = consent.decide(before, consent.ConfirmByPreferences())
+                    assert isinstance(decision, consent.Transition)
+                    await self._consent.record(conn, subscription, decision, now=now)
                 elif subscription is not None:
                     await self.unsubscribe_in(conn, subscription)
             return await self._preferences(conn, subscriber_id)
 
     async def _target(self, conn: AsyncConnection, subscription: SubscriptionRow) -> LinkTarget:
-        subscriber, newsletter = await _owners(conn, subscription)
+        subscriber, newsletter = await owners_of(conn, subscription)
         return LinkTarget(
             newsletter_name=newsletter.name,
             subscriber_id=subscriber.id,
             preferences_url=self._ctx.preferences_url(subscriber.id, subscriber.created_at),
         )
-
-
-async def _owners(
-    conn: AsyncConnection, subscription: SubscriptionRow
-) -> tuple[SubscriberRow, NewsletterRow]:
-    subscriber = await subscriber_queries.get(conn, subscription.subscriber_id)
-    newsletter = await newsletter_queries.get_by_id(conn, subscription.newsletter_id)
-    if subscriber is None or newsletter is None:  # both are FK-protected; cannot happen
-        raise NotFound("the subscription's subscriber or newsletter is gone")
-    return subscriber, newsletter

@@ -10,17 +10,13 @@ from typing import Any
 
 import structlog
 
+from tidings.audience.consent import ConsentRecorder
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
-from tidings.domain.audience import (
-    Source,
-    SubscriptionState,
-    Tier,
-    normalise_email,
-    subscription_state,
-    validate_name,
-)
+from tidings.domain import consent
+from tidings.domain.audience import Source, Tier, normalise_email, validate_name
+from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import privacy
@@ -79,6 +75,7 @@ class Subscribers:
     def __init__(self, context: AudienceContext, flows: PublicFlows) -> None:
         self._ctx = context
         self._flows = flows
+        self._consent = ConsentRecorder(context)
 
     async def _newsletter_id(self, conn: Any, slug: str | None) -> int | None:
         if slug is None:
@@ -190,33 +187,20 @@ class Subscribers:
         if not asserted:
             await self._flows.request_consent(conn, row, newsletter, source=Source.ADMIN, now=now)
             return
-        subscription, _ = await subscription_queries.insert_if_absent(
-            conn,
-            subscriber_id=row.id,
-            newsletter_id=newsletter.id,
-            source=Source.ADMIN.value,
-            created_at=now,
-            updated_at=now,
+        subscription, before = await self._consent.subscription(
+            conn, row.id, newsletter.id, source=Source.ADMIN, now=now
         )
-        if subscription.unsubscribed_at is not None:
+        decision = consent.decide(before, consent.AssertConsent(actor))
+        if isinstance(decision, consent.Refusal):
             # The person left themselves; an admin assertion must not silently undo that.
             raise Conflict(
                 f"the subscriber unsubscribed from {slug!r}; send a confirmation instead "
                 "(confirmed: false)",
                 field="subscriptions",
             )
-        if subscription.confirmed_at is None:
-            await subscription_queries.update_subscription(
-                conn,
-                subscription.id,
-                confirmed_at=now,
-                unsubscribed_at=None,
-                consent_evidence=f"admin:{actor}",
-                updated_at=now,
-            )
-            await subscriber_event(
-                self._ctx, conn, "subscriber.confirmed", row, newsletter, asserted_by=actor
-            )
+        await self._consent.record(
+            conn, subscription, decision, now=now, owners=(row, newsletter), asserted_by=actor
+        )
 
     async def subscribe(
         self, subscriber_id: int, slug: str, *, asserted: bool, actor: str

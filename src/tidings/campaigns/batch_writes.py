@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tidings.campaigns.context import SendingContext
 from tidings.domain.sending import RecipientState
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 from tidings.storage import recipients as recipient_queries
 
 # (recipient id, new state, reason code) for one recipient

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 import structlog
 
+from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.delivery.email_jobs import Mailer, RawEmail
 from tidings.domain.audience import normalise_email
+from tidings.domain.clock import Clock
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
@@ -27,6 +27,7 @@ from tidings.rendering import (
     RecipientValues,
     SegmentRendering,
     Sender,
+    TemplateEngine,
     Theme,
     check_content,
     preview,
@@ -60,10 +61,11 @@ EDITABLE_FIELDS = frozenset(
 @dataclass(frozen=True)
 class CampaignContext:
     db: Database
-    now: Callable[[], datetime]
+    now: Clock
     mailer: Mailer
     public_url: str
     theme: Theme
+    templates: TemplateEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +110,8 @@ class CampaignDrafts:
     def __init__(self, context: CampaignContext) -> None:
         self._ctx = context
 
-    async def create(self, *, newsletter: str, **values: Any) -> CampaignDraft:
-        fields = _validated({key: values.get(key) for key in EDITABLE_FIELDS})
+    async def create(self, newsletter: str, draft: DraftFields) -> CampaignDraft:
+        fields = _validated(draft.values())
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             found = await newsletter_queries.get_by_slug(conn, newsletter)
@@ -126,10 +128,8 @@ class CampaignDrafts:
         log.info("campaign.created", campaign_id=row.id)
         return self._draft(row, found)
 
-    async def update(self, campaign_id: int, **changes: Any) -> CampaignDraft:
-        unknown = set(changes) - EDITABLE_FIELDS
-        if unknown:
-            raise InvalidInput(f"cannot change {', '.join(sorted(unknown))}")
+    async def update(self, campaign_id: int, edit: DraftChanges) -> CampaignDraft:
+        changes = edit.values()
         for key in REQUIRED_FIELDS & {k for k, v in changes.items() if v is None}:
             raise InvalidInput(f"{key} cannot be null", field=key)
         current = await self.get(campaign_id)
@@ -215,6 +215,7 @@ class CampaignDrafts:
             list_info=list_info,
             base_url=self._ctx.public_url,
             theme=self._ctx.theme,
+            engine=self._ctx.templates,
             now=self._ctx.now(),
         )
 
@@ -234,6 +235,8 @@ class CampaignDrafts:
             sender=sender,
             list_info=list_info,
             base_url=self._ctx.public_url,
+            engine=self._ctx.templates,
+            now=self._ctx.now(),
             theme=self._ctx.theme,
         )
         if not self._ctx.public_url.startswith("https://"):
@@ -262,8 +265,9 @@ class CampaignDrafts:
             sender=sender,
             list_info=list_info,
             base_url=self._ctx.public_url,
-            theme=self._ctx.theme,
+            engine=self._ctx.templates,
             now=self._ctx.now(),
+            theme=self._ctx.theme,
         )
         job_ids = []
         async with self._ctx.db.write() as conn:

@@ -21,7 +21,7 @@ from tidings.domain.sending import (
     VerificationFailed,
     check_count,
 )
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, astuple, dataclass, fields
-from typing import Any, ClassVar, Self
+from dataclasses import astuple, dataclass
+from typing import ClassVar
 
-from tidings.domain.jobs import GiveUp
-from tidings.queue.store import Job
+from tidings.queue.job import JobPayload
 
 SEND_CAMPAIGN = "send_campaign"
 SEND_BATCH = "send_batch"
@@ -14,29 +13,13 @@ FINALISE_CAMPAIGN = "finalise_campaign"
 
 
 @dataclass(frozen=True, slots=True)
-class CampaignJob:
-    """A payload of integer ids; its idempotency key is its kind and ids, so enqueueing the
-    same step twice (a retry, two workers finishing together) makes one job."""
-
-    kind: ClassVar[str]
+class CampaignJob(JobPayload):
+    """Integer ids only; the idempotency key is the kind and the ids, so enqueueing the same
+    step twice (a retry, two workers finishing together) makes one job."""
 
     @property
     def idempotency_key(self) -> str:
         return ":".join([self.kind, *(str(value) for value in astuple(self))])
-
-    def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_job(cls, job: Job) -> Self:
-        names = [field.name for field in fields(cls)]
-        payload = job.payload if isinstance(job.payload, dict) else {}
-        found = [payload.get(name) for name in names]
-        if len(found) != len(names) or not all(
-            isinstance(value, int) and not isinstance(value, bool) for value in found
-        ):
-            raise GiveUp(f"malformed {job.kind} payload")
-        return cls(*found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from tidings.domain.sending import (
     drift_is_notable,
     plan_pages,
 )
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
 from tidings.storage import candidates as candidate_queries

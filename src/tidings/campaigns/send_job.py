@@ -16,7 +16,7 @@ from tidings.campaigns.jobs import FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.preparation import Preparation
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
 

@@ -33,7 +33,7 @@ from tidings.domain.sending import (
     batch_outcome,
     check_count,
 )
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 from tidings.rendering import RecipientValues, SegmentRendering
 from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.cli import campaign_send
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.rendering import Preview
@@ -74,11 +75,8 @@ def create(
     async def go() -> None:
         async with container_for(ctx) as container:
             draft = await container.campaigns.create(
-                newsletter=newsletter,
-                subject=subject,
-                preheader=preheader,
-                audience_filter=audience,
-                **body,
+                newsletter,
+                DraftFields(subject=subject, preheader=preheader, audience_filter=audience, **body),
             )
         _show(draft, as_json)
 
@@ -107,7 +105,7 @@ def edit(
 
     async def go() -> None:
         async with container_for(ctx) as container:
-            draft = await container.campaigns.update(campaign_id, **changes)
+            draft = await container.campaigns.update(campaign_id, DraftChanges(**changes))
         _show(draft, as_json)
 
     run(go)

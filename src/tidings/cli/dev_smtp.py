@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from tidings.bootstrap import utcnow
 from tidings.cli.context import err_console, wait_for_stop_signal
 from tidings.delivery.sink import Faults, SmtpSink
 
@@ -49,7 +50,7 @@ def dev_smtp(
     )
 
     async def go() -> None:
-        sink = SmtpSink(host=host, port=port, faults=faults, store_dir=store)
+        sink = SmtpSink(clock=utcnow, host=host, port=port, faults=faults, store_dir=store)
         await sink.start()
         err_console.print(
             f"SMTP sink listening on {host}:{sink.port}"

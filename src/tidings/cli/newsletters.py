@@ -7,6 +7,7 @@ import json
 import typer
 from rich.table import Table
 
+from tidings.audience.newsletters import NewsletterFields
 from tidings.cli.context import container_for, out_console, run
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
@@ -30,13 +31,15 @@ def create(
     async def go() -> None:
         async with container_for(ctx) as container:
             row = await container.newsletters.create(
-                slug=slug,
-                name=name,
-                sender_name=sender_name,
-                sender_address=sender_address,
-                reply_to=reply_to,
-                description=description,
-                double_opt_in=not single_opt_in,
+                NewsletterFields(
+                    slug=slug,
+                    name=name,
+                    sender_name=sender_name,
+                    sender_address=sender_address,
+                    reply_to=reply_to,
+                    description=description,
+                    double_opt_in=not single_opt_in,
+                )
             )
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
 

@@ -22,7 +22,8 @@ from rich.table import Table
 
 from tidings.audience.importer import ImportReport
 from tidings.cli.context import container_for, err_console, fail, run
-from tidings.domain.audience import SubscriptionState, Tier
+from tidings.domain.audience import Tier
+from tidings.domain.consent import SubscriptionState
 
 app = typer.Typer(help="Import and export subscribers as CSV.", no_args_is_help=True)
 ERRORS_SHOWN = 50

@@ -9,9 +9,10 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -21,19 +22,21 @@ from tidings.delivery.provider import (
     PerRecipientProvider,
     TemporaryFailure,
 )
+from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage.database import Database
 
 SEND_EMAIL = "send_email"
 
 
 @dataclass(frozen=True, slots=True)
-class TransactionalEmail:
+class TransactionalEmail(JobPayload):
     """What a use case asks to send. One recipient: a retry never re-mails anyone else."""
 
+    kind: ClassVar[str] = SEND_EMAIL
     to: str
     subject: str
     text: str
@@ -61,11 +64,31 @@ class TransactionalEmail:
             "headers": dict(self.headers or {}),
         }
 
+    def envelope(self, *, default_message_id: str, now: datetime) -> Envelope:
+        message = EmailMessage()
+        message["From"] = formataddr((self.sender_name or "", self.sender))
+        message["To"] = self.to
+        message["Subject"] = self.subject
+        message["Date"] = formatdate(now.timestamp(), usegmt=True)
+        message_id = self.message_id or default_message_id
+        message["Message-ID"] = message_id
+        if self.reply_to:
+            message["Reply-To"] = self.reply_to
+        for name, value in (self.headers or {}).items():
+            message[name] = value
+        message.set_content(self.text)
+        if self.html:
+            message.add_alternative(self.html, subtype="html")
+        return Envelope(
+            sender=self.sender, recipients=[self.to], data=message.as_bytes(), message_id=message_id
+        )
+
 
 @dataclass(frozen=True, slots=True)
-class RawEmail:
+class RawEmail(JobPayload):
     """An already-serialised message (a campaign message, a test send): sent byte for byte."""
 
+    kind: ClassVar[str] = SEND_EMAIL
     sender: str
     to: str
     data: bytes
@@ -79,53 +102,41 @@ class RawEmail:
             "message_id": self.message_id,
         }
 
+    @classmethod
+    def fields_of(cls, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        fields = {key: value for key, value in payload.items() if key != "raw_b64"}
+        return {**fields, "data": base64.b64decode(payload["raw_b64"], validate=True)}
 
-def build_envelope(payload: Mapping[str, Any], *, default_message_id: str) -> Envelope:
-    if "raw_b64" in payload:
+    def envelope(self, *, default_message_id: str, now: datetime) -> Envelope:
         return Envelope(
-            sender=payload["sender"],
-            recipients=[payload["to"]],
-            data=base64.b64decode(payload["raw_b64"]),
-            message_id=payload["message_id"],
+            sender=self.sender, recipients=[self.to], data=self.data, message_id=self.message_id
         )
-    message = EmailMessage()
-    message["From"] = formataddr((payload.get("sender_name") or "", payload["sender"]))
-    message["To"] = payload["to"]
-    message["Subject"] = payload["subject"]
-    message["Date"] = formatdate(usegmt=True)
-    message_id = payload.get("message_id") or default_message_id
-    message["Message-ID"] = message_id
-    if payload.get("reply_to"):
-        message["Reply-To"] = payload["reply_to"]
-    for name, value in (payload.get("headers") or {}).items():
-        message[name] = value
-    message.set_content(payload["text"])
-    if payload.get("html"):
-        message.add_alternative(payload["html"], subtype="html")
-    return Envelope(
-        sender=payload["sender"],
-        recipients=[payload["to"]],
-        data=message.as_bytes(),
-        message_id=message_id,
-    )
+
+
+def email_of(job: Job) -> TransactionalEmail | RawEmail:
+    """The `send_email` job's message: raw bytes, or the parts of a transactional email."""
+    payload_type = RawEmail if "raw_b64" in job.payload else TransactionalEmail
+    return payload_type.from_job(job)
 
 
 class EmailJobHandler:
     """Sends one `send_email` job. A whole-request deadline shorter than the lease bounds it."""
 
     def __init__(
-        self, provider: PerRecipientProvider, *, deadline_seconds: float, domain: str
+        self, provider: PerRecipientProvider, clock: Clock, *, deadline_seconds: float, domain: str
     ) -> None:
         self._provider = provider
+        self._clock = clock
         self._deadline = deadline_seconds
         self._domain = domain
 
     async def __call__(self, job: Job) -> None:
         # Stable across retries, so a provider or receiver can recognise a repeat; in the
         # sender's domain, which is the one the message is signed and sent for.
+        email = email_of(job)
         digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()[:32]
-        domain = str(job.payload.get("sender", "")).rpartition("@")[2] or self._domain
-        envelope = build_envelope(job.payload, default_message_id=f"<{digest}@{domain}>")
+        domain = email.sender.rpartition("@")[2] or self._domain
+        envelope = email.envelope(default_message_id=f"<{digest}@{domain}>", now=self._clock())
         try:
             async with asyncio.timeout(self._deadline):
                 result = await self._provider.send(envelope)
@@ -158,13 +169,13 @@ class Mailer:
     async def queue_in(
         self, conn: AsyncConnection, email: TransactionalEmail, *, idempotency_key: str
     ) -> tuple[Job, bool]:
-        return await self._queue.enqueue(conn, SEND_EMAIL, idempotency_key, email.to_payload())
+        return await self._queue.enqueue(conn, email.kind, idempotency_key, email.to_payload())
 
     async def queue_raw_in(
         self, conn: AsyncConnection, email: RawEmail, *, idempotency_key: str | None = None
     ) -> tuple[Job, bool]:
         key = idempotency_key or f"email:{uuid.uuid4().hex}"
-        return await self._queue.enqueue(conn, SEND_EMAIL, key, email.to_payload())
+        return await self._queue.enqueue(conn, email.kind, key, email.to_payload())
 
     async def queue(
         self, email: TransactionalEmail, *, idempotency_key: str | None = None

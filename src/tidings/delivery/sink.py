@@ -18,12 +18,14 @@ import ssl
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+
+from tidings.domain.clock import Clock
 
 DEFAULT_RCPT_REPLIES: Mapping[str, str] = {
     "+reject550": "550 5.1.1 Mailbox unavailable (injected by the sink)",
@@ -85,6 +87,7 @@ class SmtpSink:
     def __init__(
         self,
         *,
+        clock: Clock,
         host: str = "127.0.0.1",
         port: int = 0,
         faults: Faults | None = None,
@@ -94,6 +97,7 @@ class SmtpSink:
         implicit_tls: bool = False,
         server_name: str = "tidings-sink",
     ) -> None:
+        self._clock = clock
         self.host = host
         self.port = port
         self.faults = faults or Faults()
@@ -233,7 +237,7 @@ class SmtpSink:
             mail_from=envelope.mail_from,
             recipients=tuple(envelope.rcpt_tos),
             data=bytes(envelope.original_content),
-            received_at=datetime.now(UTC),
+            received_at=self._clock(),
             queue_id=f"SINK{sequence:08d}",
         )
         if self.store_dir is not None:

@@ -23,6 +23,7 @@ import httpcore
 import httpx
 
 from tidings.delivery.ssrf import AddressBlocked, GuardedNetworkBackend, Resolver
+from tidings.domain.clock import Clock
 
 
 class Outcome(StrEnum):
@@ -119,6 +120,7 @@ class WebhookClient:
     def __init__(
         self,
         *,
+        clock: Clock,
         allow_private_networks: bool = False,
         deadline_seconds: float = 10.0,
         max_response_bytes: int = 65536,
@@ -128,6 +130,7 @@ class WebhookClient:
         ssl_context: ssl.SSLContext | None = None,
         user_agent: str = "tidings-webhooks/0.1",
     ) -> None:
+        self._clock = clock
         self._deadline_seconds = deadline_seconds
         self._max_response_bytes = max_response_bytes
         self._max_retry_after_seconds = max_retry_after_seconds
@@ -190,7 +193,7 @@ class WebhookClient:
             body=text,
             retry_after_seconds=(
                 parse_retry_after(
-                    retry_after, now=datetime.now(UTC), cap_seconds=self._max_retry_after_seconds
+                    retry_after, now=self._clock(), cap_seconds=self._max_retry_after_seconds
                 )
                 if outcome is Outcome.RETRY
                 else None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import structlog
@@ -20,12 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.signing import generate_secret, sign_headers
 from tidings.delivery.webhook_client import Outcome, WebhookClient
+from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.events import WEBHOOK_EVENT_TYPES, validate_event_types
 from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
 from tidings.queue import store as job_store
+from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage import webhooks as queries
 from tidings.storage.database import Database
 from tidings.storage.webhooks import DeliveryRow, EndpointRow
@@ -34,6 +35,14 @@ DELIVER_WEBHOOK = "deliver_webhook"
 MAX_URL_LENGTH = 2000
 HOST_BUSY_RETRY_SECONDS = 1.0
 log = structlog.get_logger("tidings.webhooks")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverWebhook(JobPayload):
+    """The `deliver_webhook` job: which delivery row to attempt (it holds event and payload)."""
+
+    kind: ClassVar[str] = DELIVER_WEBHOOK
+    delivery_id: int
 
 
 def _validated_url(url: str) -> str:
@@ -58,7 +67,7 @@ class Webhooks:
         self,
         db: Database,
         queue: JobQueue,
-        now: Callable[[], datetime],
+        now: Clock,
         *,
         rotation_overlap: timedelta,
     ) -> None:
@@ -189,9 +198,8 @@ class Webhooks:
                 created_at=now,
                 updated_at=now,
             )
-            await self._queue.enqueue(
-                conn, DELIVER_WEBHOOK, f"webhook:{delivery.id}", {"delivery_id": delivery.id}
-            )
+            job = DeliverWebhook(delivery.id)
+            await self._queue.enqueue(conn, job.kind, f"webhook:{delivery.id}", job.to_payload())
             deliveries.append(delivery)
         return deliveries
 
@@ -228,12 +236,9 @@ class Webhooks:
                 raise Conflict("the delivery is being attempted right now; try again shortly")
             await queries.reset_delivery(conn, delivery_id, now=now)
             if job is None:  # pruned after retention: a fresh job, same delivery and webhook-id
-                await self._queue.enqueue(
-                    conn,
-                    DELIVER_WEBHOOK,
-                    f"webhook:{delivery_id}:replay:{uuid.uuid4().hex}",
-                    {"delivery_id": delivery_id},
-                )
+                fresh = DeliverWebhook(delivery_id)
+                key = f"webhook:{delivery_id}:replay:{uuid.uuid4().hex}"
+                await self._queue.enqueue(conn, fresh.kind, key, fresh.to_payload())
             else:
                 await job_store.replay(conn, job.id, now=now)
             refreshed = await queries.get_delivery(conn, delivery_id)
@@ -244,13 +249,13 @@ class Webhooks:
 class WebhookJobHandler:
     """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify."""
 
-    def __init__(self, db: Database, client: WebhookClient, now: Callable[[], datetime]) -> None:
+    def __init__(self, db: Database, client: WebhookClient, now: Clock) -> None:
         self._db = db
         self._client = client
         self._now = now
 
     async def __call__(self, job: Job) -> None:
-        delivery_id = int(job.payload["delivery_id"])
+        delivery_id = DeliverWebhook.from_job(job).delivery_id
         async with self._db.read() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
             endpoint = (

@@ -1,13 +1,11 @@
-"""Audience rules: address normalisation, tiers, subscription states and the consent predicate.
+"""Audience values: address normalisation, names, tiers and sources (AUD-2, AUD-3).
 
-The consent predicate here is the send-time form of AUD-4; `storage/consent.py` holds the same
-rule as a SQL expression for selection. A property test proves they agree.
+Subscription states and the consent rule live in `tidings.domain.consent`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 
 from tidings.domain.errors import InvalidInput
@@ -28,12 +26,6 @@ class Source(StrEnum):
     API = "api"
     IMPORT = "import"
     ADMIN = "admin"
-
-
-class SubscriptionState(StrEnum):
-    PENDING = "pending"  # waiting for the confirmation link to be used
-    CONFIRMED = "confirmed"
-    UNSUBSCRIBED = "unsubscribed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,21 +69,3 @@ def validate_name(name: str | None, *, field: str = "name") -> str | None:
             f"{field} must not contain line breaks or control characters", field=field
         )
     return name
-
-
-def subscription_state(
-    confirmed_at: datetime | None, unsubscribed_at: datetime | None
-) -> SubscriptionState:
-    if unsubscribed_at is not None:
-        return SubscriptionState.UNSUBSCRIBED
-    if confirmed_at is None:
-        return SubscriptionState.PENDING
-    return SubscriptionState.CONFIRMED
-
-
-def is_mailable(
-    confirmed_at: datetime | None, unsubscribed_at: datetime | None, suppressed: bool
-) -> bool:
-    """AUD-4, both halves plus suppression. Checking only `unsubscribed_at` is a bug: subscribe
-    is public and clears both timestamps when it revives a subscription."""
-    return confirmed_at is not None and unsubscribed_at is None and not suppressed

@@ -7,21 +7,24 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tidings.domain.errors import TidingsError
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 
 Handler = Callable[[Job], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
-    lease_seconds: float = 60.0
-    poll_interval_seconds: float = 1.0
-    max_attempts: int = 12
-    backoff_base_seconds: float = 5.0
-    backoff_max_seconds: float = 3600.0
-    shutdown_grace_seconds: float = 30.0
-    prune_interval_seconds: float = 3600.0
-    retention_days: float = 7.0
+    """The queue's timing. No defaults here: they are the `queue.*` settings, defined once
+    in `tidings.config` and turned into a policy by `bootstrap.queue_policy`."""
+
+    lease_seconds: float
+    poll_interval_seconds: float
+    max_attempts: int
+    backoff_base_seconds: float
+    backoff_max_seconds: float
+    shutdown_grace_seconds: float
+    prune_interval_seconds: float
+    retention_days: float
 
     @property
     def lease(self) -> timedelta:

@@ -15,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.jobs import ClaimLost, JobStatus
 from tidings.queue import store
+from tidings.queue.job import Job
 from tidings.queue.listener import listen_for_jobs
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
-from tidings.queue.store import Job
 from tidings.queue.worker import Worker
 from tidings.storage.database import Database
+from tidings.storage.errors import unreachable_as_not_ready
 
 log = structlog.get_logger("tidings.queue")
 PRUNE_BATCH = 1000
@@ -110,8 +111,10 @@ class JobQueue:
                 return removed
 
     async def depth(self) -> list[tuple[str, str, int, float]]:
-        async with self.db.read() as conn:
-            return await store.depth_by_kind_and_status(conn, now=self._now())
+        """Jobs per kind and status, read from the rows; `NotReady` if the database is down."""
+        with unreachable_as_not_ready():
+            async with self.db.read() as conn:
+                return await store.depth_by_kind_and_status(conn, now=self._now())
 
     async def run_workers(
         self,

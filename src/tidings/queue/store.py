@@ -7,7 +7,6 @@ lease, whose job another worker reclaimed, has its late write refused (the fenci
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,28 +14,11 @@ from sqlalchemy import and_, delete, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
+from tidings.queue.job import Job
 from tidings.storage.tables import job_attempts, jobs
 from tidings.storage.upsert import insert_for
 
 NOTIFY_CHANNEL = "tidings_jobs"
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: int
-    kind: str
-    idempotency_key: str
-    payload: dict[str, Any]
-    status: JobStatus
-    attempts: int
-    max_attempts: int
-    run_at: datetime
-    locked_until: datetime | None
-    claim_token: str | None
-    last_error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
 
 
 def _job(row: Any) -> Job:

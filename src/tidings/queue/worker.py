@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.domain.backoff import is_exhausted, retry_delay
 from tidings.domain.jobs import ClaimLost, Defer, GiveUp, RetryLater
 from tidings.queue import store
+from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
-from tidings.queue.store import Job
 from tidings.storage.database import Database
 
 log = structlog.get_logger("tidings.queue")

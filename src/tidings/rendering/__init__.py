@@ -6,7 +6,7 @@ Render each segment once (`render_segment`), then personalise per recipient as b
 """
 
 from tidings.rendering.content import CampaignContent
-from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.mime import ListInfo, Sender
 from tidings.rendering.notice import Notice, render_confirmation_email, render_notice
 from tidings.rendering.pages import LinkProblem, Pages, PreferenceItem
@@ -39,7 +39,6 @@ __all__ = [
     "TemplateEngine",
     "Theme",
     "check_content",
-    "default_engine",
     "preview",
     "render_confirmation_email",
     "render_notice",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import css_inline
@@ -25,7 +24,8 @@ class RenderedParts:
 
 
 class TemplateEngine:
-    """Owns the Jinja2 environment and the render counter. Build once, share freely."""
+    """Owns the Jinja2 environment, the CSS inliner and the render counter. The composition
+    root builds one per process (`bootstrap.build`) and hands it to whoever renders."""
 
     def __init__(self) -> None:
         self.environment = Environment(
@@ -45,16 +45,14 @@ class TemplateEngine:
         )
         self.renders = 0
 
+    def inline(self, html: str) -> str:
+        """Move the stylesheet's rules onto the elements (media queries stay in <style>)."""
+        return str(self._inliner.inline(html))
+
     def render(self, context: Mapping[str, Any]) -> RenderedParts:
         """One Jinja render: the HTML part (CSS inlined) and the text part."""
         self.renders += 1
         module = self.environment.get_template("message.html").make_module(dict(context))
-        html = self._inliner.inline(str(module))
+        html = self.inline(str(module))
         text = str(vars(module)["text_part"]).strip() + "\n"
         return RenderedParts(html=html, text=text)
-
-
-@cache
-def default_engine() -> TemplateEngine:
-    """A process-wide engine, built on first use (never at import time)."""
-    return TemplateEngine()

@@ -12,12 +12,9 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-
-import css_inline
 
 from tidings.domain.errors import InvalidInput
-from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.theme import DEFAULT_THEME, Theme
 
 _BUTTON_URL = re.compile(r"https?://[^\s\"'<>]+")
@@ -41,13 +38,13 @@ def render_notice(
     button_url: str,
     notes: Sequence[str] = (),
     newsletter_name: str | None = None,
+    engine: TemplateEngine,
     theme: Theme = DEFAULT_THEME,
-    engine: TemplateEngine | None = None,
 ) -> Notice:
     """Render a notice: `paragraphs` before the button, `notes` (smaller, muted) after it."""
     if not _BUTTON_URL.fullmatch(button_url):
         raise InvalidInput("button_url must be an absolute http(s) URL", field="button_url")
-    template = (engine or default_engine()).environment.get_template("notice/notice.html")
+    template = engine.environment.get_template("notice/notice.html")
     module = template.make_module(
         {
             "theme": theme,
@@ -64,7 +61,7 @@ def render_notice(
     return Notice(
         subject=_one_line(subject),
         text=str(vars(module)["text_part"]).strip() + "\n",
-        html=_inliner().inline(str(module)),
+        html=engine.inline(str(module)),
     )
 
 
@@ -74,6 +71,7 @@ def render_confirmation_email(
     newsletter_name: str,
     confirm_url: str,
     expires_hours: int,
+    engine: TemplateEngine,
     theme: Theme = DEFAULT_THEME,
 ) -> Notice:
     """The double opt-in email: one button that leads to the confirm page (AUD-6)."""
@@ -98,15 +96,10 @@ def render_confirmation_email(
             "If you did not ask for this, ignore this email — you will not be subscribed.",
         ],
         newsletter_name=newsletter_name,
+        engine=engine,
         theme=theme,
     )
 
 
 def _one_line(value: str) -> str:
     return " ".join(value.split())
-
-
-@cache
-def _inliner() -> css_inline.CSSInliner:
-    # The campaign engine's settings: the media query stays in <style>, the rest is inlined.
-    return css_inline.CSSInliner(keep_at_rules=True, load_remote_stylesheets=False, minify_css=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tidings.domain.errors import InvalidInput
-from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.theme import DEFAULT_THEME, Theme
 
 # A path on this site or an absolute http(s) URL; no quotes, spaces or angle brackets.
@@ -37,10 +37,10 @@ class PreferenceItem:
 class Pages:
     """Renders the public pages with one theme. Build once and share; rendering is read-only."""
 
-    def __init__(self, theme: Theme = DEFAULT_THEME, *, engine: TemplateEngine | None = None):
+    def __init__(self, theme: Theme = DEFAULT_THEME, *, engine: TemplateEngine):
         self.theme = theme
         # The design system's one Jinja environment: templates are compiled once per process.
-        self._environment = (engine or default_engine()).environment
+        self._environment = engine.environment
 
     def subscribe_form(
         self,

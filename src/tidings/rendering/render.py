@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from markupsafe import Markup
@@ -19,7 +19,7 @@ from markupsafe import Markup
 from tidings.domain.errors import InvalidInput
 from tidings.rendering import content as body
 from tidings.rendering.content import CampaignContent
-from tidings.rendering.engine import TemplateEngine, default_engine
+from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.markup import (
     markdown_to_html,
     sanitise_html,
@@ -110,9 +110,9 @@ def render_segment(
     sender: Sender,
     list_info: ListInfo,
     base_url: str,
+    engine: TemplateEngine,
+    now: datetime,
     theme: Theme = DEFAULT_THEME,
-    engine: TemplateEngine | None = None,
-    now: datetime | None = None,
 ) -> SegmentRendering:
     """Render `content` for one segment: one template render, then a reusable skeleton.
 
@@ -126,7 +126,7 @@ def render_segment(
     slots = SlotTable(base_url=base_url)
     nodes = body.select_for_segment(body.parse_body(content.body, content.body_format), segment)
     blocks = tuple(_block(node, content.body_format, segment, slots) for node in nodes)
-    parts = (engine or default_engine()).render(
+    parts = engine.render(
         {
             "theme": theme,
             "subject": content.subject,
@@ -152,7 +152,7 @@ def render_segment(
         sender=sender,
         list_info=list_info,
         slots=slots,
-        now=now or datetime.now(UTC),
+        now=now,
     )
     return SegmentRendering(
         segment=segment,
@@ -175,12 +175,21 @@ def preview(
     sender: Sender,
     list_info: ListInfo,
     base_url: str,
+    engine: TemplateEngine,
+    now: datetime,
     theme: Theme = DEFAULT_THEME,
     recipient: RecipientValues = SAMPLE_RECIPIENT,
 ) -> Preview:
     """The segment's HTML and text with a sample reader's values in place."""
     rendering = render_segment(
-        content, segment, sender=sender, list_info=list_info, base_url=base_url, theme=theme
+        content,
+        segment,
+        sender=sender,
+        list_info=list_info,
+        base_url=base_url,
+        engine=engine,
+        now=now,
+        theme=theme,
     )
     return Preview(
         segment=segment,

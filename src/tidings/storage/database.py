@@ -17,6 +17,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tidings.storage.errors import unstorable_values
+
 _IMMEDIATE = "tidings_sqlite_immediate"
 
 
@@ -50,20 +52,22 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read transaction: one consistent snapshot, no write lock."""
-        async with self.engine.connect() as conn, conn.begin():
-            yield conn
+        with unstorable_values():
+            async with self.engine.connect() as conn, conn.begin():
+                yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction, committed on exit and rolled back on error."""
-        if self._writer is None:
-            async with self.engine.connect() as conn, conn.begin():
-                yield conn
-            return
-        async with self._writer, self.engine.connect() as conn:
-            conn = await conn.execution_options(**{_IMMEDIATE: True})
-            async with conn.begin():
-                yield conn
+        with unstorable_values():
+            if self._writer is None:
+                async with self.engine.connect() as conn, conn.begin():
+                    yield conn
+                return
+            async with self._writer, self.engine.connect() as conn:
+                conn = await conn.execution_options(**{_IMMEDIATE: True})
+                async with conn.begin():
+                    yield conn
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -32,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.consent import SubscriptionState, state_of
 from tidings.storage.subscribers import has_label, state_clause
 from tidings.storage.tables import (
     labels,
@@ -96,6 +97,10 @@ class StoredSubscription:
     id: int
     confirmed: bool
     unsubscribed: bool
+
+    @property
+    def state(self) -> SubscriptionState:
+        return state_of(confirmed=self.confirmed, unsubscribed=self.unsubscribed)
 
 
 async def subscribers_by_key(

@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.errors import Conflict
+from tidings.storage.errors import ErrorFactory, constraint_errors
 from tidings.storage.tables import newsletters, subscriptions
 
 
@@ -30,8 +32,29 @@ def _row(row: Any) -> NewsletterRow:
     return NewsletterRow(**dict(row._mapping))
 
 
+def _slug_taken(slug: str) -> dict[str, ErrorFactory]:
+    return {
+        "uq_newsletters_slug": lambda: Conflict(
+            f"a newsletter with slug {slug!r} exists", field="slug"
+        )
+    }
+
+
+def _in_use() -> Conflict:
+    return Conflict("the newsletter has subscriptions or campaigns")
+
+
+# RESTRICT keys: a subscription or campaign that arrived after the caller's check.
+IN_USE = {
+    "fk_subscriptions_newsletter_id_newsletters": _in_use,
+    "fk_campaigns_newsletter_id_newsletters": _in_use,
+}
+
+
 async def insert_newsletter(conn: AsyncConnection, **values: Any) -> NewsletterRow:
-    result = await conn.execute(insert(newsletters).values(**values).returning(newsletters))
+    """Conflict (field `slug`) when the slug is taken."""
+    with constraint_errors(_slug_taken(values["slug"])):
+        result = await conn.execute(insert(newsletters).values(**values).returning(newsletters))
     return _row(result.one())
 
 
@@ -53,18 +76,22 @@ async def list_newsletters(conn: AsyncConnection) -> list[NewsletterRow]:
 async def update_newsletter(
     conn: AsyncConnection, newsletter_id: int, **values: Any
 ) -> NewsletterRow | None:
-    result = await conn.execute(
-        update(newsletters)
-        .where(newsletters.c.id == newsletter_id)
-        .values(**values)
-        .returning(newsletters)
-    )
+    """Conflict (field `slug`) when a new slug is taken."""
+    with constraint_errors(_slug_taken(values.get("slug", ""))):
+        result = await conn.execute(
+            update(newsletters)
+            .where(newsletters.c.id == newsletter_id)
+            .values(**values)
+            .returning(newsletters)
+        )
     row = result.first()
     return None if row is None else _row(row)
 
 
 async def delete_newsletter(conn: AsyncConnection, newsletter_id: int) -> bool:
-    result = await conn.execute(delete(newsletters).where(newsletters.c.id == newsletter_id))
+    """Conflict when subscriptions or campaigns still point at it (FK RESTRICT)."""
+    with constraint_errors(IN_USE):
+        result = await conn.execute(delete(newsletters).where(newsletters.c.id == newsletter_id))
     return result.rowcount == 1
 
 

@@ -21,6 +21,10 @@ class CapturedMessage:
     raw: bytes
     captured_at: datetime
 
+    @property
+    def size_bytes(self) -> int:
+        return len(self.raw)
+
 
 async def insert_captured(
     conn: AsyncConnection,

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
-from tidings.api.deps import AdminKey, ContainerDep
-from tidings.domain.audience import SubscriptionState
+from tidings.api.deps import AdminKeyId, ContainerDep
+from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
 router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])
@@ -39,7 +39,7 @@ class ImportResult(BaseModel):
 )
 async def import_subscribers(
     container: ContainerDep,
-    key: AdminKey,
+    key_id: AdminKeyId,
     request: Request,
     newsletter: Annotated[str, Query(max_length=64, description="Default newsletter slug.")],
 ) -> ImportResult:
@@ -49,7 +49,7 @@ async def import_subscribers(
     except UnicodeDecodeError:
         raise InvalidInput("the CSV must be UTF-8", field="body") from None
     report = await container.importer.import_csv(
-        io.StringIO(text, newline=""), newsletter_slug=newsletter, actor=f"admin:{key.id}"
+        io.StringIO(text, newline=""), newsletter_slug=newsletter, actor=f"admin:{key_id}"
     )
     return ImportResult(
         total_rows=report.total_rows,

@@ -10,8 +10,9 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
+from tidings.api.schemas import RecordView
+from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.storage.campaigns import CampaignRow
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
@@ -49,7 +50,7 @@ class CampaignUpdate(BaseModel):
     scheduled_at: datetime | None = None
 
 
-class CampaignSummary(BaseModel):
+class CampaignSummary(RecordView):
     id: int
     newsletter_id: int
     status: str
@@ -58,10 +59,6 @@ class CampaignSummary(BaseModel):
     scheduled_at: datetime | None
     created_at: datetime
     updated_at: datetime
-
-    @classmethod
-    def of(cls, row: CampaignRow) -> CampaignSummary:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
 
 
 class CampaignPublic(CampaignFields):
@@ -104,8 +101,8 @@ class TestSendQueued(BaseModel):
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a draft")
 async def create_campaign(container: ContainerDep, body: CampaignCreate) -> CampaignPublic:
-    values = body.model_dump(exclude={"newsletter"})
-    return CampaignPublic.of(await container.campaigns.create(newsletter=body.newsletter, **values))
+    fields = DraftFields(**body.model_dump(exclude={"newsletter"}))
+    return CampaignPublic.of(await container.campaigns.create(body.newsletter, fields))
 
 
 @router.get("", summary="List campaigns, newest first")
@@ -130,8 +127,8 @@ async def get_campaign(container: ContainerDep, campaign_id: CampaignId) -> Camp
 async def update_campaign(
     container: ContainerDep, campaign_id: CampaignId, body: CampaignUpdate
 ) -> CampaignPublic:
-    changes = body.model_dump(exclude_unset=True)
-    return CampaignPublic.of(await container.campaigns.update(campaign_id, **changes))
+    changes = DraftChanges(**body.model_dump(exclude_unset=True))
+    return CampaignPublic.of(await container.campaigns.update(campaign_id, changes))
 
 
 @router.delete("/{campaign_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a draft")

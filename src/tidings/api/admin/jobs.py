@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.domain.jobs import JobStatus
-from tidings.queue.store import Job
+from tidings.queue.job import Job
 
 router = APIRouter(prefix="/jobs", tags=["admin: jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**62)]

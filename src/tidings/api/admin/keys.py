@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
-from tidings.storage.apikeys import ApiKeyRow
+from tidings.api.schemas import RecordView
 
 router = APIRouter(prefix="/keys", tags=["admin: keys"])
 KeyId = Annotated[str, Path(pattern=r"^[a-z0-9]{10}$", description="The key's id part.")]
@@ -20,22 +20,12 @@ class ApiKeyCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="What the key is for.")
 
 
-class ApiKeyPublic(BaseModel):
+class ApiKeyPublic(RecordView):
     id: str
     name: str
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
-
-    @classmethod
-    def of(cls, row: ApiKeyRow) -> ApiKeyPublic:
-        return cls(
-            id=row.id,
-            name=row.name,
-            created_at=row.created_at,
-            last_used_at=row.last_used_at,
-            revoked_at=row.revoked_at,
-        )
 
 
 class ApiKeyCreated(ApiKeyPublic):

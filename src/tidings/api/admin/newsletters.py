@@ -9,7 +9,8 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
-from tidings.storage.newsletters import NewsletterRow
+from tidings.api.schemas import RecordView
+from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 
 router = APIRouter(prefix="/newsletters", tags=["admin: newsletters"])
 Slug = Annotated[str, Path(max_length=64)]
@@ -36,7 +37,7 @@ class NewsletterUpdate(BaseModel):
     double_opt_in: bool | None = None
 
 
-class NewsletterPublic(BaseModel):
+class NewsletterPublic(RecordView):
     id: int
     slug: str
     name: str
@@ -48,14 +49,12 @@ class NewsletterPublic(BaseModel):
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def of(cls, row: NewsletterRow) -> NewsletterPublic:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
-
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a newsletter")
 async def create_newsletter(container: ContainerDep, body: NewsletterCreate) -> NewsletterPublic:
-    return NewsletterPublic.of(await container.newsletters.create(**body.model_dump()))
+    return NewsletterPublic.of(
+        await container.newsletters.create(NewsletterFields(**body.model_dump()))
+    )
 
 
 @router.get("", summary="List newsletters")
@@ -72,8 +71,8 @@ async def get_newsletter(container: ContainerDep, slug: Slug) -> NewsletterPubli
 async def update_newsletter(
     container: ContainerDep, slug: Slug, body: NewsletterUpdate
 ) -> NewsletterPublic:
-    changes = body.model_dump(exclude_unset=True)
-    return NewsletterPublic.of(await container.newsletters.update(slug, **changes))
+    changes = NewsletterChanges(**body.model_dump(exclude_unset=True))
+    return NewsletterPublic.of(await container.newsletters.update(slug, changes))
 
 
 @router.delete("/{slug}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete (if empty)")

@@ -6,17 +6,16 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
-from pydantic import BaseModel
 
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.storage.outbox import CapturedMessage
+from tidings.api.schemas import RecordView
 
 router = APIRouter(prefix="/outbox", tags=["admin: captured mail"])
 MessageId = Annotated[int, Path(ge=1, le=2**62)]
 
 
-class CapturedPublic(BaseModel):
+class CapturedPublic(RecordView):
     id: int
     message_id: str
     sender: str
@@ -24,18 +23,6 @@ class CapturedPublic(BaseModel):
     subject: str
     size_bytes: int
     captured_at: datetime
-
-    @classmethod
-    def of(cls, message: CapturedMessage) -> CapturedPublic:
-        return cls(
-            id=message.id,
-            message_id=message.message_id,
-            sender=message.sender,
-            recipients=message.recipients,
-            subject=message.subject,
-            size_bytes=len(message.raw),
-            captured_at=message.captured_at,
-        )
 
 
 @router.get("", summary="List captured messages, newest first")

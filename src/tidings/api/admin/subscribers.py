@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import AdminKey, ContainerDep
+from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.audience.subscribers import SubscriberView
-from tidings.domain.audience import SubscriptionState
+from tidings.domain.consent import SubscriptionState
 
 router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])
 SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
@@ -115,7 +115,7 @@ async def search_subscribers(
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a subscriber")
 async def create_subscriber(
-    container: ContainerDep, key: AdminKey, body: SubscriberCreate
+    container: ContainerDep, key_id: AdminKeyId, body: SubscriberCreate
 ) -> SubscriberPublic:
     view = await container.subscribers.create(
         email=body.email,
@@ -124,7 +124,7 @@ async def create_subscriber(
         labels=body.labels,
         attributes=body.attributes,
         subscribe_to=[(s.newsletter, s.confirmed) for s in body.subscriptions],
-        actor=key.id,
+        actor=key_id,
     )
     return SubscriberPublic.of(view)
 
@@ -151,12 +151,12 @@ async def update_subscriber(
 @router.post("/{subscriber_id}/subscriptions", summary="Subscribe to a newsletter")
 async def add_subscription(
     container: ContainerDep,
-    key: AdminKey,
+    key_id: AdminKeyId,
     subscriber_id: SubscriberId,
     body: SubscriptionRequest,
 ) -> SubscriberPublic:
     view = await container.subscribers.subscribe(
-        subscriber_id, body.newsletter, asserted=body.confirmed, actor=key.id
+        subscriber_id, body.newsletter, asserted=body.confirmed, actor=key_id
     )
     return SubscriberPublic.of(view)
 

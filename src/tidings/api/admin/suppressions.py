@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import AdminKey, ContainerDep
+from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
-from tidings.storage.suppressions import SuppressionRow
+from tidings.api.schemas import RecordView
 
 router = APIRouter(prefix="/suppressions", tags=["admin: suppressions"])
 
@@ -30,7 +30,7 @@ class SuppressionLift(BaseModel):
     note: str = Field(min_length=1, max_length=500, description="Why it is lifted (recorded).")
 
 
-class SuppressionPublic(BaseModel):
+class SuppressionPublic(RecordView):
     """Entries are keyed hashes: the list cannot be read back as addresses."""
 
     email_hash: str
@@ -39,10 +39,6 @@ class SuppressionPublic(BaseModel):
     created_by: str
     created_at: datetime
 
-    @classmethod
-    def of(cls, row: SuppressionRow) -> SuppressionPublic:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
-
 
 class SuppressionStatus(BaseModel):
     suppressed: bool
@@ -50,17 +46,19 @@ class SuppressionStatus(BaseModel):
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Suppress an address site-wide")
 async def suppress(
-    container: ContainerDep, key: AdminKey, body: SuppressionCreate
+    container: ContainerDep, key_id: AdminKeyId, body: SuppressionCreate
 ) -> SuppressionStatus:
     await container.suppressions.suppress(
-        body.email, reason=body.reason, note=body.note, actor=f"admin:{key.id}"
+        body.email, reason=body.reason, note=body.note, actor=f"admin:{key_id}"
     )
     return SuppressionStatus(suppressed=True)
 
 
 @router.post("/lift", summary="Lift a suppression (recorded with who and why)")
-async def lift(container: ContainerDep, key: AdminKey, body: SuppressionLift) -> SuppressionStatus:
-    await container.suppressions.lift(body.email, note=body.note, actor=f"admin:{key.id}")
+async def lift(
+    container: ContainerDep, key_id: AdminKeyId, body: SuppressionLift
+) -> SuppressionStatus:
+    await container.suppressions.lift(body.email, note=body.note, actor=f"admin:{key_id}")
     return SuppressionStatus(suppressed=False)
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.storage.webhooks import DeliveryRow, EndpointRow
+from tidings.api.schemas import RecordView
 
 router = APIRouter(prefix="/webhooks", tags=["admin: webhooks"])
 EndpointId = Annotated[int, Path(ge=1, le=2**62)]
@@ -31,7 +31,7 @@ class EndpointUpdate(BaseModel):
     enabled: bool | None = None
 
 
-class EndpointPublic(BaseModel):
+class EndpointPublic(RecordView):
     id: int
     url: str
     description: str
@@ -41,20 +41,12 @@ class EndpointPublic(BaseModel):
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def of(cls, row: EndpointRow) -> EndpointPublic:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
-
 
 class EndpointWithSecret(EndpointPublic):
     secret: str = Field(description="The signing secret (`whsec_...`). Shown only this once.")
 
-    @classmethod
-    def of(cls, row: EndpointRow) -> EndpointWithSecret:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
 
-
-class DeliveryPublic(BaseModel):
+class DeliveryPublic(RecordView):
     id: int
     endpoint_id: int
     event_id: str
@@ -66,10 +58,6 @@ class DeliveryPublic(BaseModel):
     response_excerpt: str | None
     created_at: datetime
     delivered_at: datetime | None
-
-    @classmethod
-    def of(cls, row: DeliveryRow) -> DeliveryPublic:
-        return cls(**{name: getattr(row, name) for name in cls.model_fields})
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create an endpoint")

@@ -8,7 +8,6 @@ the signed token in the URL is the authority. These URLs never change once mail 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from functools import cache
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Path, Request
@@ -19,15 +18,10 @@ from tidings.api.public.json import client_ip
 from tidings.audience.public import LinkProblem, Preference
 from tidings.domain.audience import Source
 from tidings.domain.errors import InvalidInput, NotFound, RateLimited
-from tidings.rendering.pages import Pages, PreferenceItem
+from tidings.rendering.pages import PreferenceItem
 
 router = APIRouter(tags=["public pages"], include_in_schema=True)
 Token = Annotated[str, Path(max_length=100)]
-
-
-@cache
-def _templates() -> Pages:
-    return Pages()  # built on first use, not at import time
 
 
 def _html(body: str, status_code: int = 200) -> HTMLResponse:
@@ -39,18 +33,20 @@ def _html(body: str, status_code: int = 200) -> HTMLResponse:
     )
 
 
-async def _page_or_problem(render: Callable[[], Awaitable[str]]) -> HTMLResponse:
+async def _page_or_problem(
+    container: ContainerDep, render: Callable[[], Awaitable[str]]
+) -> HTMLResponse:
     try:
         return _html(await render())
     except LinkProblem as problem:
         if problem.reason == "expired":
-            return _html(_templates().link_problem(reason="expired"), status_code=404)
-        return _html(_templates().link_problem(reason="invalid"), status_code=404)
+            return _html(container.pages.link_problem(reason="expired"), status_code=404)
+        return _html(container.pages.link_problem(reason="invalid"), status_code=404)
 
 
 async def _subscribe_form(container: ContainerDep, error: str | None = None) -> str:
     newsletters = [(n.slug, n.name, n.description) for n in await container.newsletters.list()]
-    return _templates().subscribe_form(newsletters, action_url="/subscribe", error=error)
+    return container.pages.subscribe_form(newsletters, action_url="/subscribe", error=error)
 
 
 @router.get("/subscribe", response_class=HTMLResponse, summary="Signup form")
@@ -85,43 +81,43 @@ async def subscribe_form_post(
 
 
 @router.get("/subscribe/thanks", response_class=HTMLResponse, summary="After signing up")
-async def subscribe_thanks() -> HTMLResponse:
-    return _html(_templates().subscribe_thanks())
+async def subscribe_thanks(container: ContainerDep) -> HTMLResponse:
+    return _html(container.pages.subscribe_thanks())
 
 
 @router.get("/confirm/{token}", response_class=HTMLResponse, summary="Confirm page (no change)")
 async def confirm_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.confirmation_target(token)
-        return _templates().confirm_prompt(
+        return container.pages.confirm_prompt(
             newsletter_name=target.newsletter_name, action_url=f"/confirm/{token}"
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)
 
 
 @router.post("/confirm/{token}", response_class=HTMLResponse, summary="Confirm (idempotent)")
 async def confirm(container: ContainerDep, request: Request, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.confirm(token, client_ip=client_ip(request))
-        return _templates().confirmed(
+        return container.pages.confirmed(
             newsletter_name=target.newsletter_name, preferences_url=target.preferences_url
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)
 
 
 @router.get("/unsubscribe/{token}", response_class=HTMLResponse, summary="Unsubscribe page")
 async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.unsubscribe_target(token)
-        return _templates().unsubscribe_prompt(
+        return container.pages.unsubscribe_prompt(
             newsletter_name=target.newsletter_name,
             action_url=f"/unsubscribe/{token}",
             preferences_url=target.preferences_url,
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)
 
 
 @router.post(
@@ -132,11 +128,11 @@ async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLRespons
 async def unsubscribe(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.unsubscribe(token)
-        return _templates().unsubscribed(
+        return container.pages.unsubscribed(
             newsletter_name=target.newsletter_name, preferences_url=target.preferences_url
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)
 
 
 def _items(preferences: list[Preference]) -> list[PreferenceItem]:
@@ -155,11 +151,11 @@ def _items(preferences: list[Preference]) -> list[PreferenceItem]:
 async def preferences_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         items = _items(await container.public.preferences(token))
-        return _templates().preferences(
+        return container.pages.preferences(
             items=items, action_url=f"/preferences/{token}", saved=False
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)
 
 
 @router.post("/preferences/{token}", response_class=HTMLResponse, summary="Save preferences")
@@ -170,8 +166,8 @@ async def save_preferences(
 ) -> HTMLResponse:
     async def render() -> str:
         updated = await container.public.update_preferences(token, set(newsletter or []))
-        return _templates().preferences(
+        return container.pages.preferences(
             items=_items(updated), action_url=f"/preferences/{token}", saved=True
         )
 
-    return await _page_or_problem(render)
+    return await _page_or_problem(container, render)

@@ -7,6 +7,7 @@ import json
 
 import typer
 
+from tidings.bootstrap import utcnow
 from tidings.cli.bench.importing import bench_import
 from tidings.cli.bench.prepare import bench_prepare
 from tidings.cli.bench.queue import bench_queue
@@ -44,7 +45,11 @@ def render(
 ) -> None:
     """Personalised messages per second (rendered once per segment, headers built, bytes
     ready for SMTP), beside a full template render and EmailMessage per recipient (CMP-3)."""
-    print(json.dumps(run_render_benchmark(recipients, comparison_sample=sample), indent=2))
+    print(
+        json.dumps(
+            run_render_benchmark(recipients, now=utcnow(), comparison_sample=sample), indent=2
+        )
+    )
 
 
 @app.command("import")

@@ -12,10 +12,12 @@ from typing import Any
 
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
+from tidings.bootstrap import queue_policy, utcnow
+from tidings.config import QueueSettings
 from tidings.delivery.email_jobs import Mailer
 from tidings.delivery.webhooks import Webhooks
-from tidings.queue.policy import QueuePolicy
 from tidings.queue.service import JobQueue
+from tidings.rendering import TemplateEngine
 from tidings.storage import migrate
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage.database import Database, create_database
@@ -28,10 +30,6 @@ DOMAINS = ("example.org", "example.com", "example.net", "mail.example.org")
 LABELS = ("beta", "vip", "events", "press", "2023-conference", "partner")
 TIERS = (("", 30), ("free", 50), ("paid", 15), ("comped", 5))
 STATUSES = (("confirmed", 70), ("pending", 20), ("unsubscribed", 10))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def generate_csv(rows: int, *, seed: int = 7) -> str:
@@ -57,21 +55,22 @@ def generate_csv(rows: int, *, seed: int = 7) -> str:
 
 
 def _context(db: Database) -> AudienceContext:
-    queue = JobQueue(db, QueuePolicy(), _now)
+    queue = JobQueue(db, queue_policy(QueueSettings()), utcnow)
     return AudienceContext(
         db=db,
-        now=_now,
+        now=utcnow,
         secret=lambda: "bench-secret",
         mailer=Mailer(db, queue),
-        webhooks=Webhooks(db, queue, _now, rotation_overlap=timedelta(hours=1)),
+        webhooks=Webhooks(db, queue, utcnow, rotation_overlap=timedelta(hours=1)),
         public_url="https://bench.invalid",
         site_name="bench",
         confirm_token_ttl_hours=48,
+        templates=TemplateEngine(),
     )
 
 
 async def _create_newsletter(db: Database) -> None:
-    now = _now()
+    now = utcnow()
     async with db.write() as conn:
         await newsletter_queries.insert_newsletter(
             conn,

@@ -17,7 +17,9 @@ from typing import Any
 
 from sqlalchemy import event
 
+from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import Container, running
+from tidings.campaigns.commands import DraftFields
 from tidings.campaigns.jobs import SEND_CAMPAIGN, SendCampaign
 from tidings.campaigns.preparation import Preparation
 from tidings.config import Settings, load_settings
@@ -106,12 +108,8 @@ class Probe:
 
 async def _campaign(container: Container, audience_filter: str) -> int:
     draft = await container.campaigns.create(
-        newsletter="bench",
-        subject="Bench",
-        preheader="",
-        body="Hello {{ name }}.",
-        body_format="markdown",
-        audience_filter=audience_filter,
+        "bench",
+        DraftFields(subject="Bench", body="Hello {{ name }}.", audience_filter=audience_filter),
     )
     await container.sends.send(draft.campaign.id)
     return draft.campaign.id
@@ -154,14 +152,7 @@ async def _prepare(container: Container, probe: Probe, campaign_id: int) -> dict
 
 
 async def _reference(container: Container, probe: Probe, audience_filter: str) -> dict[str, Any]:
-    draft = await container.campaigns.create(
-        newsletter="bench",
-        subject="Reference",
-        preheader="",
-        body="x",
-        body_format="markdown",
-        audience_filter="",
-    )
+    draft = await container.campaigns.create("bench", DraftFields(subject="Reference", body="x"))
     newsletter_id = draft.newsletter.id
     with probe.sampling():
         started = time.perf_counter()
@@ -188,10 +179,12 @@ async def bench_prepare(url: str, members: int, concurrency: int) -> dict[str, A
         settings = _settings(scratch, concurrency)
         async with running(settings, apply_migrations=True) as container:
             newsletter = await container.newsletters.create(
-                slug="bench",
-                name="Bench",
-                sender_name="Bench",
-                sender_address="bench@example.org",
+                NewsletterFields(
+                    slug="bench",
+                    name="Bench",
+                    sender_name="Bench",
+                    sender_address="bench@example.org",
+                )
             )
             seeded = time.perf_counter()
             async with container.db.write() as conn:

@@ -7,13 +7,13 @@ import asyncio
 import json
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
+from tidings.bootstrap import queue_policy, utcnow
 from tidings.cli.bench.queue_worker import BENCH_KIND
+from tidings.config import QueueSettings
 from tidings.domain.jobs import JobStatus
 from tidings.queue import store
-from tidings.queue.policy import QueuePolicy
 from tidings.queue.service import JobQueue
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
@@ -22,12 +22,8 @@ from tidings.storage.scratch import scratch_database
 ENQUEUE_CHUNK = 1000
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def _enqueue(db: Database, jobs: int, prefix: str) -> None:
-    queue = JobQueue(db, QueuePolicy(), _now)
+    queue = JobQueue(db, queue_policy(QueueSettings()), utcnow)
     for start in range(0, jobs, ENQUEUE_CHUNK):
         async with db.write() as conn:
             for number in range(start, min(jobs, start + ENQUEUE_CHUNK)):
@@ -37,7 +33,7 @@ async def _enqueue(db: Database, jobs: int, prefix: str) -> None:
 async def _claim_only(db: Database, jobs: int, claimers: int) -> float:
     """Claims per second: short claim transactions (limit 1), nothing else."""
     await _enqueue(db, jobs, "claim")
-    lease = QueuePolicy().lease
+    lease = queue_policy(QueueSettings()).lease
     remaining = jobs
 
     async def claimer() -> None:
@@ -45,7 +41,7 @@ async def _claim_only(db: Database, jobs: int, claimers: int) -> float:
         while remaining > 0:
             async with db.write() as conn:
                 claimed = await store.claim(
-                    conn, kinds=[BENCH_KIND], limit=1, now=_now(), lease=lease
+                    conn, kinds=[BENCH_KIND], limit=1, now=utcnow(), lease=lease
                 )
             if not claimed:
                 return

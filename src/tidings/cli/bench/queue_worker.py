@@ -6,12 +6,13 @@ import asyncio
 import json
 import resource
 import sys
-from datetime import UTC, datetime
 
+from tidings.bootstrap import queue_policy, utcnow
+from tidings.config import QueueSettings
 from tidings.observability.logging import configure_logging
-from tidings.queue.policy import HandlerRegistry, QueuePolicy
+from tidings.queue.job import Job
+from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
-from tidings.queue.store import Job
 from tidings.storage.database import create_database
 
 BENCH_KIND = "bench_noop"
@@ -29,8 +30,8 @@ async def main(database_url: str, concurrency: int) -> None:
 
     registry = HandlerRegistry()
     registry.register(BENCH_KIND, noop, concurrency=concurrency)
-    policy = QueuePolicy(poll_interval_seconds=0.01, prune_interval_seconds=86_400)
-    queue = JobQueue(db, policy, lambda: datetime.now(UTC))
+    policy = queue_policy(QueueSettings(poll_interval_seconds=0.01, prune_interval_seconds=86_400))
+    queue = JobQueue(db, policy, utcnow)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_reader(sys.stdin.fileno(), stop.set)  # any input (or EOF) means stop

@@ -20,10 +20,13 @@ from typing import Any
 
 from aiosmtplib import SMTP
 
+from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import running
+from tidings.campaigns.commands import DraftFields
 from tidings.config import load_settings
 from tidings.observability.logging import configure_logging
 from tidings.rendering.bench import sample_recipient
+from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.render import render_segment
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
 from tidings.storage import seeding
@@ -81,10 +84,16 @@ async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
 
 def _messages(count: int) -> list[tuple[str, bytes]]:
     content = sample_content()
-    rendering = render_segment(
-        content, "paid", sender=SAMPLE_SENDER, list_info=SAMPLE_LIST, base_url=SAMPLE_BASE_URL
-    )
     now = datetime.now(UTC)
+    rendering = render_segment(
+        content,
+        "paid",
+        sender=SAMPLE_SENDER,
+        list_info=SAMPLE_LIST,
+        base_url=SAMPLE_BASE_URL,
+        engine=TemplateEngine(),
+        now=now,
+    )
     return [
         (person.address, rendering.personalise(person, now=now))
         for person in (sample_recipient(number) for number in range(count))
@@ -144,19 +153,22 @@ async def tidings_send(
     settings = load_settings(database={"url": url}, log={"level": "warning", "format": "json"})
     async with running(settings, apply_migrations=True) as container:
         newsletter = await container.newsletters.create(
-            slug="bench", name="Bench", sender_name="Bench", sender_address="bench@example.org"
+            NewsletterFields(
+                slug="bench", name="Bench", sender_name="Bench", sender_address="bench@example.org"
+            )
         )
         async with container.db.write() as conn:
             await seeding.seed_audience(
                 conn, newsletter_id=newsletter.id, count=count, now=container.sending.now()
             )
         draft = await container.campaigns.create(
-            newsletter="bench",
-            subject=content.subject,
-            preheader=content.preheader,
-            body=content.body,
-            body_format=content.body_format,
-            audience_filter="",
+            "bench",
+            DraftFields(
+                subject=content.subject,
+                preheader=content.preheader,
+                body=content.body,
+                body_format=content.body_format,
+            ),
         )
         await container.sends.send(draft.campaign.id)
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}

@@ -1,0 +1,58 @@
+"""The typed commands the draft use cases take (CMP-1): a new draft's fields, and edits."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+
+class Unset(Enum):
+    """A field an edit leaves alone (None would clear it)."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class DraftFields:
+    """A new draft. Checked when saved, so nothing fails later at send time."""
+
+    subject: str
+    body: str
+    preheader: str = ""
+    body_format: Literal["markdown", "html"] = "markdown"
+    audience_filter: str = ""
+    sender_name: str | None = None
+    reply_to: str | None = None
+    scheduled_at: datetime | None = None
+
+    def values(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class DraftChanges:
+    """Edits to a draft: an UNSET field keeps its value, None clears an optional one (and is
+    refused for a required one)."""
+
+    subject: str | Unset | None = UNSET
+    body: str | Unset | None = UNSET
+    preheader: str | Unset | None = UNSET
+    body_format: Literal["markdown", "html"] | Unset | None = UNSET
+    audience_filter: str | Unset | None = UNSET
+    sender_name: str | Unset | None = UNSET
+    reply_to: str | Unset | None = UNSET
+    scheduled_at: datetime | Unset | None = UNSET
+
+    def values(self) -> dict[str, Any]:
+        """Only the fields the edit sets."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) is not UNSET
+        }

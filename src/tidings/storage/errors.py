@@ -1,0 +1,145 @@
+"""Driver errors stop here (HOUSE rule 20): constraint violations become domain errors by the
+constraint's name, unstorable values become `UnstorableValue`, and an unreachable database
+becomes `NotReady`. Nothing above `storage/` and `queue/` imports `sqlalchemy.exc`.
+
+Like procrastinate's manager, which turns a unique violation on its queueing-lock index into
+`AlreadyEnqueued`, a named query wraps the statement that may violate a constraint in
+`constraint_errors({name: error})`. Only the constraints it names are translated: any other
+integrity error is a bug and surfaces as one, never as "the slug exists".
+
+PostgreSQL names the violated constraint. SQLite names a CHECK constraint, and the columns of
+a UNIQUE one, which the table definitions turn back into its name. For a foreign key it names
+nothing: every foreign key the statement could have violated is then a candidate, and the
+error is translated only when the caller gave them all, with one meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+from sqlalchemy import ForeignKeyConstraint, PrimaryKeyConstraint, Table, UniqueConstraint
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError, StatementError
+
+from tidings.domain.errors import InvalidInput, NotReady, TidingsError
+from tidings.storage.tables import metadata
+
+ErrorFactory = Callable[[], TidingsError]
+_SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (.+)")
+_SQLITE_CHECK = re.compile(r"CHECK constraint failed: (\w+)")
+_SQLITE_FOREIGN_KEY = "FOREIGN KEY constraint failed"
+_STATEMENT_TABLE = re.compile(r"^\s*(INSERT INTO|UPDATE|DELETE FROM)\s+\"?(\w+)", re.IGNORECASE)
+
+
+class UnstorableValue(InvalidInput):
+    """The database refused a value: a NUL character in text or JSON (PostgreSQL), or an
+    integer out of range (both). The caller's input, so 422 rather than 500."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a value cannot be stored: it holds a NUL character or a number out of range"
+        )
+
+
+@contextmanager
+def constraint_errors(meaning: Mapping[str, ErrorFactory]) -> Iterator[None]:
+    """Raise `meaning[name]()` for a violation of a constraint named here; re-raise any other."""
+    try:
+        yield
+    except IntegrityError as exc:
+        candidates = violated_constraints(exc)
+        factories = {meaning.get(name) for name in candidates}
+        if not candidates or None in factories or len(factories) != 1:
+            raise
+        (factory,) = factories
+        assert factory is not None
+        raise factory() from None
+
+
+def violated_constraints(error: IntegrityError) -> frozenset[str]:
+    """The name of the constraint `error` violated: one name, or on SQLite's unnamed foreign
+    key violations every foreign key the statement could have broken. Empty when unknown
+    (a NOT NULL violation has no name)."""
+    diagnostic = getattr(error.orig, "diag", None)
+    if diagnostic is not None:  # psycopg
+        name = diagnostic.constraint_name
+        return frozenset({name}) if name else frozenset()
+    message = str(error.orig)
+    if match := _SQLITE_CHECK.search(message):
+        return frozenset({match.group(1)})
+    if match := _SQLITE_UNIQUE.search(message):
+        return _unique_named(match.group(1))
+    if _SQLITE_FOREIGN_KEY in message:
+        return _foreign_keys_of_statement(str(error.statement or ""))
+    return frozenset()
+
+
+def _unique_named(columns: str) -> frozenset[str]:
+    """`table.a, table.b` (SQLite's wording) -> the unique key or index on those columns."""
+    qualified = [part.strip().split(".", 1) for part in columns.split(",")]
+    table = metadata.tables.get(qualified[0][0])
+    if table is None:
+        return frozenset()
+    wanted = {column for _, column in qualified}
+    keys: list[tuple[object, set[str]]] = [
+        (key.name, {column.name for column in key.columns})
+        for key in table.constraints
+        if isinstance(key, UniqueConstraint | PrimaryKeyConstraint)
+    ]
+    keys += [
+        (index.name, {c.name for c in index.columns}) for index in table.indexes if index.unique
+    ]
+    return frozenset(str(name) for name, key_columns in keys if key_columns == wanted)
+
+
+def _foreign_keys_of_statement(statement: str) -> frozenset[str]:
+    """A DELETE can break the foreign keys that point at its table; an INSERT or UPDATE, the
+    table's own."""
+    match = _STATEMENT_TABLE.match(statement)
+    table = metadata.tables.get(match.group(2)) if match else None
+    if match is None or table is None:
+        return frozenset()
+    if match.group(1).upper() == "DELETE FROM":
+        return frozenset(
+            str(key.name)
+            for other in metadata.tables.values()
+            for key in _pointing_at(other, table)
+        )
+    return frozenset(
+        str(key.name) for key in table.constraints if isinstance(key, ForeignKeyConstraint)
+    )
+
+
+def _pointing_at(table: Table, target: Table) -> list[ForeignKeyConstraint]:
+    return [
+        key
+        for key in table.constraints
+        if isinstance(key, ForeignKeyConstraint) and key.referred_table is target
+    ]
+
+
+@contextmanager
+def unstorable_values() -> Iterator[None]:
+    """A value the database cannot hold becomes `UnstorableValue`; other errors pass. (The
+    SQLite driver raises a bare OverflowError for an integer beyond 64 bits.)"""
+    try:
+        yield
+    except OverflowError:
+        raise UnstorableValue() from None
+    except StatementError as exc:
+        refused_value = isinstance(exc, DataError) or (
+            not isinstance(exc, IntegrityError) and isinstance(exc.orig, OverflowError | ValueError)
+        )
+        if not refused_value:
+            raise
+        raise UnstorableValue() from None
+
+
+@contextmanager
+def unreachable_as_not_ready() -> Iterator[None]:
+    """For probes (readiness, metrics): any database failure means "not ready"."""
+    try:
+        yield
+    except (SQLAlchemyError, OSError):
+        raise NotReady("the database is not reachable") from None
