@@ -157,5 +157,5 @@ def test_impossible_limits_are_refused(
     per_second: float, burst: int | None, chunk: int | None
 ) -> None:
     """A limiter built from a bad value would either never send or never limit."""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must"):
         SendRate.of(per_second, burst=burst, chunk=chunk)

@@ -3,13 +3,14 @@
 GCRA (the generic cell rate algorithm) keeps one number per provider, its *theoretical arrival
 time* (TAT). Taking n permits at time `now` moves it to `max(TAT, now) + n / rate`, and is
 allowed while the result stays within `burst / rate` seconds of `now` (equivalently: while the
-TAT is at most `(burst - n) / rate` ahead of `now`). A provider that has been
-idle therefore has `burst` permits ready, and a busy one gets `rate` permits per second.
+TAT is at most `(burst - n) / rate` ahead of `now`). A provider that has been idle therefore
+has `burst` permits ready, and a busy one gets `rate` permits per second.
 
-Guarantee: for permits *reserved* at times within any interval of w seconds, their number is at
-most `rate * (w + SAME_INSTANT) + max(burst, n)` where n is the largest single reservation; a reservation larger
-than the burst is allowed only when the provider is idle and is paid for afterwards. Times are
-floats in seconds on one clock (the database's, in tidings); this module never reads a clock.
+Guarantee: the permits *reserved* at times within any interval of w seconds number at most
+`rate * (w + SAME_INSTANT) + max(burst, n)`, n being the largest single reservation among them;
+one larger than the burst is allowed only when the provider is idle, and is paid for after.
+Times are floats in seconds on one clock (the database's, in tidings); this module never reads
+a clock.
 """
 
 from __future__ import annotations
