@@ -22,19 +22,27 @@ from tidings.storage.database import Database, create_database
 PROVIDER = "smtp"
 
 
-class Stopped(Exception):
-    """Raised by `refuse_to_sleep` so a test can read a wait without spending it."""
+class _Stopped(Exception):
+    pass
 
 
-class SleepLog:
-    """A `sleep` that records how long the limiter asked to wait and stops it there."""
+class FirstWait:
+    """A `sleep` that records the first wait a limiter asks for and stops it there, so a test
+    reads the wait without spending it."""
 
     def __init__(self) -> None:
-        self.asked: list[float] = []
+        self.asked: float | None = None
 
     async def __call__(self, seconds: float) -> None:
-        self.asked.append(seconds)
-        raise Stopped
+        self.asked = seconds
+        raise _Stopped
+
+    async def of(self, limiter: SendRateLimiter, permits: int = 1) -> float:
+        """How long `limiter.acquire(permits)` asks to wait; failing if it does not wait."""
+        with pytest.raises(_Stopped):
+            await limiter.acquire(permits)
+        assert self.asked is not None
+        return self.asked
 
 
 @pytest.fixture
@@ -88,13 +96,10 @@ async def test_a_restarted_worker_does_not_get_a_fresh_burst(
     for _ in range(3):
         await before.acquire()
     await before.close()
-    sleep = SleepLog()
+    sleep = FirstWait()
     after = SendRateLimiter(other_db, PROVIDER, rate_per_second=0.1, burst=3, sleep=sleep)
-    with pytest.raises(Stopped):
-        await after.acquire()
     # The next permit is 10 s after the burst was spent; a stalled test still sees most of it.
-    assert len(sleep.asked) == 1
-    assert 5 < sleep.asked[0] <= 10
+    assert 5 < await sleep.of(after) <= 10
 
 
 async def test_a_cool_down_from_one_worker_makes_another_wait_on_the_database_clock(
@@ -118,42 +123,29 @@ async def test_a_cool_down_from_one_worker_makes_another_wait_on_the_database_cl
 
 async def test_a_worker_stops_handing_out_held_permits_when_it_cools_down(db: Database) -> None:
     """Permits reserved before a 429 are no licence to keep sending into it."""
-    sleep = SleepLog()
+    sleep = FirstWait()
     limiter = SendRateLimiter(db, PROVIDER, rate_per_second=1000, chunk=16, sleep=sleep)
     for _ in range(4):  # reservations of 1, then 2, then 4: three permits left in hand
         await limiter.acquire()
     await limiter.cool_down(30)
-    with pytest.raises(Stopped):
-        await limiter.acquire()
-    assert len(sleep.asked) == 1
-    assert 20 < sleep.asked[0] <= 30
+    assert 20 < await sleep.of(limiter) <= 30
 
 
-async def test_an_unlimited_worker_still_honours_a_shared_cool_down(
-    db: Database, other_db: Database
+@pytest.mark.parametrize(
+    ("rate", "burst"),
+    [
+        (0, None),  # unlimited: the 429 is the only limit there is
+        (1, 100),  # a burst of 100 s of sending would cover the cool-down if the rate alone counted
+    ],
+)
+async def test_a_cool_down_binds_every_worker_whatever_its_rate_setting(
+    db: Database, other_db: Database, rate: float, burst: int | None
 ) -> None:
-    """With no configured rate a 429 is the only limit there is, so it must reach every worker."""
+    """Mid-way through a change of the setting workers disagree on the rate, never on a 429."""
     await SendRateLimiter(db, PROVIDER, rate_per_second=0).cool_down(30)
-    sleep = SleepLog()
-    unlimited = SendRateLimiter(other_db, PROVIDER, rate_per_second=0, sleep=sleep)
-    with pytest.raises(Stopped):
-        await unlimited.acquire()
-    assert len(sleep.asked) == 1
-    assert 20 < sleep.asked[0] <= 30
-
-
-async def test_a_cool_down_binds_workers_whose_rate_allows_a_long_burst(
-    db: Database, other_db: Database
-) -> None:
-    """During a rolling change of the setting, workers disagree on the rate, not on a 429."""
-    await SendRateLimiter(db, PROVIDER, rate_per_second=0).cool_down(30)
-    sleep = SleepLog()
-    # A burst of 100 s of sending would cover the whole cool-down if only the rate counted.
-    patient = SendRateLimiter(other_db, PROVIDER, rate_per_second=1, burst=100, sleep=sleep)
-    with pytest.raises(Stopped):
-        await patient.acquire()
-    assert len(sleep.asked) == 1
-    assert 20 < sleep.asked[0] <= 30
+    sleep = FirstWait()
+    other = SendRateLimiter(other_db, PROVIDER, rate_per_second=rate, burst=burst, sleep=sleep)
+    assert 20 < await sleep.of(other) <= 30
 
 
 @pytest.fixture
@@ -199,14 +191,11 @@ async def test_a_reservation_larger_than_the_burst_is_granted_once_then_paid_for
     db: Database,
 ) -> None:
     """A batch bigger than the burst must still go out, and the account must not overspend."""
-    sleep = SleepLog()
+    sleep = FirstWait()
     limiter = SendRateLimiter(db, PROVIDER, rate_per_second=1, burst=5, sleep=sleep)
     await limiter.acquire(8)
-    with pytest.raises(Stopped):
-        await limiter.acquire()
     # 8 permits at once leave 3 owed beyond the burst: the next waits about 4 s.
-    assert len(sleep.asked) == 1
-    assert 2 < sleep.asked[0] <= 4
+    assert 2 < await sleep.of(limiter) <= 4
 
 
 async def test_close_gives_back_the_permits_in_hand(db: Database) -> None:
