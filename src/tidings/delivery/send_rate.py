@@ -62,10 +62,6 @@ class SendRateLimiter:
         self._cool_downs = 0
         self._next_shared_check = -math.inf
 
-    @property
-    def rate(self) -> SendRate:
-        return self._rate
-
     async def acquire(self, permits: int = 1) -> None:
         """Wait until `permits` messages may be sent. Returns at once when the rate is 0
         (unlimited), apart from waiting out a cool-down."""
