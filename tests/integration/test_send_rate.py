@@ -234,3 +234,10 @@ async def test_a_reservation_is_refused_while_the_arrival_time_is_too_far_ahead(
         assert await rows.reserve(conn, PROVIDER, cost=60, lead=0) is not None
         assert await rows.reserve(conn, PROVIDER, cost=1, lead=30) is None
         assert await rows.reserve(conn, PROVIDER, cost=1, lead=120) is not None
+
+
+@pytest.mark.parametrize("provider", ["", "x" * 65])
+def test_a_provider_name_the_row_cannot_hold_is_refused(db: Database, provider: str) -> None:
+    """A name cut short by the column would share, or fail, a row meant for another provider."""
+    with pytest.raises(ValueError, match="provider name"):
+        SendRateLimiter(db, provider, rate_per_second=10)

@@ -29,6 +29,7 @@ from tidings.storage.database import Database
 log = structlog.get_logger("tidings.send_rate")
 
 Sleep = Callable[[float], Awaitable[object]]
+_PROVIDER_NAME_LENGTH = 64  # send_rates.provider
 
 
 class SendRateLimiter:
@@ -45,6 +46,8 @@ class SendRateLimiter:
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not 1 <= len(provider) <= _PROVIDER_NAME_LENGTH:
+            raise ValueError(f"a provider name is 1 to {_PROVIDER_NAME_LENGTH} characters")
         self._db = db
         self._provider = provider
         self._rate = SendRate.of(rate_per_second, burst=burst, chunk=chunk)

@@ -5,8 +5,9 @@ a skewed clock can neither overspend nor starve. Times are seconds since the Uni
 double, read where the statement runs:
 
 - PostgreSQL: `clock_timestamp()`, the time of the call. Not `now()`: that is the start of the
-  transaction, which can lie before a wait for a row lock. A statement that waited for a row
-  another transaction updated re-evaluates it once it has the lock.
+  transaction, which can lie before a wait for a row lock. The SET and WHERE of an
+  `INSERT ... ON CONFLICT DO UPDATE` run once the conflicting row is locked, so the time they
+  read comes after any wait for it.
 - SQLite: `julianday('now')`, millisecond resolution, and the same value for every call within
   one statement step. Statements that write run under `BEGIN IMMEDIATE`, so after the lock.
 """
