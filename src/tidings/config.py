@@ -247,6 +247,15 @@ class BulkEmailSettings(_Section):
         ge=0,
         description="Recipients the warming domain may take per UTC day (0 = none).",
     )
+    send_rate_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        allow_inf_nan=False,
+        description="Most messages per second sent through the provider, shared by all workers "
+        "on all machines (kept in the database, so a restart does not burst); 0 = unlimited. "
+        "A 429 from the provider pauses every worker for its Retry-After either way.",
+    )
 
     @field_validator("batch_creation_concurrency", mode="before")
     @classmethod

@@ -44,6 +44,8 @@ def test_toml_file_is_read_and_environment_wins(
         ("TIDINGS_DATABASE_URL", "mysql://x", "database.url"),
         ("TIDINGS_LOG_FORMAT", "xml", "log.format"),
         ("TIDINGS_SITE_PUBLIC_URL", "not a url", "site.public_url"),
+        ("TIDINGS_BULK_EMAIL_SEND_RATE_PER_SECOND", "-1", "bulk_email.send_rate_per_second"),
+        ("TIDINGS_BULK_EMAIL_SEND_RATE_PER_SECOND", "nan", "bulk_email.send_rate_per_second"),
     ],
 )
 def test_invalid_value_names_the_key(

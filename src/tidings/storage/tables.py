@@ -8,6 +8,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -290,6 +291,16 @@ rate_limits = Table(
     Column("hits", Integer, nullable=False),
 )
 Index(None, rate_limits.c.window_start)
+
+# One row per provider, shared by every worker (PRV-5): GCRA's theoretical arrival time and the
+# end of a cool-down, both in seconds since the Unix epoch on the database's clock.
+send_rates = Table(
+    "send_rates",
+    metadata,
+    Column("provider", String(64), primary_key=True),
+    Column("theoretical_arrival", Double(), nullable=False),
+    Column("cooldown_until", Double(), nullable=False),
+)
 
 # -- campaigns (SPEC §5) -------------------------------------------------------------------
 
