@@ -38,6 +38,7 @@ from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
+from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
@@ -134,14 +135,27 @@ class Container:
                     self.resources.push_async_callback(built[domain].close)
                 return built[domain]
 
-            return BatchHandover(provider_for, deadline_seconds=mailgun.timeout_seconds + 5)
+            return BatchHandover(
+                provider_for,
+                deadline_seconds=mailgun.timeout_seconds + 5,
+                limiter=self.send_rate_limiter(),
+            )
         return PerRecipientHandover(
             self.email_provider(),
             chunk=bulk.in_flight_chunk,
             concurrency=bulk.submission_concurrency,
             retries=bulk.recipient_retries,
             deadline_seconds=self.settings.email.send_deadline_seconds,
+            limiter=self.send_rate_limiter(),
         )
+
+    def send_rate_limiter(self) -> SendRateLimiter:
+        """The configured provider's send rate, shared by every worker (PRV-5). Unlimited
+        (rate 0) still obeys a provider's 429 cool-down, read about once a second."""
+        rate = self.settings.bulk_email.send_rate_per_second
+        limiter = SendRateLimiter(self.db, self.settings.email.provider, rate_per_second=rate)
+        self.resources.push_async_callback(limiter.close)
+        return limiter
 
     def webhook_client(self) -> WebhookClient:
         """Like `email_provider`: given or configured, built once, closed with the container."""

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
@@ -26,6 +27,7 @@ from tidings.bootstrap import Container
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
+from tidings.storage.tables import send_rates
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
 
@@ -106,15 +108,19 @@ async def test_a_lost_answer_leaves_the_batch_uncertain_and_never_resends_it(
 async def test_a_rate_limited_batch_is_retried_and_the_campaign_completes(
     studio: Studio,
 ) -> None:
-    """A 429 is the provider asking to slow down: the batch goes back to pending and is sent
-    later, once, with nothing counted twice."""
+    """A 429 is the provider asking to slow down: every worker pauses (the cool-down lives in
+    the database), the batch goes back to pending and is sent later, once."""
     _client, container, _headers, server = studio
-    server.faults.replace([Fault(action="status", status=429, retry_after="0", times=2)])
+    server.faults.replace([Fault(action="status", status=429, retry_after="1", times=2)])
     campaign_id = await _send(studio)
     async with running(container, registry(container)):
         assert await wait_for_campaign_status(container, campaign_id) == "submitted"
     assert await recipient_states(container, campaign_id) == {"sent": 100}
     assert len(server.store.recipients) == 100
+    async with container.db.read() as conn:  # the cool-down was shared through the database
+        (row,) = (await conn.execute(select(send_rates))).all()
+    assert row.provider == "mailgun"
+    assert row.cooldown_until > 0
 
 
 async def test_a_refused_batch_fails_the_campaign_as_retryable(studio: Studio) -> None:

@@ -25,6 +25,7 @@ from tests.support.sending import (
 from tidings.storage.tables import (
     campaign_batches,
     captured_messages,
+    send_rates,
     subscribers,
     subscriptions,
 )
@@ -146,3 +147,25 @@ async def test_bad_send_requests_get_problems_and_change_nothing(database_url: s
         assert len(await container.queue.list_jobs(kind="send_campaign")) == 1
         unauthenticated = await client.post(f"{base}/send")
         assert unauthenticated.status_code == 401
+
+
+async def test_a_configured_send_rate_is_spent_through_the_shared_limiter(
+    database_url: str,
+) -> None:
+    """PRV-5: with a maximum rate, every message takes a permit from the provider's row in
+    the database, so all workers together stay under it and a restart does not burst."""
+    settings = make_settings(
+        database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20, "send_rate_per_second": 500}
+    )
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        await seed(container, "weekly", 40)
+        campaign_id = await create_campaign(client, headers)
+        await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+        async with workers(container):
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+        async with container.db.read() as conn:
+            (row,) = (await conn.execute(select(send_rates))).all()
+    assert row.provider == "capture"
+    assert row.theoretical_arrival > 0  # permits were reserved from the shared row

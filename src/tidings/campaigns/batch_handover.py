@@ -26,6 +26,7 @@ from tidings.delivery.provider import (
     SendResult,
     TemporaryFailure,
 )
+from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.jobs import RetryLater
 from tidings.domain.sending import RecipientState
 from tidings.rendering import SegmentRendering
@@ -34,14 +35,20 @@ from tidings.rendering.batch import batch_template, batch_variables
 log = structlog.get_logger("tidings.campaigns")
 OUTCOME_UNCERTAIN = "outcome_uncertain"
 PROVIDER_REFUSED = "provider_refused"
+DEFAULT_COOL_DOWN = 30.0  # seconds, when a 429 names no Retry-After
 
 
 class BatchHandover:
     def __init__(
-        self, providers: Callable[[str], BatchProvider], *, deadline_seconds: float
+        self,
+        providers: Callable[[str], BatchProvider],
+        *,
+        deadline_seconds: float,
+        limiter: SendRateLimiter | None = None,
     ) -> None:
         self._providers = providers  # one per sending domain (warming uses a second one)
         self._deadline = deadline_seconds
+        self._limiter = limiter  # the provider's shared send rate (PRV-5)
 
     async def deliver(
         self,
@@ -75,12 +82,18 @@ class BatchHandover:
             deliver_at=deliver_at,
         )
         ids = list(by_address.values())
+        if self._limiter is not None:  # before anything is in flight: waiting costs nothing
+            await self._limiter.acquire(len(ids))
         await writes.mark_sending(ids)
         try:
             async with asyncio.timeout(self._deadline):
                 result = await provider.send_batch(message)
         except TemporaryFailure as exc:
             await writes.unmark(ids)  # the request never went out, or was refused whole
+            if exc.status == 429 and self._limiter is not None:
+                # Every worker slows down, not only this one (PRV-5).
+                pause = exc.retry_after_seconds
+                await self._limiter.cool_down(DEFAULT_COOL_DOWN if pause is None else pause)
             raise RetryLater(
                 f"{provider.name} temporary failure {exc.status or ''}".strip(),
                 retry_after_seconds=exc.retry_after_seconds,

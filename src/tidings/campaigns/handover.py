@@ -26,6 +26,7 @@ from tidings.delivery.provider import (
     ProviderUnreachable,
     TemporaryFailure,
 )
+from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.jobs import RetryLater
 from tidings.domain.sending import RecipientState
 from tidings.rendering import RecipientValues, SegmentRendering
@@ -92,8 +93,10 @@ class PerRecipientHandover:
         retries: int,
         deadline_seconds: float,
         retry_pause_seconds: float = 1.0,
+        limiter: SendRateLimiter | None = None,
     ) -> None:
         self.provider = provider
+        self._limiter = limiter  # the provider's shared send rate (PRV-5)
         self._chunk = chunk
         self._limit = asyncio.Semaphore(concurrency)
         self._retries = retries
@@ -154,6 +157,8 @@ class PerRecipientHandover:
         here (SND-12): one recipient can never abort the batch."""
         name = self.provider.name
         async with self._limit:
+            if self._limiter is not None:
+                await self._limiter.acquire(1)
             try:
                 async with asyncio.timeout(self._deadline):
                     result = await self.provider.send(parcel.envelope)
