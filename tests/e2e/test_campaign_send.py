@@ -22,6 +22,8 @@ from tests.support.sending import (
     wait_for_send_status,
     workers,
 )
+from tidings.bootstrap import utcnow
+from tidings.delivery.sink import Faults, SmtpSink
 from tidings.storage.tables import (
     campaign_batches,
     captured_messages,
@@ -169,3 +171,29 @@ async def test_a_configured_send_rate_is_spent_through_the_shared_limiter(
             (row,) = (await conn.execute(select(send_rates))).all()
     assert row.provider == "capture"
     assert row.theoretical_arrival > 0  # permits were reserved from the shared row
+
+
+async def test_a_message_lost_after_data_is_uncertain_and_never_resent(database_url: str) -> None:
+    """SND-13 for SMTP: when the connection drops after DATA the relay may have the message;
+    the reader is `uncertain` (counted, listed), never handed over a second time."""
+    async with SmtpSink(clock=utcnow, port=0) as sink:
+        sink.faults = Faults(disconnect_during_data=True)
+        settings = make_settings(
+            database_url,
+            queue=FAST_QUEUE,
+            email={"provider": "smtp"},
+            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
+        )
+        async with api_client(settings) as (client, container):
+            headers = await admin_headers(container)
+            await create_newsletter(client, headers)
+            await seed(container, "weekly", 5)
+            campaign_id = await create_campaign(client, headers)
+            await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+            async with workers(container):
+                assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+            assert await recipient_states(container, campaign_id) == {"uncertain": 5}
+            send = await container.sends.get_send(campaign_id)
+    assert sink.data_commands == 5  # each reader handed over exactly once
+    assert send is not None
+    assert (send.email_count, send.uncertain_count) == (0, 5)

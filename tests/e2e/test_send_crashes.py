@@ -23,7 +23,7 @@ from tests.support.sending import (
     seed,
     wait_for_campaign_status,
 )
-from tidings.bootstrap import Container
+from tidings.bootstrap import Container, utcnow
 from tidings.delivery.sink import SmtpSink
 from tidings.storage.tables import campaign_batches
 
@@ -83,7 +83,7 @@ async def campaign_ready(
     """A queued campaign to `audience` confirmed readers and a sink that keeps messages in
     memory; the test's own process runs no workers."""
     settings = make_settings(database_url)
-    async with api_client(settings) as (client, container), SmtpSink(port=0) as sink:
+    async with api_client(settings) as (client, container), SmtpSink(clock=utcnow, port=0) as sink:
         headers = await admin_headers(container)
         await create_newsletter(client, headers)
         await seed(container, "weekly", audience)

@@ -20,6 +20,7 @@ from tidings.delivery.provider import (
     PermanentFailure,
     PerRecipientProvider,
     TemporaryFailure,
+    UncertainDelivery,
 )
 from tidings.delivery.sink import Faults, SmtpSink
 from tidings.delivery.smtp import SmtpProvider
@@ -199,13 +200,14 @@ async def test_failure_details_never_carry_addresses_or_reply_text(
     assert "554 5.7.1" in str(caught.value)
 
 
-async def test_disconnect_during_data_is_temporary_and_never_resent(sink: SmtpSink) -> None:
-    """After DATA the relay may have taken the message: replaying it could mail twice."""
+async def test_disconnect_during_data_is_uncertain_and_never_resent(sink: SmtpSink) -> None:
+    """After DATA the relay may have taken the message: replaying it could mail twice, so
+    the outcome is reported as uncertain, not as a failure worth retrying."""
     smtp = make_provider(sink, pool_size=1)
     try:
         await smtp.send(make_envelope("a@example.com"))
         sink.faults = Faults(disconnect_during_data=True)
-        with pytest.raises(TemporaryFailure):
+        with pytest.raises(UncertainDelivery):
             await smtp.send(make_envelope("b@example.com"))
         assert sink.data_commands == 2
         sink.faults = Faults()
@@ -224,7 +226,9 @@ async def test_reply_slower_than_the_timeout_is_temporary_and_not_replayed(
     await provider.send(make_envelope("a@example.com"))
     sink.faults = Faults(delay_seconds=5.0, delay_commands=frozenset({command}))
     started = time.monotonic()
-    with pytest.raises(TemporaryFailure, match="timed out"):
+    # Before DATA nothing can have been accepted; after it, maybe: uncertain, never retried.
+    expected = UncertainDelivery if command == "DATA" else TemporaryFailure
+    with pytest.raises(expected, match="timed out"):
         await provider.send(make_envelope("b@example.com"))
     assert time.monotonic() - started < 2.0
     assert sink.connections_accepted == 1

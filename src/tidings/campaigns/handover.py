@@ -25,6 +25,7 @@ from tidings.delivery.provider import (
     PerRecipientProvider,
     ProviderUnreachable,
     TemporaryFailure,
+    UncertainDelivery,
 )
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.jobs import RetryLater
@@ -167,6 +168,9 @@ class PerRecipientHandover:
                 return _Deferred(_code(f"{name}_temporary", exc.status), connection=unreachable)
             except PermanentFailure as exc:
                 return RecipientState.FAILED, _code(f"{name}_permanent", exc.status)
+            except UncertainDelivery:
+                # The relay may have taken it (lost after DATA): never resent automatically.
+                return RecipientState.UNCERTAIN, f"{name}_answer_lost"
             except TimeoutError:
                 # The message may have been accepted as the deadline struck: not resent.
                 return RecipientState.UNCERTAIN, f"{name}_deadline"

@@ -21,6 +21,7 @@ from tidings.delivery.provider import (
     PermanentFailure,
     PerRecipientProvider,
     TemporaryFailure,
+    UncertainDelivery,
 )
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
@@ -149,8 +150,10 @@ class EmailJobHandler:
             raise GiveUp(
                 f"{self._provider.name} permanent failure {exc.status or ''}".strip()
             ) from None
-        except TimeoutError:
-            raise RetryLater(f"{self._provider.name} deadline exceeded") from None
+        except (TimeoutError, UncertainDelivery):
+            # Transactional mail is at least once: a confirmation that never arrives costs
+            # more than one that arrives twice. (Campaign sends never resend: SND-13.)
+            raise RetryLater(f"{self._provider.name} outcome unknown; trying again") from None
         for rejection in result.rejected.values():
             # Reply codes only: the reply text usually echoes the address.
             if rejection.permanent:

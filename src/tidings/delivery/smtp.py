@@ -36,6 +36,7 @@ from tidings.delivery.provider import (
     Rejection,
     SendResult,
     TemporaryFailure,
+    UncertainDelivery,
 )
 
 Security = Literal["none", "starttls", "tls"]
@@ -157,10 +158,10 @@ class SmtpProvider:
             raise _transaction_failure("DATA", exc) from None
         except SMTPTimeoutError:
             connection.close()
-            raise TemporaryFailure("timed out waiting for the DATA reply") from None
+            raise UncertainDelivery("timed out waiting for the DATA reply") from None
         except (SMTPServerDisconnected, OSError):
             connection.close()
-            raise TemporaryFailure("connection lost during DATA") from None
+            raise UncertainDelivery("connection lost during DATA") from None
         queue_id = QUEUE_ID.search(reply.message)
         return SendResult(
             accepted=accepted,
