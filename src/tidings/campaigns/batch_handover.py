@@ -30,11 +30,12 @@ from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.jobs import RetryLater
 from tidings.domain.sending import RecipientState
 from tidings.rendering import SegmentRendering
-from tidings.rendering.batch import batch_template, batch_variables
+from tidings.rendering.batch import BatchTemplate, batch_template, batch_variables
 
 log = structlog.get_logger("tidings.campaigns")
 OUTCOME_UNCERTAIN = "outcome_uncertain"
 PROVIDER_REFUSED = "provider_refused"
+TEMPLATE_CACHE_SIZE = 16
 DEFAULT_COOL_DOWN = 30.0  # seconds, when a 429 names no Retry-After
 
 
@@ -49,6 +50,17 @@ class BatchHandover:
         self._providers = providers  # one per sending domain (warming uses a second one)
         self._deadline = deadline_seconds
         self._limiter = limiter  # the provider's shared send rate (PRV-5)
+        self._templates: dict[int, tuple[SegmentRendering, BatchTemplate]] = {}
+
+    def _template(self, rendering: SegmentRendering) -> BatchTemplate:
+        """Made once per segment rendering (kept alive by the worker's rendering cache)."""
+        key = id(rendering)
+        found = self._templates.get(key)
+        if found is None or found[0] is not rendering:
+            if len(self._templates) > TEMPLATE_CACHE_SIZE:
+                self._templates.clear()
+            found = self._templates[key] = (rendering, batch_template(rendering))
+        return found[1]
 
     async def deliver(
         self,
@@ -62,7 +74,7 @@ class BatchHandover:
         if not deliveries:
             return HandoverResult()
         provider = self._providers(rendering.sender.sending_domain)
-        template = batch_template(rendering)
+        template = self._template(rendering)
         by_address = {delivery.values.address: delivery.recipient_id for delivery in deliveries}
         message = BatchMessage(
             sender=template.from_header,
@@ -84,12 +96,15 @@ class BatchHandover:
         ids = list(by_address.values())
         if self._limiter is not None:  # before anything is in flight: waiting costs nothing
             await self._limiter.acquire(len(ids))
-        await writes.mark_sending(ids)
+        # The batch's pending rows are exactly these deliveries (exclusions were moved first).
+        await writes.move(
+            None, from_states=[RecipientState.PENDING], to_state=RecipientState.SENDING
+        )
         try:
             async with asyncio.timeout(self._deadline):
                 result = await provider.send_batch(message)
         except TemporaryFailure as exc:
-            await writes.unmark(ids)  # the request never went out, or was refused whole
+            await writes.unmark(None)  # the request never went out, or was refused whole
             if exc.status == 429 and self._limiter is not None:
                 # Every worker slows down, not only this one (PRV-5).
                 pause = exc.retry_after_seconds
@@ -99,7 +114,7 @@ class BatchHandover:
                 retry_after_seconds=exc.retry_after_seconds,
             ) from None
         except PermanentFailure as exc:
-            await writes.unmark(ids)
+            await writes.unmark(None)
             return HandoverResult(
                 error_code=PROVIDER_REFUSED,
                 error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
@@ -118,15 +133,18 @@ class BatchHandover:
                 error=f"{provider.name} may have accepted this batch: its answer was lost "
                 f"({type(exc).__name__}). Reconcile it before any retry.",
             )
-        outcomes = [
+        refused = [
             (
-                recipient_id,
-                RecipientState.FAILED if address in result.rejected else RecipientState.SENT,
+                by_address[address],
+                RecipientState.FAILED,
                 _rejection_code(provider.name, result, address),
             )
-            for address, recipient_id in by_address.items()
+            for address in result.rejected
+            if address in by_address
         ]
-        await writes.settle(outcomes)
+        await writes.settle(refused)
+        # Everyone else the provider took: one set-based statement, not a thousand.
+        await writes.move(None, from_states=[RecipientState.SENDING], to_state=RecipientState.SENT)
         return HandoverResult(provider_message_id=result.provider_message_id)
 
 

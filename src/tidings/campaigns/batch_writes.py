@@ -49,8 +49,8 @@ class BatchWrites:
         """In flight from here: a crash before `settle` leaves them `uncertain`."""
         await self.move(ids, from_states=[RecipientState.PENDING], to_state=RecipientState.SENDING)
 
-    async def unmark(self, ids: Sequence[int]) -> None:
-        """Back to `pending`: only when nothing can have been accepted."""
+    async def unmark(self, ids: Sequence[int] | None) -> None:
+        """Back to `pending` (these, or all in flight): only when nothing was accepted."""
         await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
 
     async def settle(self, outcomes: Sequence[Outcome]) -> None:

@@ -120,7 +120,7 @@ class MailgunProvider:
             raise TemporaryFailure("the provider is closed")
         started = time.monotonic()
         try:
-            content_type, body = encode_multipart(self._fields(batch))
+            content_type, body = encode_multipart(self.form_fields(batch))
             status, headers, answer = await self._post(content_type, body)
             result = _outcome(batch, status, headers, answer)
         except DeliveryFailure as failure:
@@ -147,7 +147,7 @@ class MailgunProvider:
     async def close(self) -> None:
         await self._client.aclose()
 
-    def _fields(self, batch: BatchMessage) -> list[tuple[str, str]]:
+    def form_fields(self, batch: BatchMessage) -> list[tuple[str, str]]:
         """The form, after refusing (before any call) a batch Mailgun would mangle."""
         if len(batch.recipients) > self.max_batch_size:
             raise PermanentFailure(

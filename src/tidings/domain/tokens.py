@@ -13,6 +13,7 @@ import hmac
 import re
 import secrets
 from datetime import datetime
+from functools import lru_cache
 
 _SIGNED = re.compile(r"^([0-9]{1,19})\.([A-Za-z0-9_-]{32})$")
 _RANDOM = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -40,9 +41,14 @@ def _signature(secret: str, purpose: str, object_id: int, row_stamp: datetime) -
     # The row's creation time is signed too: if the row is deleted and its id reused (SQLite
     # reuses ids), a link from old mail does not reach the new person.
     stamp = int(row_stamp.timestamp() * 1_000_000)
-    message = f"{purpose}:{object_id}:{stamp}".encode()
-    digest = hmac.new(secret.encode(), message, hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode()[:32]
+    keyed = _keyed(secret).copy()  # the key schedule once per secret, not once per link
+    keyed.update(f"{purpose}:{object_id}:{stamp}".encode())
+    return base64.urlsafe_b64encode(keyed.digest()).decode()[:32]
+
+
+@lru_cache(maxsize=4)
+def _keyed(secret: str) -> hmac.HMAC:
+    return hmac.new(secret.encode(), digestmod=hashlib.sha256)
 
 
 def sign(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, select, update
+from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, RecipientState
@@ -177,27 +177,25 @@ async def settle(
     token: str,
     now: datetime,
 ) -> int:
-    """Record each in-flight recipient's own outcome (SND-12): one statement, many rows,
-    each changed only from `sending` and only under the batch claim."""
-    if not outcomes:
-        return 0
-    statement = (
-        update(campaign_recipients)
-        .where(
-            campaign_recipients.c.id == bindparam("recipient_id"),
-            campaign_recipients.c.state == RecipientState.SENDING.value,
-            _held(batch_id, token),
+    """Record each in-flight recipient's own outcome (SND-12), only from `sending` and only
+    under the batch claim: one statement per distinct (state, reason), so a batch the
+    provider accepted whole settles in one."""
+    groups: dict[tuple[RecipientState, str | None], list[int]] = {}
+    for recipient_id, state, reason in outcomes:
+        groups.setdefault((state, reason), []).append(recipient_id)
+    settled = 0
+    for (state, reason), ids in groups.items():
+        settled += await move(
+            conn,
+            batch_id,
+            token=token,
+            now=now,
+            ids=ids,
+            from_states=[RecipientState.SENDING],
+            to_state=state,
+            reason=reason,
         )
-        .values(state=bindparam("new_state"), reason=bindparam("new_reason"), updated_at=now)
-    )
-    result = await conn.execute(
-        statement,
-        [
-            {"recipient_id": rid, "new_state": state.value, "new_reason": reason}
-            for rid, state, reason in outcomes
-        ],
-    )
-    return int(result.rowcount)
+    return settled
 
 
 async def counts(conn: AsyncConnection, batch_id: int) -> BatchCounts:

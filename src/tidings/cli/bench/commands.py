@@ -89,9 +89,16 @@ def send(
     python_sink: bool = typer.Option(
         False, "--python-sink", help="Use tidings dev-smtp even when Postfix smtp-sink is found."
     ),
+    provider: list[str] = typer.Option(
+        ["smtp", "http"], "--provider", help="smtp, http (the batch API), or both (repeat)."
+    ),
 ) -> None:
     """Campaign recipients per second (BEN-2) through real worker processes to a local SMTP
-    sink, beside a bare aiosmtplib client sending the same messages to the same sink."""
+    sink and to the local batch-API server, each beside a bare client (aiosmtplib, httpx)
+    sending the same messages to the same server in the same run."""
+    unknown = set(provider) - {"smtp", "http"}
+    if unknown:
+        raise typer.BadParameter(f"unknown: {', '.join(sorted(unknown))}", param_hint="--provider")
     url = state_of(ctx).settings().database.url
     result = bench_send(
         url,
@@ -99,5 +106,6 @@ def send(
         workers=workers,
         connections=connections,
         prefer_postfix=not python_sink,
+        providers=tuple(provider),
     )
     print(json.dumps(asyncio.run(result), indent=2))

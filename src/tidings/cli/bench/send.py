@@ -18,13 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from aiosmtplib import SMTP
 
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import running
 from tidings.campaigns.commands import DraftFields
 from tidings.config import load_settings
+from tidings.delivery.form_data import encode_multipart
+from tidings.delivery.mailgun import MailgunProvider
+from tidings.delivery.provider import BatchMessage, BatchRecipient
 from tidings.observability.logging import configure_logging
+from tidings.rendering.batch import batch_template, batch_variables
 from tidings.rendering.bench import sample_recipient
 from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.render import render_segment
@@ -69,13 +74,7 @@ async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
         *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
     try:
-        for _ in range(200):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
+        await _wait_for_port(port)
         yield name, port
     finally:
         process.terminate()
@@ -123,6 +122,108 @@ async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]
     }
 
 
+BENCH_DOMAIN = "mg.bench.example"
+BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare client's
+
+
+@asynccontextmanager
+async def dev_provider_process() -> AsyncIterator[int]:
+    """`tidings dev-provider` in its own process on a free loopback port."""
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "dev-provider",
+        "--port",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await _wait_for_port(port)
+        yield port
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def _wait_for_port(port: int) -> None:
+    for _ in range(400):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+
+
+def _batches(count: int, size: int = 1000) -> list[tuple[str, bytes]]:
+    """The same batches a campaign of `count` makes, as encoded requests, built beforehand."""
+    now = datetime.now(UTC)
+    rendering = render_segment(
+        sample_content(),
+        "paid",
+        sender=SAMPLE_SENDER,
+        list_info=SAMPLE_LIST,
+        base_url=SAMPLE_BASE_URL,
+        engine=TemplateEngine(),
+        now=now,
+    )
+    template = batch_template(rendering)
+    encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
+    people = [sample_recipient(number) for number in range(count)]
+    requests = []
+    for start in range(0, count, size):
+        message = BatchMessage(
+            sender=template.from_header,
+            subject=template.subject,
+            html=template.html,
+            text=template.text,
+            headers=template.headers,
+            recipients=[
+                BatchRecipient(
+                    person.address,
+                    rendering.message_id_for(person.address),
+                    batch_variables(template, person),
+                )
+                for person in people[start : start + size]
+            ],
+            idempotency_key=f"bare-{start}",
+        )
+        requests.append(encode_multipart(encoder.form_fields(message)))
+    return requests
+
+
+async def bare_http_client(port: int, count: int, *, concurrency: int) -> dict[str, Any]:
+    """The limit for the batch API: httpx posting the prepared requests, `concurrency` at once."""
+    requests = _batches(count)
+    queue = list(requests)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
+    ) as client:
+
+        async def poster() -> None:
+            while queue:
+                content_type, body = queue.pop()
+                response = await client.post(
+                    f"/v3/{BENCH_DOMAIN}/messages",
+                    content=body,
+                    headers={"content-type": content_type},
+                )
+                response.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(poster() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "batches": len(requests),
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+    }
+
+
 def _peak_rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -134,22 +235,11 @@ def _peak_rss_mb(pid: int) -> float | None:
 
 
 async def tidings_send(
-    url: str, port: int, count: int, workers: int, connections: int
+    url: str, count: int, workers: int, worker_env: dict[str, str]
 ) -> dict[str, Any]:
-    """A real campaign: seeded audience, queued send, `workers` worker processes."""
+    """A real campaign: seeded audience, queued send, `workers` worker processes configured
+    by `worker_env` (the provider). Rate from the first batch claimed to the last finished."""
     content = sample_content()
-    env_settings = {
-        "TIDINGS_DATABASE_URL": url,
-        "TIDINGS_EMAIL_PROVIDER": "smtp",
-        "TIDINGS_SMTP_HOST": "127.0.0.1",
-        "TIDINGS_SMTP_PORT": str(port),
-        "TIDINGS_SMTP_SECURITY": "none",
-        "TIDINGS_SMTP_POOL_SIZE": str(connections),
-        "TIDINGS_BULK_EMAIL_SUBMISSION_CONCURRENCY": str(connections),
-        "TIDINGS_BULK_EMAIL_CONCURRENCY": "2",
-        "TIDINGS_LOG_LEVEL": "warning",
-        "TIDINGS_LOG_FORMAT": "json",
-    }
     settings = load_settings(database={"url": url}, log={"level": "warning", "format": "json"})
     async with running(settings, apply_migrations=True) as container:
         newsletter = await container.newsletters.create(
@@ -172,13 +262,20 @@ async def tidings_send(
         )
         await container.sends.send(draft.campaign.id)
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+        env = {
+            **clean,
+            "TIDINGS_DATABASE_URL": url,
+            "TIDINGS_LOG_LEVEL": "warning",
+            "TIDINGS_LOG_FORMAT": "json",
+            **worker_env,
+        }
         processes = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
                 "tidings",
                 "worker",
-                env={**clean, **env_settings},
+                env=env,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL,
             )
@@ -201,7 +298,6 @@ async def tidings_send(
                 await process.wait()
         window = await container.sends.submission_window(draft.campaign.id)
         send = await container.sends.get_send(draft.campaign.id)
-        status = (await container.campaigns.get(draft.campaign.id)).campaign.status
     assert send is not None
     seconds = window.total_seconds() if window else wall
     return {
@@ -217,29 +313,87 @@ async def tidings_send(
     }
 
 
-async def bench_send(
+def _ratio(ours: dict[str, Any], bare: dict[str, Any]) -> float | None:
+    if not ours["per_second"]:
+        return None
+    return round(float(ours["per_second"]) / float(bare["per_second"]), 3)
+
+
+async def smtp_figures(
     url: str, *, recipients: int, workers: int, connections: int, prefer_postfix: bool
 ) -> dict[str, Any]:
-    configure_logging("warning", "json")
     async with smtp_sink(prefer_postfix) as (sink_name, port):
         bare = await bare_client(port, recipients, connections)
         async with scratch_database(url) as scratch:
-            ours = await tidings_send(scratch, port, recipients, workers, connections)
+            ours = await tidings_send(
+                scratch,
+                recipients,
+                workers,
+                {
+                    "TIDINGS_EMAIL_PROVIDER": "smtp",
+                    "TIDINGS_SMTP_HOST": "127.0.0.1",
+                    "TIDINGS_SMTP_PORT": str(port),
+                    "TIDINGS_SMTP_SECURITY": "none",
+                    "TIDINGS_SMTP_POOL_SIZE": str(connections),
+                    "TIDINGS_BULK_EMAIL_SUBMISSION_CONCURRENCY": str(connections),
+                },
+            )
     return {
-        "benchmark": "send",
-        "database": url.split(":", 1)[0],
         "sink": sink_name,
-        "smtp": {
-            "bare_client": bare,
-            "tidings": ours,
-            "ratio_to_bare_client": round(ours["per_second"] / bare["per_second"], 3)
-            if ours["per_second"]
-            else None,
-        },
-        "postfix_hint": None
-        if postfix_root()
-        else (
-            f"for a faster sink: apt-get download postfix && dpkg -x postfix_*.deb "
-            f"{DEFAULT_POSTFIX_ROOT} (or set {POSTFIX_ROOT_ENV})"
-        ),
+        "bare_client": bare,
+        "tidings": ours,
+        "ratio_to_bare_client": _ratio(ours, bare),
     }
+
+
+async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, Any]:
+    async with dev_provider_process() as port:
+        bare = await bare_http_client(port, recipients, concurrency=BATCHES_IN_FLIGHT)
+        async with scratch_database(url) as scratch:
+            ours = await tidings_send(
+                scratch,
+                recipients,
+                workers,
+                {
+                    "TIDINGS_EMAIL_PROVIDER": "mailgun",
+                    "TIDINGS_MAILGUN_API_KEY": "bench-key",
+                    "TIDINGS_MAILGUN_DOMAIN": BENCH_DOMAIN,
+                    "TIDINGS_MAILGUN_API_BASE_URL": f"http://127.0.0.1:{port}",
+                    "TIDINGS_BULK_EMAIL_CONCURRENCY": str(BATCHES_IN_FLIGHT),
+                },
+            )
+    return {
+        "server": "tidings dev-provider (Mailgun-compatible)",
+        "bare_client": bare,
+        "tidings": ours,
+        "ratio_to_bare_client": _ratio(ours, bare),
+    }
+
+
+async def bench_send(
+    url: str,
+    *,
+    recipients: int,
+    workers: int,
+    connections: int,
+    prefer_postfix: bool,
+    providers: tuple[str, ...] = ("smtp", "http"),
+) -> dict[str, Any]:
+    configure_logging("warning", "json")
+    result: dict[str, Any] = {"benchmark": "send", "database": url.split(":", 1)[0]}
+    if "smtp" in providers:
+        result["smtp"] = await smtp_figures(
+            url,
+            recipients=recipients,
+            workers=workers,
+            connections=connections,
+            prefer_postfix=prefer_postfix,
+        )
+        if postfix_root() is None:
+            result["postfix_hint"] = (
+                f"for a faster sink: apt-get download postfix && dpkg -x postfix_*.deb "
+                f"{DEFAULT_POSTFIX_ROOT} (or set {POSTFIX_ROOT_ENV})"
+            )
+    if "http" in providers:
+        result["http"] = await http_figures(url, recipients=recipients, workers=workers)
+    return result
