@@ -27,7 +27,7 @@ from tidings.bootstrap import Container
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
-from tidings.storage.tables import send_rates
+from tidings.storage.tables import send_rates, webhook_deliveries
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
 
@@ -67,9 +67,13 @@ async def test_each_batch_is_one_call_and_each_reader_gets_their_own_message(
     """One request per batch, yet every reader's name, unsubscribe link and Message-ID are
     their own (CMP-3, CMP-4), and the paid version only reaches paid readers."""
     _client, container, _headers, server = studio
+    await container.webhooks.create_endpoint("https://hooks.example.org/x", ["campaign.sent"])
     campaign_id = await _send(studio)
     async with running(container, registry(container)):
         assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    async with container.db.read() as conn:  # receivers hear about it (DLV-5)
+        sent = [row.payload for row in await conn.execute(select(webhook_deliveries))]
+    assert [payload["data"]["email_count"] for payload in sent] == [100]
     accepted = server.store.recipients
     assert Counter(r.address for r in accepted) == {
         f"reader-{n}@example.test": 1 for n in range(1, 101)
@@ -91,6 +95,7 @@ async def test_a_lost_answer_leaves_the_batch_uncertain_and_never_resends_it(
     """The provider may have accepted a batch whose answer was lost: resending would mail 40
     readers twice, so it stays `submitting`, its readers `uncertain`, for an operator."""
     _client, container, _headers, server = studio
+    await container.webhooks.create_endpoint("https://hooks.example.org/x", ["campaign.failed"])
     server.faults.replace([Fault(action="drop_after_accept", times=1)])
     campaign_id = await _send(studio)
     async with running(container, registry(container)):
@@ -103,6 +108,9 @@ async def test_a_lost_answer_leaves_the_batch_uncertain_and_never_resends_it(
     assert send is not None
     assert send.error_code == "batch_outcome_uncertain"
     assert send.retryable is False
+    async with container.db.read() as conn:  # receivers hear about it (DLV-5)
+        events = [row.event_type for row in await conn.execute(select(webhook_deliveries))]
+    assert events == ["campaign.failed"]
 
 
 async def test_a_rate_limited_batch_is_retried_and_the_campaign_completes(
