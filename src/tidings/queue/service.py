@@ -59,7 +59,7 @@ class JobQueue:
         writes). Every write a handler makes about its work goes through here: a worker
         whose job was reclaimed gets `ClaimLost` and its writes are not made."""
         async with self.db.write() as conn:
-            if not await store.hold(conn, job, now=self._now()):
+            if not await store.hold(conn, job):
                 raise ClaimLost("the job's claim was lost; another worker owns it now")
             yield conn
 

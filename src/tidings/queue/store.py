@@ -216,20 +216,22 @@ async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease:
     return result.rowcount == 1
 
 
-async def hold(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
+async def hold(conn: AsyncConnection, job: Job) -> bool:
     """Inside a write transaction: confirm `job`'s claim is still ours and keep it ours until
-    commit (the row lock on PostgreSQL; the single writer on SQLite). False when another
-    worker reclaimed the job: the caller must write nothing."""
-    result = await conn.execute(
-        update(jobs)
+    commit. On PostgreSQL a shared row lock (FOR SHARE): a reclaim, which locks the row for
+    update, waits or skips it, while the job's own fenced transactions (preparation pages
+    written side by side) do not wait for each other. On SQLite the single writer does it.
+    False when another worker reclaimed the job: the caller must write nothing."""
+    held = await conn.execute(
+        select(jobs.c.id)
         .where(
             jobs.c.id == job.id,
             jobs.c.claim_token == job.claim_token,
             jobs.c.status == JobStatus.RUNNING.value,
         )
-        .values(updated_at=now)
+        .with_for_update(read=True)
     )
-    return result.rowcount == 1
+    return held.first() is not None
 
 
 async def get(conn: AsyncConnection, job_id: int) -> Job | None:

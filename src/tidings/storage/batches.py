@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, literal, not_, or_, select, update
+from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, Page, RecipientState
@@ -73,55 +73,10 @@ def _in_page(campaign_id: int, page: Page) -> Any:
 async def create_page_batch(
     conn: AsyncConnection, campaign_id: int, page: Page, *, now: datetime
 ) -> PageResult:
-    """Write one page: its exclusions, its batch and recipient rows, and `recipient_count`
-    from the rows actually inserted, in the caller's one transaction."""
-    columns = [
-        "campaign_id",
-        "batch_id",
-        "subscriber_id",
-        "position",
-        "state",
-        "reason",
-        "updated_at",
-    ]
-    excluded = RecipientState.EXCLUDED.value
-    missing = select(
-        literal(campaign_id),
-        literal(None),
-        literal(None),
-        campaign_candidates.c.position,
-        literal(excluded),
-        literal(Exclusion.MEMBER_NOT_FOUND.value),
-        literal(now, campaign_recipients.c.updated_at.type),
-    ).where(
-        _in_page(campaign_id, page),
-        ~exists().where(subscribers.c.id == campaign_candidates.c.subscriber_id),
-    )
-    invalid = (
-        select(
-            literal(campaign_id),
-            literal(None),
-            subscribers.c.id,
-            campaign_candidates.c.position,
-            literal(excluded),
-            literal(Exclusion.INVALID_ADDRESS.value),
-            literal(now, campaign_recipients.c.updated_at.type),
-        )
-        .join(subscribers, subscribers.c.id == campaign_candidates.c.subscriber_id)
-        .where(_in_page(campaign_id, page), not_(sendable_address()))
-    )
-    exclusions: list[tuple[int | None, int, str]] = []
-    for selection in (missing, invalid):
-        result = await conn.execute(
-            insert(campaign_recipients)
-            .from_select(columns, selection)
-            .returning(
-                campaign_recipients.c.subscriber_id,
-                campaign_recipients.c.position,
-                campaign_recipients.c.reason,
-            )
-        )
-        exclusions.extend((row[0], row[1], row[2]) for row in result)
+    """Write one page in the caller's one transaction: its batch, then ONE INSERT … SELECT
+    that makes every candidate of the page a recipient row of the batch or an exclusion
+    (gone since selection, or no usable address), then `recipient_count` counted from the
+    rows stored. A page of only exclusions leaves no batch."""
     batch_id = (
         await conn.execute(
             insert(campaign_batches)
@@ -140,24 +95,56 @@ async def create_page_batch(
             .returning(campaign_batches.c.id)
         )
     ).scalar_one()
-    recipients = (
+    found = subscribers.c.id.is_not(None)
+    sendable = and_(found, sendable_address())
+    rows = (
         select(
             literal(campaign_id),
-            literal(batch_id),
+            case((sendable, literal(batch_id)), else_=None),
             subscribers.c.id,
             campaign_candidates.c.position,
-            literal(RecipientState.PENDING.value),
-            literal(None),
+            case(
+                (sendable, literal(RecipientState.PENDING.value)),
+                else_=literal(RecipientState.EXCLUDED.value),
+            ),
+            case(
+                (~found, literal(Exclusion.MEMBER_NOT_FOUND.value)),
+                (~sendable, literal(Exclusion.INVALID_ADDRESS.value)),
+                else_=None,
+            ),
             literal(now, campaign_recipients.c.updated_at.type),
         )
-        .join(subscribers, subscribers.c.id == campaign_candidates.c.subscriber_id)
-        .where(_in_page(campaign_id, page), sendable_address())
+        .select_from(campaign_candidates)
+        .outerjoin(subscribers, subscribers.c.id == campaign_candidates.c.subscriber_id)
+        .where(_in_page(campaign_id, page))
     )
-    await conn.execute(insert(campaign_recipients).from_select(columns, recipients))
+    columns = [
+        "campaign_id",
+        "batch_id",
+        "subscriber_id",
+        "position",
+        "state",
+        "reason",
+        "updated_at",
+    ]
+    await conn.execute(insert(campaign_recipients).from_select(columns, rows))
     # Counted from the rows stored (drivers differ in reporting INSERT … SELECT row counts).
     inserted = (
         await conn.execute(select(func.count()).where(campaign_recipients.c.batch_id == batch_id))
     ).scalar_one()
+    excluded = await conn.execute(
+        select(
+            campaign_recipients.c.subscriber_id,
+            campaign_recipients.c.position,
+            campaign_recipients.c.reason,
+        ).where(
+            campaign_recipients.c.campaign_id == campaign_id,
+            campaign_recipients.c.state == RecipientState.EXCLUDED.value,
+            campaign_recipients.c.batch_id.is_(None),
+            campaign_recipients.c.position.between(page.first, page.last),
+        )
+    )
+    exclusions = [(row[0], row[1], str(row[2])) for row in excluded]
     if inserted == 0:
         await conn.execute(delete(campaign_batches).where(campaign_batches.c.id == batch_id))
         return PageResult(None, 0, exclusions)
