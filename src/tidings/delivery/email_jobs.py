@@ -20,6 +20,7 @@ from tidings.delivery.provider import (
     PermanentFailure,
     PerRecipientProvider,
     TemporaryFailure,
+    UncertainDelivery,
 )
 from tidings.domain.errors import InvalidInput
 from tidings.domain.jobs import GiveUp, RetryLater
@@ -137,6 +138,12 @@ class EmailJobHandler:
         except PermanentFailure as exc:
             raise GiveUp(
                 f"{self._provider.name} permanent failure {exc.status or ''}".strip()
+            ) from None
+        except UncertainDelivery as exc:
+            # The answer was lost after the message went out. Transactional mail is at least
+            # once: retried like a lost SMTP reply, never lost (the duplicate window).
+            raise RetryLater(
+                f"{self._provider.name} uncertain delivery {exc.status or ''}".strip()
             ) from None
         except TimeoutError:
             raise RetryLater(f"{self._provider.name} deadline exceeded") from None
