@@ -225,6 +225,9 @@ def configured_email_provider(
 ) -> PerRecipientProvider:
     if settings.email.provider == "capture":
         return CaptureProvider(db, clock)
+    if settings.email.provider == "mailgun":
+        mailgun = settings.mailgun
+        return mailgun_provider(mailgun, str(mailgun.domain))  # messages.mime, one by one
     smtp = settings.smtp
     return SmtpProvider(
         host=smtp.host,

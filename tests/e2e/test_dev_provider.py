@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ import pytest
 
 from tidings.delivery.dev_faults import Action, Fault, FaultPlan
 from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
-from tidings.delivery.form_data import encode_multipart
+from tidings.delivery.form_data import FilePart, encode_multipart
 
 SEND = "/v3/mg.example.com/messages"
+SEND_MIME = "/v3/mg.example.com/messages.mime"
 
 
 def form(*recipients: str, **extra: str) -> list[tuple[str, str]]:
@@ -37,9 +39,29 @@ def form(*recipients: str, **extra: str) -> list[tuple[str, str]]:
     return fields
 
 
-async def post(client: httpx.AsyncClient, fields: list[tuple[str, str]]) -> httpx.Response:
+def mime_message(message_id: str = "<welcome-1@example.com>") -> bytes:
+    message = EmailMessage()
+    message["From"] = "News <news@example.com>"
+    message["To"] = "ann@example.com"
+    message["Subject"] = "Café au lait"  # non-ASCII: sent as an encoded word
+    message["Message-ID"] = message_id
+    message.set_content("Hello Ann")
+    message.add_alternative("<p>Hello Ann</p>", subtype="html")
+    return message.as_bytes()
+
+
+def mime_form(*recipients: str, message: bytes | None = None) -> list[tuple[str, str | FilePart]]:
+    data = mime_message() if message is None else message
+    fields: list[tuple[str, str | FilePart]] = [("to", address) for address in recipients]
+    fields.append(("message", FilePart("message.mime", "message/rfc822", data)))
+    return fields
+
+
+async def post(
+    client: httpx.AsyncClient, fields: list[tuple[str, str | FilePart]], path: str = SEND
+) -> httpx.Response:
     content_type, body = encode_multipart(fields)
-    return await client.post(SEND, content=body, headers={"content-type": content_type})
+    return await client.post(path, content=body, headers={"content-type": content_type})
 
 
 @pytest.fixture
@@ -100,6 +122,87 @@ async def test_messages_can_be_filtered_and_cleared(
     assert [m["address"] for m in page["messages"]] == ["bob@example.com"]
     assert (await client.delete("/_dev/messages")).json() == {"deleted": 2}
     assert dev_provider.store.recipients == []
+
+
+async def test_a_mime_message_is_stored_per_recipient_with_its_own_message_id_and_subject(
+    dev_provider: DevProviderServer, client: httpx.AsyncClient
+) -> None:
+    """Transactional mail goes out as a finished message; tests find it by its Message-ID."""
+    response = await post(client, mime_form("ann@example.com", "bob@example.com"), SEND_MIME)
+    assert response.status_code == 200
+    assert response.json() == {"id": "<welcome-1@example.com>", "message": "Queued. Thank you."}
+    stored = dev_provider.store.recipients
+    assert [r.address for r in stored] == ["ann@example.com", "bob@example.com"]
+    assert {(r.message_id, r.subject, r.domain) for r in stored} == {
+        ("<welcome-1@example.com>", "Café au lait", "mg.example.com")
+    }
+    assert stored[0].text().strip() == "Hello Ann"
+    assert stored[0].html().strip() == "<p>Hello Ann</p>"
+    assert stored[0].headers()["From"] == "News <news@example.com>"
+    assert dev_provider.stats["mime_requests"] == 1
+    listed = (await client.get("/_dev/messages", params={"address": "bob@example.com"})).json()
+    assert [m["message_id"] for m in listed["messages"]] == ["<welcome-1@example.com>"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        (mime_form(), "to parameter is missing"),
+        ([("to", "a@example.com")], "message parameter is missing"),
+        (mime_form("a@example.com", message=b""), "message parameter is missing"),
+        ([("to", "a@example.com"), ("message", "From: a@example.com\n\nx")], "file upload"),
+        ([*mime_form("a@example.com"), ("attachment", FilePart("a", "text/plain", b"x"))], "file"),
+        (mime_form(*(f"r{n}@example.com" for n in range(1001))), "too many recipients"),
+    ],
+    ids=["no-to", "no-message", "empty-message", "message-as-text", "other-file", "1001"],
+)
+async def test_mime_requests_mailgun_would_refuse_get_400_and_store_nothing(
+    dev_provider: DevProviderServer,
+    client: httpx.AsyncClient,
+    fields: list[tuple[str, str | FilePart]],
+    problem: str,
+) -> None:
+    """The double must refuse a malformed MIME send, or client bugs would surface in production."""
+    response = await post(client, fields, SEND_MIME)
+    assert response.status_code == 400
+    assert problem in response.json()["message"]
+    assert dev_provider.store.recipients == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "stored"),
+    [
+        (Fault(action="status", status=429, retry_after="5", times=1), 0),
+        (Fault(action="drop_before_accept", times=1), 0),
+        (Fault(action="drop_after_accept", times=1), 1),
+        (Fault(action="reject", reject_fraction=1.0, times=1), 0),
+        (Fault(action="accept", delay_seconds=0.2, times=1), 1),
+    ],
+    ids=["status", "drop-before", "drop-after", "reject", "slow"],
+)
+async def test_the_fault_plan_applies_to_mime_sends_too(
+    dev_provider: DevProviderServer, client: httpx.AsyncClient, fault: Fault, stored: int
+) -> None:
+    """Transactional sends must be testable against every fault a batch can meet."""
+    dev_provider.faults.replace([fault])
+    try:
+        response: httpx.Response | None = await post(client, mime_form("a@example.com"), SEND_MIME)
+    except httpx.RemoteProtocolError:
+        response = None
+    assert (response is None) == fault.action.startswith("drop")
+    if fault.action == "status":
+        assert response is not None
+        assert (response.status_code, response.headers["retry-after"]) == (429, "5")
+    if fault.action == "reject":
+        assert response is not None
+        assert [item["address"] for item in response.json()["rejected"]] == ["a@example.com"]
+    if fault.action == "accept":
+        assert response is not None
+        assert response.status_code == 200
+        assert dev_provider.stats["delayed"] == 1
+    assert len(dev_provider.store.recipients) == stored
+    # The fault struck once; the next MIME send is accepted.
+    assert (await post(client, mime_form("b@example.com"), SEND_MIME)).status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from tidings.delivery.provider import (
     BatchRecipient,
     DeliveryFailure,
     PermanentFailure,
+    ProviderUnreachable,
     TemporaryFailure,
     UncertainDelivery,
 )
@@ -309,20 +310,25 @@ def unused_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_nothing_listening_is_temporary() -> None:
-    """Nothing was sent, so nothing can have been accepted: retrying is safe."""
-    mailgun = MailgunProvider(
+def unreachable_provider() -> MailgunProvider:
+    """A provider pointed at a loopback port where nothing listens."""
+    return MailgunProvider(
         api_key=API_KEY,
         domain=DOMAIN,
         base_url=f"http://127.0.0.1:{unused_port()}",
         timeout_seconds=TIMEOUT,
     )
+
+
+async def test_nothing_listening_is_temporary() -> None:
+    """Nothing was sent, so nothing can have been accepted: retrying is safe."""
+    mailgun = unreachable_provider()
     try:
-        with pytest.raises(TemporaryFailure) as caught:
+        with pytest.raises(ProviderUnreachable) as caught:
             await mailgun.send_batch(make_batch())
     finally:
         await mailgun.close()
-    assert not isinstance(caught.value, UncertainDelivery)
+    assert isinstance(caught.value, TemporaryFailure)
 
 
 async def test_a_connection_reset_while_the_body_is_still_being_written_is_temporary() -> None:

@@ -55,7 +55,6 @@ def test_mailgun_keys_are_optional_while_another_provider_is_chosen() -> None:
         ("TIDINGS_MAILGUN_DOMAIN", "https://mg.example.com", "mailgun.domain"),
         ("TIDINGS_MAILGUN_SEND_TIME_OPTIMIZATION_HOURS", "12", "send_time_optimization_hours"),
         ("TIDINGS_MAILGUN_DELIVERY_TIME_SPREAD_MINUTES", "5000", "delivery_time_spread_minutes"),
-        ("TIDINGS_MAILGUN_TIMEOUT_SECONDS", "55", "mailgun.timeout_seconds must be shorter"),
     ],
 )
 def test_mailgun_values_outside_their_limits_are_refused(
@@ -64,4 +63,18 @@ def test_mailgun_values_outside_their_limits_are_refused(
     """What Mailgun would refuse, or a timeout past the lease (a double send), stops start-up."""
     monkeypatch.setenv(env, value)
     with pytest.raises(ConfigurationError, match=named):
+        load_settings()
+
+
+def test_a_mailgun_timeout_past_the_lease_is_refused_when_mailgun_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Transactional mail through Mailgun runs under the job's lease: a longer timeout could
+    let another worker send it again. With another provider the setting is unused."""
+    monkeypatch.setenv("TIDINGS_MAILGUN_TIMEOUT_SECONDS", "55")
+    assert load_settings().mailgun.timeout_seconds == 55
+    monkeypatch.setenv("TIDINGS_EMAIL_PROVIDER", "mailgun")
+    monkeypatch.setenv("TIDINGS_MAILGUN_API_KEY", "key-x")
+    monkeypatch.setenv("TIDINGS_MAILGUN_DOMAIN", "mg.example.com")
+    with pytest.raises(ConfigurationError, match=r"mailgun\.timeout_seconds must be shorter"):
         load_settings()

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.types import Message
 
-from tidings.delivery.form_data import FormError, encode_multipart, parse_form
+from tidings.delivery.form_data import (
+    FilePart,
+    FormError,
+    encode_multipart,
+    parse_form,
+    parse_form_parts,
+)
 
 field_names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters='"\r\n;'), min_size=1, max_size=20
@@ -32,9 +38,39 @@ def test_every_encoded_form_parses_back_to_the_same_fields(fields: list[tuple[st
     assert parse_form(content_type, body) == fields
 
 
+# A serialised message as messages.mime takes it: bytes that are not UTF-8, bare LFs, and a
+# line that looks like a form boundary.
+MESSAGE = FilePart(
+    "message.mime",
+    "message/rfc822",
+    b"Subject: =?iso-8859-1?q?Caf=E9?=\nContent-Transfer-Encoding: 8bit\n\n\xe9\r\n--x--\r\n",
+)
+
+
+@given(st.lists(st.tuples(field_names, field_values), max_size=5), st.binary(max_size=300))
+def test_a_file_part_parses_back_byte_for_byte_among_text_fields(
+    fields: list[tuple[str, str]], data: bytes
+) -> None:
+    """A message sent as a file must reach the provider exactly as serialised, or DKIM breaks."""
+    sent: list[tuple[str, str | FilePart]] = [
+        *fields,
+        ("message", FilePart("message.mime", "message/rfc822", data)),
+        ("to", "a@example.com"),
+    ]
+    content_type, body = encode_multipart(sent)
+    assert parse_form_parts(content_type, body) == sent
+
+
+def test_parse_form_refuses_file_parts() -> None:
+    """The batch endpoint takes no files; one there is a client bug to report, not to drop."""
+    content_type, body = encode_multipart([("to", "a@example.com"), ("message", MESSAGE)])
+    with pytest.raises(FormError, match="file parts are not supported"):
+        parse_form(content_type, body)
+
+
 async def test_a_standard_multipart_parser_reads_our_encoding() -> None:
     """Mailgun is not our parser: the encoding must be what any form-data parser expects."""
-    content_type, body = encode_multipart(AWKWARD)
+    content_type, body = encode_multipart([*AWKWARD, ("message", MESSAGE)])
     delivered = False
 
     async def receive() -> Message:
@@ -45,8 +81,13 @@ async def test_a_standard_multipart_parser_reads_our_encoding() -> None:
 
     headers = [(b"content-type", content_type.encode())]
     scope = {"type": "http", "method": "POST", "path": "/", "headers": headers}
-    form = await Request(scope, receive).form()
-    assert list(form.multi_items()) == AWKWARD
+    async with Request(scope, receive).form() as form:
+        *fields, (name, upload) = form.multi_items()
+        assert fields == AWKWARD
+        assert name == "message"
+        assert not isinstance(upload, str)
+        assert (upload.filename, upload.content_type) == (MESSAGE.filename, MESSAGE.content_type)
+        assert await upload.read() == MESSAGE.data
 
 
 @pytest.mark.parametrize("multipart", [True, False])
@@ -58,6 +99,21 @@ def test_reads_the_forms_httpx_sends(multipart: bool) -> None:
     )
     fields = parse_form(request.headers["content-type"], request.read())
     assert fields[:3] == [("to", "a@x.org"), ("to", "b@x.org"), ("subject", "Hi & bye")]
+
+
+def test_reads_a_file_that_httpx_uploads() -> None:
+    """SDKs upload the MIME message as `files=`; the dev server must find it with its bytes."""
+    request = httpx.Request(
+        "POST",
+        "http://x",
+        data={"to": "a@x.org"},
+        files={"message": ("m.eml", MESSAGE.data, "message/rfc822")},
+    )
+    parsed = parse_form_parts(request.headers["content-type"], request.read())
+    assert parsed == [
+        ("to", "a@x.org"),
+        ("message", FilePart("m.eml", "message/rfc822", MESSAGE.data)),
+    ]
 
 
 MULTIPART_B = "multipart/form-data; boundary=b"
@@ -87,3 +143,5 @@ def test_field_names_that_would_break_the_part_header_are_refused() -> None:
     """A quote or line break in a name would corrupt the body; the encoder must refuse it."""
     with pytest.raises(ValueError, match="field name"):
         encode_multipart([('bad"name', "v")])
+    with pytest.raises(ValueError, match="file name"):
+        encode_multipart([("message", FilePart("a\r\nX: y", "message/rfc822", b""))])

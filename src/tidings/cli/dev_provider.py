@@ -71,12 +71,12 @@ def dev_provider(
 ) -> None:
     """Run a local Mailgun-compatible batch provider for development, tests and benchmarks.
 
-    It takes POST /v3/DOMAIN/messages as Mailgun does, keeps every accepted recipient, and
-    can misbehave. A request draws at most one fault, checked in this order: drop after
-    accepting, drop before accepting, --fail-status, reject some recipients, slow.
-    Recipients whose address contains +reject550 or +defer451 are always rejected with that
-    status. Inspect and reprogram it under /_dev/ (messages, batches, faults, stats).
-    Point the Mailgun provider at it with
+    It takes POST /v3/DOMAIN/messages and /v3/DOMAIN/messages.mime as Mailgun does, keeps
+    every accepted recipient, and can misbehave. A request draws at most one fault, checked
+    in this order: drop after accepting, drop before accepting, --fail-status, reject some
+    recipients, slow. Recipients whose address contains +reject550 or +defer451 are always
+    rejected with that status. Inspect and reprogram it under /_dev/ (messages, batches,
+    faults, stats). Point the Mailgun provider at it with
     TIDINGS_MAILGUN_API_BASE_URL=http://127.0.0.1:8026 and any key and domain.
     """
     if store is not None:

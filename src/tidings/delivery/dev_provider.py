@@ -1,9 +1,12 @@
 """The batch-provider dev server's ASGI app (PRV-4, `tidings dev-provider`): Mailgun's send
-endpoint, `POST /v3/{domain}/messages`, storing what it accepts and misbehaving on demand.
+endpoints, `POST /v3/{domain}/messages` and `/messages.mime`, storing what they accept and
+misbehaving on demand.
 
 It takes the request exactly as Mailgun does (multipart or urlencoded form, repeated `to`,
-`recipient-variables` JSON, `h:` headers, `v:` variables, `o:` options; basic auth `api:KEY`
-when a key is set) and answers `{"id": ..., "message": "Queued. Thank you."}`. One extension:
+`recipient-variables` JSON, `h:` headers, `v:` variables, `o:` options; for `messages.mime`,
+`to` and the serialised message as the file part `message`; basic auth `api:KEY` when a key
+is set) and answers `{"id": ..., "message": "Queued. Thank you."}`. Both endpoints share the
+fault plan, the store and the answer. One extension:
 an answer may carry `"rejected": [{"address", "status", "permanent", "reason"}]` for
 recipients refused in an otherwise accepted batch (Mailgun reports those later, as events).
 Inspection and fault control live under `/_dev/`, which is not part of Mailgun's API.
@@ -33,10 +36,20 @@ from starlette.types import Receive, Scope, Send
 
 from tidings.delivery.dev_faults import Fault, FaultPlan, marker_rejection, parse_faults
 from tidings.delivery.dev_store import AcceptedBatch, AcceptedRecipient, DevStore, Template
-from tidings.delivery.dev_submission import Submission, SubmissionError, parse_submission
+from tidings.delivery.dev_submission import (
+    Submission,
+    SubmissionError,
+    parse_mime_submission,
+    parse_submission,
+)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024  # Mailgun takes messages up to 25 MB, plus form overhead
 QUEUED = "Queued. Thank you."
+# The send endpoints, `/v3/{domain}/<endpoint>`, and how each reads its request.
+SEND_ENDPOINTS: dict[str, Callable[[str, bytes], Submission]] = {
+    "messages": parse_submission,
+    "messages.mime": parse_mime_submission,
+}
 
 
 class DevProviderApp:
@@ -65,22 +78,26 @@ class DevProviderApp:
         if scope["type"] != "http":
             return
         path: str = scope["path"]
-        if path.startswith("/v3/") and path.endswith("/messages"):
-            domain = path[len("/v3/") : -len("/messages")]
+        domain, _, endpoint = path.removeprefix("/v3/").rpartition("/")
+        if path.startswith("/v3/") and endpoint in SEND_ENDPOINTS:
             if scope["method"] != "POST":
                 response = _error(405, "method not allowed")
             elif not domain or "/" in domain:
                 response = _error(404, "domain not found")
             else:
-                await self._messages(scope, receive, send, domain)
+                await self._messages(scope, receive, send, domain, endpoint)
                 return
         else:
             route = self._routes.get((scope["method"], path))
             response = _error(404, "not found") if route is None else await route(scope, receive)
         await response(scope, receive, send)
 
-    async def _messages(self, scope: Scope, receive: Receive, send: Send, domain: str) -> None:
+    async def _messages(
+        self, scope: Scope, receive: Receive, send: Send, domain: str, endpoint: str
+    ) -> None:
         self.stats["requests"] += 1
+        if endpoint == "messages.mime":
+            self.stats["mime_requests"] += 1
         if self._api_key is not None and not _authorised(scope, self._api_key):
             self.stats["unauthorised"] += 1
             await _error(401, "Invalid private key")(scope, receive, send)
@@ -107,7 +124,7 @@ class DevProviderApp:
             await _drop(send, receive)
             return
         try:
-            submission = parse_submission(_header(scope, b"content-type"), body)
+            submission = SEND_ENDPOINTS[endpoint](_header(scope, b"content-type"), body)
         except SubmissionError as exc:
             self.stats["invalid"] += 1
             await _error(400, str(exc))(scope, receive, send)

@@ -150,10 +150,14 @@ class EmailJobHandler:
             raise GiveUp(
                 f"{self._provider.name} permanent failure {exc.status or ''}".strip()
             ) from None
-        except (TimeoutError, UncertainDelivery):
-            # Transactional mail is at least once: a confirmation that never arrives costs
-            # more than one that arrives twice. (Campaign sends never resend: SND-13.)
-            raise RetryLater(f"{self._provider.name} outcome unknown; trying again") from None
+        except UncertainDelivery as exc:
+            # The answer was lost after the message went out. Transactional mail is at least
+            # once: retried like a lost SMTP reply, never lost (the duplicate window).
+            raise RetryLater(
+                f"{self._provider.name} uncertain delivery {exc.status or ''}".strip()
+            ) from None
+        except TimeoutError:
+            raise RetryLater(f"{self._provider.name} deadline exceeded") from None
         for rejection in result.rejected.values():
             # Reply codes only: the reply text usually echoes the address.
             if rejection.permanent:

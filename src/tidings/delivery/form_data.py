@@ -3,35 +3,56 @@
 A 1,000-recipient batch is a thousand `to` fields beside a large HTML body, so both halves are
 written for that shape: the encoder joins pre-built byte strings (no per-field objects, no
 percent-encoding of the HTML), and the parser splits on the boundary with `bytes.split`
-instead of feeding a streaming parser byte by byte. Field names and values are text; files
-are not supported (a batch carries none).
+instead of feeding a streaming parser byte by byte. Field names and values are text, except
+file parts (`FilePart`): a serialised message goes to `messages.mime` as a file, byte for byte.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 MULTIPART = "multipart/form-data"
 URLENCODED = "application/x-www-form-urlencoded"
+OCTET_STREAM = "application/octet-stream"
 
 
 class FormError(ValueError):
     """The body is not a form this module can read."""
 
 
-def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[str, bytes]:
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """A file upload in a form: `data` as is, under `filename`, of type `content_type`."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def encode_multipart(fields: Sequence[tuple[str, str | FilePart]]) -> tuple[str, bytes]:
     """(Content-Type, body) of a multipart/form-data body holding `fields` in order."""
     heads: dict[str, bytes] = {}
     parts: list[bytes] = []
     for name, value in fields:
+        if isinstance(value, FilePart):
+            parts.append(
+                b'Content-Disposition: form-data; name="%s"; filename="%s"\r\n'
+                b"Content-Type: %s\r\n\r\n%s"
+                % (
+                    _header_safe(name, "form field name"),
+                    _header_safe(value.filename, "file name"),
+                    _header_safe(value.content_type, "file content type"),
+                    value.data,
+                )
+            )
+            continue
         head = heads.get(name)
         if head is None:
-            if not name or any(char in name for char in '"\r\n;'):
-                raise ValueError(f"unusable form field name: {name!r}")
-            head = heads[name] = (
-                b'Content-Disposition: form-data; name="%s"\r\n\r\n' % name.encode()
+            head = heads[name] = b'Content-Disposition: form-data; name="%s"\r\n\r\n' % (
+                _header_safe(name, "form field name")
             )
         parts.append(head + value.encode())
     while True:
@@ -46,13 +67,31 @@ def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[str, bytes]:
             return f"{MULTIPART}; boundary={boundary.decode()}", body
 
 
+def _header_safe(text: str, what: str) -> bytes:
+    """`text` for a part's header, where a quote or line break would corrupt the body."""
+    if not text or any(char in text for char in '"\r\n;'):
+        raise ValueError(f"unusable {what}: {text!r}")
+    return text.encode()
+
+
 def parse_form(content_type: str, body: bytes) -> list[tuple[str, str]]:
-    """Every (name, value) of a multipart/form-data or urlencoded body, in order."""
+    """Every (name, value) of a multipart/form-data or urlencoded body without file parts."""
+    fields: list[tuple[str, str]] = []
+    for name, value in parse_form_parts(content_type, body):
+        if isinstance(value, FilePart):
+            raise FormError("file parts are not supported")
+        fields.append((name, value))
+    return fields
+
+
+def parse_form_parts(content_type: str, body: bytes) -> list[tuple[str, str | FilePart]]:
+    """Every (name, value) of a multipart/form-data or urlencoded body, in order; a file part's
+    value is a `FilePart`."""
     media_type, _, parameters = content_type.partition(";")
     media_type = media_type.strip().lower()
     if media_type == URLENCODED:
         try:
-            return parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=False)
+            return list(parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=False))
         except UnicodeDecodeError:
             raise FormError("the form is not UTF-8") from None
     if media_type != MULTIPART:
@@ -63,18 +102,21 @@ def parse_form(content_type: str, body: bytes) -> list[tuple[str, str]]:
     return _parse_multipart(body, boundary.encode())
 
 
-def _parse_multipart(body: bytes, boundary: bytes) -> list[tuple[str, str]]:
+def _parse_multipart(body: bytes, boundary: bytes) -> list[tuple[str, str | FilePart]]:
     # Each delimiter is CRLF "--" boundary; the first one may open the body without the CRLF.
     chunks = (b"\r\n" + body).split(b"\r\n--" + boundary)
     if len(chunks) < 2 or not chunks[-1].startswith(b"--"):
         raise FormError("the multipart body is not closed by its final boundary")
-    fields: list[tuple[str, str]] = []
+    fields: list[tuple[str, str | FilePart]] = []
     for chunk in chunks[1:-1]:
         head, separator, value = chunk.partition(b"\r\n\r\n")
         if not separator:
             raise FormError("a multipart part has no header block")
-        name = _part_name(head.removeprefix(b"\r\n"))  # the line end of the boundary line
-        fields.append((name, _text(value, f"form field {name!r}")))
+        name, filename, media_type = _part_head(head.removeprefix(b"\r\n"))  # boundary's CRLF
+        if filename is None:
+            fields.append((name, _text(value, f"form field {name!r}")))
+        else:
+            fields.append((name, FilePart(filename, media_type, value)))
     return fields
 
 
@@ -89,22 +131,29 @@ def _text(data: bytes, what: str) -> str:
 _SIMPLE_HEAD = b'Content-Disposition: form-data; name="'
 
 
-def _part_name(head: bytes) -> str:
-    # What this module's encoder (and most clients) write; anything else takes the long way.
+def _part_head(head: bytes) -> tuple[str, str | None, str]:
+    """A part's name, its filename (None: not a file) and its media type."""
+    # What this module's encoder (and most clients) write for a text field; anything else
+    # takes the long way.
     if head.startswith(_SIMPLE_HEAD) and head.endswith(b'"') and head.count(b'"') == 2:
-        return _text(head[len(_SIMPLE_HEAD) : -1], "a multipart part's name")
+        return _text(head[len(_SIMPLE_HEAD) : -1], "a multipart part's name"), None, OCTET_STREAM
+    name: str | None = None
+    filename: str | None = None
+    media_type = OCTET_STREAM
     for line in _text(head, "a multipart part's header").split("\r\n"):
         header, _, value = line.partition(":")
-        if header.strip().lower() == "content-disposition":
+        header = header.strip().lower()
+        if header == "content-disposition":
             disposition, _, parameters = value.partition(";")
             if disposition.strip().lower() != "form-data":
                 break
-            if _parameter(parameters, "filename") is not None:
-                raise FormError("file parts are not supported")
             name = _parameter(parameters, "name")
-            if name:
-                return name
-    raise FormError("a multipart part has no form-data name")
+            filename = _parameter(parameters, "filename")
+        elif header == "content-type":
+            media_type = value.strip() or OCTET_STREAM
+    if not name:
+        raise FormError("a multipart part has no form-data name")
+    return name, filename, media_type
 
 
 def _parameter(parameters: str, wanted: str) -> str | None:

@@ -1,4 +1,5 @@
-"""The Mailgun-compatible batch provider (PRV-2): one `POST /v3/{domain}/messages` per batch.
+"""The Mailgun-compatible provider (PRV-2): one `POST /v3/{domain}/messages` per batch, one
+`POST /v3/{domain}/messages.mime` per transactional message.
 
 A batch of up to 1,000 recipients goes out as one multipart form: a `to` field per recipient,
 `recipient-variables` (JSON, keyed by address) holding each recipient's variables, and
@@ -6,16 +7,20 @@ A batch of up to 1,000 recipients goes out as one multipart form: a `to` field p
 `message_id` variable, so every recipient gets the Message-ID the caller chose (CMP-4).
 Mailgun substitutes `%recipient.NAME%` in the subject, the bodies and `h:` headers alike.
 
-The outcome is classified at the boundary (HOUSE rule 8), by status and by how far the request
-got, never by reading text:
+A transactional message (`send`, the per-recipient protocol) is already serialised: it goes to
+`messages.mime` byte for byte, as the file part `message`, with a `to` field per envelope
+recipient, so what was built and signed is what Mailgun sends.
+
+Both calls' outcomes are classified at the boundary, in one place (HOUSE rule 8), by status
+and by how far the request got, never by reading text:
 
 - 2xx: accepted; an answer's `rejected` list (a dev-provider extension) names recipients
   refused inside an accepted batch.
 - 429, 408, 500, 502, 503 and other 5xx: `TemporaryFailure` (Retry-After honoured).
 - 504: `UncertainDelivery`. A gateway timed out waiting for Mailgun, which may still accept.
 - other 4xx (and 3xx: redirects are not followed): `PermanentFailure`.
-- nothing sent yet (cannot connect, no pooled connection free, the request body never left
-  because the connection broke): `TemporaryFailure`, safe to retry.
+- nothing sent yet: cannot connect or no pooled connection free (`ProviderUnreachable`), or the
+  request body never left because the connection broke (`TemporaryFailure`); safe to retry.
 - the body went out (or may still be leaving a closing socket) and then the connection dropped
   or the answer did not come in time: `UncertainDelivery` (SND-13).
 
@@ -29,7 +34,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any, Literal
@@ -38,11 +44,13 @@ import httpcore
 import httpx
 import structlog
 
-from tidings.delivery.form_data import encode_multipart
+from tidings.delivery.form_data import FilePart, encode_multipart
 from tidings.delivery.provider import (
     BatchMessage,
     DeliveryFailure,
+    Envelope,
     PermanentFailure,
+    ProviderUnreachable,
     Rejection,
     SendResult,
     TemporaryFailure,
@@ -58,6 +66,8 @@ BATCH_VARIABLE = "tidings-batch"
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_RETRY_AFTER_SECONDS = 3600.0
 MAX_REJECTION_DETAIL = 300
+MIME_FILENAME = "message.mime"
+MIME_CONTENT_TYPE = "message/rfc822"
 TEMPORARY_STATUSES = frozenset({408, 429})
 UNCERTAIN_STATUSES = frozenset({504})
 NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -66,8 +76,22 @@ CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError)
 BodyState = Literal["unsent", "sending", "sent", "broken"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One of the two calls: its endpoint and the log events of its outcome."""
+
+    endpoint: str
+    accepted_event: str
+    failed_event: str
+
+
+BATCH_CALL = _Call("messages", "provider.batch.accepted", "provider.batch.failed")
+MESSAGE_CALL = _Call("messages.mime", "provider.message.accepted", "provider.message.failed")
+
+
 class MailgunProvider:
-    """Sends batches through Mailgun's messages API (or `tidings dev-provider`).
+    """Sends batches and single messages through Mailgun's messages API (or `tidings
+    dev-provider`): both a `BatchProvider` and a `PerRecipientProvider`.
 
     `timeout_seconds` bounds the whole request: connecting, sending and the answer.
     `send_time_optimization_hours` (24-72) asks Mailgun to deliver each message within that
@@ -116,33 +140,12 @@ class MailgunProvider:
     async def send_batch(self, batch: BatchMessage) -> SendResult:
         if not batch.recipients:
             return SendResult(accepted=[])
-        if self._client.is_closed:
-            raise TemporaryFailure("the provider is closed")
-        started = time.monotonic()
-        try:
-            content_type, body = encode_multipart(self.form_fields(batch))
-            status, headers, answer = await self._post(content_type, body)
-            result = _outcome(batch, status, headers, answer)
-        except DeliveryFailure as failure:
-            log.warning(
-                "provider.batch.failed",
-                provider=self.name,
-                outcome=_outcome_name(failure),
-                status=failure.status,
-                recipient_count=len(batch.recipients),
-                elapsed_ms=_elapsed_ms(started),
-            )
-            raise
-        log.info(
-            "provider.batch.accepted",
-            provider=self.name,
-            status=status,
-            recipient_count=len(batch.recipients),
-            rejected_count=len(result.rejected),
-            provider_message_id=result.provider_message_id,
-            elapsed_ms=_elapsed_ms(started),
-        )
-        return result
+        addresses = [recipient.address for recipient in batch.recipients]
+        return await self._submit(BATCH_CALL, lambda: self.form_fields(batch), addresses)
+
+    async def send(self, envelope: Envelope) -> SendResult:
+        """One serialised message to its envelope recipients, through `messages.mime`."""
+        return await self._submit(MESSAGE_CALL, lambda: _mime_fields(envelope), envelope.recipients)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -184,15 +187,50 @@ class MailgunProvider:
             fields.append(("o:deliverytime-optimize-period", f"{self._optimize_hours}h"))
         return fields
 
+    async def _submit(
+        self,
+        call: _Call,
+        fields: Callable[[], Sequence[tuple[str, str | FilePart]]],
+        addresses: Sequence[str],
+    ) -> SendResult:
+        """One POST of the form `fields()` builds, its outcome classified and logged."""
+        if self._client.is_closed:
+            raise TemporaryFailure("the provider is closed")
+        started = time.monotonic()
+        try:
+            content_type, body = encode_multipart(fields())
+            status, headers, answer = await self._post(call.endpoint, content_type, body)
+            result = _outcome(addresses, status, headers, answer)
+        except DeliveryFailure as failure:
+            log.warning(
+                call.failed_event,
+                provider=self.name,
+                outcome=_outcome_name(failure),
+                status=failure.status,
+                recipient_count=len(addresses),
+                elapsed_ms=_elapsed_ms(started),
+            )
+            raise
+        log.info(
+            call.accepted_event,
+            provider=self.name,
+            status=status,
+            recipient_count=len(addresses),
+            rejected_count=len(result.rejected),
+            provider_message_id=result.provider_message_id,
+            elapsed_ms=_elapsed_ms(started),
+        )
+        return result
+
     async def _post(
-        self, content_type: str, body: bytes
+        self, endpoint: str, content_type: str, body: bytes
     ) -> tuple[int, httpx.Headers, dict[str, Any] | None]:
         """Status, headers and JSON answer of one POST; failures before a status are raised."""
         progress = _Progress()
         deadline = asyncio.get_running_loop().time() + self._timeout
         request = self._client.build_request(
             "POST",
-            f"/v3/{self._domain}/messages",
+            f"/v3/{self._domain}/{endpoint}",
             content=body,
             headers={"content-type": content_type},
             extensions={"trace": progress.trace},
@@ -203,7 +241,7 @@ class MailgunProvider:
         except TimeoutError:
             raise progress.lost("no answer within the timeout") from None
         except NOTHING_SENT as exc:
-            raise TemporaryFailure(f"cannot reach the provider ({type(exc).__name__})") from None
+            raise ProviderUnreachable(f"cannot reach the provider ({type(exc).__name__})") from None
         except CANNOT_SEND as exc:
             raise PermanentFailure(f"the request cannot be sent ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -244,7 +282,7 @@ class _Progress:
             return TemporaryFailure(f"{what}; the request was not sent")
         # "sending": a socket being closed still flushes what it buffered, so even a request
         # cut short mid-body may arrive whole.
-        return UncertainDelivery(f"{what}; the provider may have accepted the batch")
+        return UncertainDelivery(f"{what}; the provider may have accepted the request")
 
 
 async def _read_json(response: httpx.Response) -> dict[str, Any] | None:
@@ -263,18 +301,18 @@ async def _read_json(response: httpx.Response) -> dict[str, Any] | None:
 
 
 def _outcome(
-    batch: BatchMessage, status: int, headers: httpx.Headers, answer: dict[str, Any] | None
+    addresses: Sequence[str], status: int, headers: httpx.Headers, answer: dict[str, Any] | None
 ) -> SendResult:
     if 200 <= status < 300:
-        rejected = _rejections(batch, answer)
+        rejected = _rejections(addresses, answer)
         return SendResult(
-            accepted=[r.address for r in batch.recipients if r.address not in rejected],
+            accepted=[address for address in addresses if address not in rejected],
             rejected=rejected,
             provider_message_id=_provider_message_id(answer),
         )
     detail = f"the provider answered {status}"
     if status in UNCERTAIN_STATUSES:
-        raise UncertainDelivery(f"{detail}; it may still accept the batch", status=status)
+        raise UncertainDelivery(f"{detail}; it may still accept the request", status=status)
     if status in TEMPORARY_STATUSES or status >= 500:
         retry_after = parse_retry_after(
             headers.get("retry-after"), now=datetime.now(UTC), cap_seconds=MAX_RETRY_AFTER_SECONDS
@@ -283,15 +321,15 @@ def _outcome(
     raise PermanentFailure(detail, status=status)
 
 
-def _rejections(batch: BatchMessage, answer: dict[str, Any] | None) -> dict[str, Rejection]:
-    """The answer's `rejected` list (a dev-provider extension), limited to this batch."""
+def _rejections(addresses: Sequence[str], answer: dict[str, Any] | None) -> dict[str, Rejection]:
+    """The answer's `rejected` list (a dev-provider extension), limited to this request's."""
     listed = (answer or {}).get("rejected")
     if not isinstance(listed, list):
         return {}
-    addresses = {recipient.address for recipient in batch.recipients}
+    sent = set(addresses)
     rejected: dict[str, Rejection] = {}
     for item in listed:
-        if not isinstance(item, dict) or item.get("address") not in addresses:
+        if not isinstance(item, dict) or item.get("address") not in sent:
             continue
         status = item.get("status")
         status = status if isinstance(status, int) else None
@@ -310,6 +348,19 @@ def _provider_message_id(answer: dict[str, Any] | None) -> str | None:
     if not isinstance(provider_id, str) or not provider_id or "%recipient." in provider_id:
         return None
     return provider_id
+
+
+def _mime_fields(envelope: Envelope) -> list[tuple[str, str | FilePart]]:
+    """The `messages.mime` form, after refusing (before any call) what Mailgun would refuse."""
+    if not envelope.recipients:
+        raise PermanentFailure("the message has no recipients")
+    if len(envelope.recipients) > MAILGUN_MAX_RECIPIENTS:
+        raise PermanentFailure(f"a message goes to at most {MAILGUN_MAX_RECIPIENTS} recipients")
+    if any(_has_line_break(address) for address in envelope.recipients):
+        raise PermanentFailure("a recipient's address holds a line break")
+    fields: list[tuple[str, str | FilePart]] = [("to", address) for address in envelope.recipients]
+    fields.append(("message", FilePart(MIME_FILENAME, MIME_CONTENT_TYPE, envelope.data)))
+    return fields
 
 
 def _header_fields(headers: Mapping[str, str]) -> list[tuple[str, str]]:
