@@ -150,8 +150,8 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
 
 
 async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
-    """BEN-2 runs end to end: a real worker sends a campaign to a sink process, beside a bare
-    client, and the JSON names the sink used and a ratio."""
+    """BEN-2 runs end to end: a real worker sends a campaign to an SMTP sink process and to the
+    batch-API server, each beside a bare client, and the JSON names the sink and a ratio."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -168,9 +168,10 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     output, errors = await asyncio.wait_for(process.communicate(), 180)
     assert process.returncode == 0, errors.decode()
     result = json.loads(output)
-    assert result["sink"] == "tidings dev-smtp (aiosmtpd)"
-    smtp = result["smtp"]
-    assert smtp["tidings"]["status"] == "submitted"
-    assert smtp["tidings"]["sent"] == 60
-    assert smtp["bare_client"]["messages"] == 60
-    assert smtp["ratio_to_bare_client"] > 0
+    smtp, http = result["smtp"], result["http"]
+    assert smtp["sink"] == "tidings dev-smtp (aiosmtpd)"
+    for figures in (smtp, http):
+        assert figures["tidings"]["status"] == "submitted"
+        assert figures["tidings"]["sent"] == 60
+        assert figures["bare_client"]["messages"] == 60
+        assert figures["ratio_to_bare_client"] > 0
