@@ -46,11 +46,24 @@ RENDER_CACHE_SIZE = 16
 
 
 class Renderings:
-    """Each worker renders a segment once and keeps it for the campaign (CMP-3)."""
+    """Each worker reads a campaign and renders each segment once, and keeps them for the send
+    (CMP-3)."""
 
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
         self._cache: OrderedDict[tuple[int, datetime, str, str], SegmentRendering] = OrderedDict()
+        self._drafts: dict[int, CampaignDraft] = {}
+
+    async def draft(self, campaign_id: int) -> CampaignDraft:
+        """The campaign as this worker first read it for the send: its content cannot change
+        once sending started (only drafts are editable), so one read serves every batch."""
+        found = self._drafts.get(campaign_id)
+        if found is None:
+            found = await self._ctx.drafts.get(campaign_id)
+            if len(self._drafts) >= RENDER_CACHE_SIZE:
+                self._drafts.clear()
+            self._drafts[campaign_id] = found
+        return found
 
     def get(self, draft: CampaignDraft, segment: str, domain: str) -> SegmentRendering:
         key = (draft.campaign.id, draft.campaign.updated_at, segment, domain)
@@ -113,7 +126,7 @@ class BatchSubmitter:
             return await batch_queries.get(conn, step.batch_id)
 
     async def _submit(self, job: Job, step: SendBatch, batch: BatchRow) -> None:
-        draft = await self._ctx.drafts.get(step.campaign_id)
+        draft = await self._renderings.draft(step.campaign_id)
         async with self._ctx.db.read() as conn:
             rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
             deliver_at = await self._deliver_at(conn, batch)
