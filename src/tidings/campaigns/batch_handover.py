@@ -94,6 +94,7 @@ class BatchHandover:
             deliver_at=deliver_at,
         )
         ids = list(by_address.values())
+        name = provider.name
         if self._limiter is not None:  # before anything is in flight: waiting costs nothing
             await self._limiter.acquire(len(ids))
         # The batch's pending rows are exactly these deliveries (exclusions were moved first).
@@ -133,19 +134,15 @@ class BatchHandover:
                 error=f"{provider.name} may have accepted this batch: its answer was lost "
                 f"({type(exc).__name__}). Reconcile it before any retry.",
             )
-        refused = [
-            (
-                by_address[address],
-                RecipientState.FAILED,
-                _rejection_code(provider.name, result, address),
-            )
+        refused = tuple(
+            (by_address[address], RecipientState.FAILED, _rejection_code(name, result, address))
             for address in result.rejected
             if address in by_address
-        ]
-        await writes.settle(refused)
-        # Everyone else the provider took: one set-based statement, not a thousand.
-        await writes.move(None, from_states=[RecipientState.SENDING], to_state=RecipientState.SENT)
-        return HandoverResult(provider_message_id=result.provider_message_id)
+        )
+        # Settled with the batch's outcome, in one transaction (the submitter's `finish`).
+        return HandoverResult(
+            provider_message_id=result.provider_message_id, outcomes=refused, rest_sent=True
+        )
 
 
 def _rejection_code(name: str, result: SendResult, address: str) -> str | None:

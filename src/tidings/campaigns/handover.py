@@ -18,7 +18,7 @@ from typing import Protocol
 
 import structlog
 
-from tidings.campaigns.batch_writes import BatchWrites
+from tidings.campaigns.batch_writes import BatchWrites, Outcome
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -59,6 +59,10 @@ class HandoverResult:
     provider_message_id: str | None = None
     error_code: str | None = None
     error: str | None = None
+    # Outcomes still to write, in the same transaction as the batch's own outcome: each
+    # listed recipient's, then every other one still in flight as `sent` (a batch call).
+    outcomes: tuple[Outcome, ...] = ()
+    rest_sent: bool = False
 
 
 class Handover(Protocol):

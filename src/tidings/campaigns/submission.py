@@ -163,6 +163,19 @@ class BatchSubmitter:
 
     async def _finish(self, writes: BatchWrites, batch: BatchRow, handed: HandoverResult) -> None:
         async with self._ctx.queue.fenced(writes.job) as conn:
+            now = self._ctx.now()
+            await recipient_queries.settle(
+                conn, batch.id, handed.outcomes, token=writes.token, now=now
+            )
+            if handed.rest_sent:
+                await recipient_queries.move(
+                    conn,
+                    batch.id,
+                    token=writes.token,
+                    now=now,
+                    from_states=[RecipientState.SENDING],
+                    to_state=RecipientState.SENT,
+                )
             counts = await recipient_queries.counts(conn, batch.id)
             if handed.error_code == OUTCOME_UNCERTAIN:
                 status = BatchStatus.SUBMITTING  # left for an operator to reconcile
@@ -252,9 +265,10 @@ class BatchSubmitter:
         """After this batch's outcome committed: if no batch owes work, queue the finalise
         step. Of two workers finishing the last batches together, at least the later one
         sees both outcomes; the idempotency key makes two requests one job."""
-        async with self._ctx.db.write() as conn:
+        async with self._ctx.db.read() as conn:  # a read first: most batches are not last
             if await batch_queries.count_unsettled(conn, step.campaign_id):
                 return
+        async with self._ctx.db.write() as conn:
             finalise = FinaliseCampaign(step.campaign_id, step.attempt)
             await self._ctx.queue.enqueue(
                 conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
