@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
@@ -22,12 +23,15 @@ from tests.support.sending import (
     running,
     seed,
     wait_for_campaign_status,
+    wait_for_send_status,
 )
 from tidings.bootstrap import Container
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
-from tidings.storage.tables import send_rates, webhook_deliveries
+from tidings.queue import store
+from tidings.storage import recipients as recipient_queries
+from tidings.storage.tables import campaign_batches, jobs, send_rates, webhook_deliveries
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
 
@@ -159,3 +163,38 @@ async def test_readers_the_provider_rejects_are_failed_one_by_one(studio: Studio
     send = await container.sends.get_send(campaign_id)
     assert send is not None
     assert (send.email_count, send.failed_count) == (states["sent"], states["failed"])
+
+
+async def test_a_worker_dying_during_a_batch_call_leaves_it_for_an_operator(
+    studio: Studio,
+) -> None:
+    """A batch whose worker died after marking it handed over may be at the provider: whoever
+    reclaims it must not call again (SND-13); its readers are `uncertain`, the rest are sent."""
+    _client, container, _headers, server = studio
+    campaign_id = await _send(studio)
+    async with running(container, registry(container, kinds=("send_campaign",))):
+        await wait_for_send_status(container, campaign_id, "submitting")
+    async with container.db.write() as conn:
+        await container.queue.enqueue(conn, "probe", "probe-dying", {})
+    now = container.sending.now()
+    async with container.db.write() as conn:  # a worker claims page 1 and starts the call...
+        (dying,) = await store.claim(
+            conn, kinds=["probe"], limit=1, now=now, lease=timedelta(seconds=30)
+        )
+        batch_id = (
+            await conn.execute(select(campaign_batches.c.id).where(campaign_batches.c.page == 1))
+        ).scalar_one()
+        await recipient_queries.claim(conn, batch_id, token=dying.claim_token, now=now)
+        await recipient_queries.mark_handed_over(conn, batch_id, token=dying.claim_token, at=now)
+        # ...and dies: its lease lapses.
+        await conn.execute(
+            update(jobs).where(jobs.c.id == dying.id).values(locked_until=now - timedelta(1))
+        )
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "failed"
+    states = await recipient_states(container, campaign_id)
+    assert states == {"sent": 60, "uncertain": 40}
+    assert len(server.store.recipients) == 60  # page 1 was never sent again
+    send = await container.sends.get_send(campaign_id)
+    assert send is not None
+    assert (send.error_code, send.retryable) == ("batch_outcome_uncertain", False)

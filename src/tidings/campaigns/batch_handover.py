@@ -97,15 +97,14 @@ class BatchHandover:
         name = provider.name
         if self._limiter is not None:  # before anything is in flight: waiting costs nothing
             await self._limiter.acquire(len(ids))
-        # The batch's pending rows are exactly these deliveries (exclusions were moved first).
-        await writes.move(
-            None, from_states=[RecipientState.PENDING], to_state=RecipientState.SENDING
-        )
+        # In flight from here, recorded once on the batch (not on each of 1,000 rows): the
+        # readers stay `pending` until the answer settles them, or a takeover finds the mark.
+        await writes.handed_over(True)
         try:
             async with asyncio.timeout(self._deadline):
                 result = await provider.send_batch(message)
         except TemporaryFailure as exc:
-            await writes.unmark(None)  # the request never went out, or was refused whole
+            await writes.handed_over(False)  # never went out, or was refused whole
             if exc.status == 429 and self._limiter is not None:
                 # Every worker slows down, not only this one (PRV-5).
                 pause = exc.retry_after_seconds
@@ -115,7 +114,7 @@ class BatchHandover:
                 retry_after_seconds=exc.retry_after_seconds,
             ) from None
         except PermanentFailure as exc:
-            await writes.unmark(None)
+            await writes.handed_over(False)
             return HandoverResult(
                 error_code=PROVIDER_REFUSED,
                 error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
@@ -124,7 +123,7 @@ class BatchHandover:
         except Exception as exc:  # UncertainDelivery, our deadline, or anything unexplained
             await writes.move(
                 ids,
-                from_states=[RecipientState.SENDING],
+                from_states=[RecipientState.PENDING],
                 to_state=RecipientState.UNCERTAIN,
                 reason=f"{provider.name}_answer_lost",
             )
@@ -141,7 +140,10 @@ class BatchHandover:
         )
         # Settled with the batch's outcome, in one transaction (the submitter's `finish`).
         return HandoverResult(
-            provider_message_id=result.provider_message_id, outcomes=refused, rest_sent=True
+            provider_message_id=result.provider_message_id,
+            outcomes=refused,
+            rest_sent=True,
+            settle_from=RecipientState.PENDING,
         )
 
 

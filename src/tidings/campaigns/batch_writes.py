@@ -53,6 +53,14 @@ class BatchWrites:
         """Back to `pending` (these, or all in flight): only when nothing was accepted."""
         await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
 
+    async def handed_over(self, handed: bool) -> None:
+        """Batch providers: the one call may reach the provider from now on (or certainly did
+        not); recorded on the batch row before the call, so a crash leaves the evidence."""
+        async with self.context.queue.fenced(self.job) as conn:
+            await recipient_queries.mark_handed_over(
+                conn, self.batch_id, token=self.token, at=self.context.now() if handed else None
+            )
+
     async def settle(self, outcomes: Sequence[Outcome]) -> None:
         async with self.context.queue.fenced(self.job) as conn:
             await recipient_queries.settle(

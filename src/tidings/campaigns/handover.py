@@ -63,6 +63,7 @@ class HandoverResult:
     # listed recipient's, then every other one still in flight as `sent` (a batch call).
     outcomes: tuple[Outcome, ...] = ()
     rest_sent: bool = False
+    settle_from: RecipientState = RecipientState.SENDING
 
 
 class Handover(Protocol):

@@ -111,19 +111,39 @@ class BatchSubmitter:
             if outcome in ("held", "finished"):
                 log.info("campaign.batch_skipped", outcome=outcome)
                 return None
+            batch = await batch_queries.get(conn, step.batch_id)
+            assert batch is not None
             if outcome == "taken_over":
                 # Whoever held it died mid-send: what it had in flight may have gone out.
+                # Per recipient, that is the rows marked `sending`; for a batch call, every
+                # row still pending once the batch was marked handed over (SND-13).
+                in_flight = [RecipientState.SENDING]
+                if batch.handed_over_at is not None:
+                    in_flight.append(RecipientState.PENDING)
                 uncertain = await recipient_queries.move(
                     conn,
                     step.batch_id,
                     token=token,
                     now=self._ctx.now(),
-                    from_states=[RecipientState.SENDING],
+                    from_states=in_flight,
                     to_state=RecipientState.UNCERTAIN,
                     reason="in_flight_at_crash",
                 )
                 log.warning("campaign.batch_taken_over", uncertain=uncertain)
-            return await batch_queries.get(conn, step.batch_id)
+                if batch.handed_over_at is not None:  # never resubmitted: an operator decides
+                    await recipient_queries.finish(
+                        conn,
+                        batch.id,
+                        token=token,
+                        now=self._ctx.now(),
+                        status=BatchStatus.SUBMITTING,
+                        counts=await recipient_queries.counts(conn, batch.id),
+                        error_code=OUTCOME_UNCERTAIN,
+                        error="The worker sending this batch stopped after the request may have "
+                        "reached the provider. Reconcile it before any retry.",
+                    )
+                    return None
+            return batch
 
     async def _submit(self, job: Job, step: SendBatch, batch: BatchRow) -> None:
         draft = await self._renderings.draft(step.campaign_id)
@@ -165,7 +185,12 @@ class BatchSubmitter:
         async with self._ctx.queue.fenced(writes.job) as conn:
             now = self._ctx.now()
             await recipient_queries.settle(
-                conn, batch.id, handed.outcomes, token=writes.token, now=now
+                conn,
+                batch.id,
+                handed.outcomes,
+                token=writes.token,
+                now=now,
+                from_state=handed.settle_from,
             )
             if handed.rest_sent:
                 await recipient_queries.move(
@@ -173,7 +198,7 @@ class BatchSubmitter:
                     batch.id,
                     token=writes.token,
                     now=now,
-                    from_states=[RecipientState.SENDING],
+                    from_states=[handed.settle_from],
                     to_state=RecipientState.SENT,
                 )
             counts = await recipient_queries.counts(conn, batch.id)

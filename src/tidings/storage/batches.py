@@ -38,6 +38,7 @@ class BatchRow:
     claim_token: str | None
     claimed_at: datetime | None
     claimed_by: str | None
+    handed_over_at: datetime | None
     error_code: str | None
     error: str | None
     created_at: datetime

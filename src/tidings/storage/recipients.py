@@ -176,10 +176,10 @@ async def settle(
     *,
     token: str,
     now: datetime,
+    from_state: RecipientState = RecipientState.SENDING,
 ) -> int:
-    """Record each in-flight recipient's own outcome (SND-12), only from `sending` and only
-    under the batch claim: one statement per distinct (state, reason), so a batch the
-    provider accepted whole settles in one."""
+    """Record each in-flight recipient's own outcome (SND-12), only from `from_state` and
+    only under the batch claim: one statement per distinct (state, reason)."""
     groups: dict[tuple[RecipientState, str | None], list[int]] = {}
     for recipient_id, state, reason in outcomes:
         groups.setdefault((state, reason), []).append(recipient_id)
@@ -191,11 +191,28 @@ async def settle(
             token=token,
             now=now,
             ids=ids,
-            from_states=[RecipientState.SENDING],
+            from_states=[from_state],
             to_state=state,
             reason=reason,
         )
     return settled
+
+
+async def mark_handed_over(
+    conn: AsyncConnection, batch_id: int, *, token: str, at: datetime | None
+) -> bool:
+    """A batch call is about to go out (`at`), or certainly did not (None): one row, not a
+    thousand (the batch's recipients stay `pending` until the answer settles them)."""
+    result = await conn.execute(
+        update(campaign_batches)
+        .where(
+            campaign_batches.c.id == batch_id,
+            campaign_batches.c.claim_token == token,
+            campaign_batches.c.status == BatchStatus.SUBMITTING.value,
+        )
+        .values(handed_over_at=at)
+    )
+    return result.rowcount == 1
 
 
 async def counts(conn: AsyncConnection, batch_id: int) -> BatchCounts:

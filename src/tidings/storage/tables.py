@@ -395,6 +395,14 @@ campaign_batches = Table(
     Column("claim_token", String(32), nullable=True),
     Column("claimed_at", UTCDateTime(), nullable=True),
     Column("claimed_by", String(100), nullable=True, comment="host:pid of the worker"),
+    # Batch providers: set (under the claim) just before the one call, cleared when the call
+    # certainly failed. A claim taken over with it set means the call may have gone out.
+    Column(
+        "handed_over_at",
+        UTCDateTime(),
+        nullable=True,
+        comment="a batch call may have reached the provider from here on",
+    ),
     Column("error_code", String(64), nullable=True),
     Column("error", Text(), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),

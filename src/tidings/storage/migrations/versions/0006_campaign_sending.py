@@ -64,6 +64,12 @@ def upgrade() -> None:
         sa.Column(
             "claimed_by", sa.String(length=100), nullable=True, comment="host:pid of the worker"
         ),
+        sa.Column(
+            "handed_over_at",
+            UTCDateTime(),
+            nullable=True,
+            comment="a batch call may have reached the provider from here on",
+        ),
         sa.Column("error_code", sa.String(length=64), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
