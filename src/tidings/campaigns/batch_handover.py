@@ -17,7 +17,7 @@ from datetime import datetime
 import structlog
 
 from tidings.campaigns.batch_writes import BatchWrites
-from tidings.campaigns.handover import Delivery, HandoverResult
+from tidings.campaigns.handover import Delivery, HandoverResult, stop_requested
 from tidings.delivery.provider import (
     BatchMessage,
     BatchProvider,
@@ -84,6 +84,7 @@ class BatchHandover:
         ids = list(by_address.values())
         if self._limiter is not None:  # before anything is in flight: waiting costs nothing
             await self._limiter.acquire(len(ids))
+        stop_requested(writes)  # shutting down: the request is not started
         await writes.mark_sending(ids)
         try:
             async with asyncio.timeout(self._deadline):
