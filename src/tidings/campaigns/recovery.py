@@ -60,9 +60,11 @@ class SendRecovery:
             if age > self._max_age:
                 self._report_too_old(send, age)
                 return False
-            job, _ = await self._ctx.queue.enqueue(
+            job, rearmed = await self._ctx.queue.enqueue(
                 conn, step.kind, step.idempotency_key, step.to_payload(), revive=True
             )
+        if not rearmed:  # another worker's sweep got there first
+            return False
         log.warning(
             "campaign.send_resumed",
             campaign_id=send.campaign_id,
