@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, build, utcnow
 from tidings.config import Settings, load_settings
+from tidings.delivery.provider import PerRecipientProvider
 from tidings.domain.clock import Clock
 
 
@@ -22,11 +23,16 @@ def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
 
 @asynccontextmanager
 async def api_client(
-    settings: Settings, *, apply_migrations: bool = True, clock: Clock = utcnow
+    settings: Settings,
+    *,
+    apply_migrations: bool = True,
+    clock: Clock = utcnow,
+    email_provider: PerRecipientProvider | None = None,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
     """The real ASGI app, lifespan run, reached over httpx's in-process transport. Pass a
-    test clock (`tests.support.clock.Clock`) to move time under the app."""
-    container = build(settings, clock=clock)
+    test clock (`tests.support.clock.Clock`) to move time under the app, and a provider
+    double (the world outside) to stand in for the relay."""
+    container = build(settings, clock=clock, email_provider=email_provider)
     app: FastAPI = create_app(settings, apply_migrations=apply_migrations, container=container)
     async with LifespanManager(app) as manager:
         transport = httpx.ASGITransport(app=manager.app)

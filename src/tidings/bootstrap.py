@@ -31,6 +31,7 @@ from tidings.campaigns.finalise import Finaliser
 from tidings.campaigns.handover import Handover, PerRecipientHandover
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import MailgunSettings, QueueSettings, Settings
@@ -45,7 +46,7 @@ from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhoo
 from tidings.domain.clock import Clock
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
-from tidings.queue.service import JobQueue
+from tidings.queue.service import JobQueue, Periodic
 from tidings.rendering import Pages, TemplateEngine, Theme
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
@@ -203,8 +204,13 @@ class Container:
         )
         return registry
 
+    def send_recovery(self) -> SendRecovery:
+        """Finds interrupted sends and hands them back to the send handler (SND-20, SND-22)."""
+        return SendRecovery(self.sending, max_age=self.settings.bulk_email.resume_max_age)
+
     async def run_workers(self, stop: asyncio.Event) -> None:
-        """Consume every job kind until `stop` is set, then drain (SIGTERM semantics)."""
+        """Consume every job kind until `stop` is set, then drain (SIGTERM semantics). Sends
+        interrupted earlier are resumed at start, and the sweep looks again on its interval."""
         await self.queue.run_workers(
             self.handler_registry(),
             stop,
@@ -216,6 +222,13 @@ class Container:
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
                 ),
+            ],
+            periodic=[
+                Periodic(
+                    "send_sweep",
+                    self.settings.bulk_email.sweep_interval_seconds,
+                    self.send_recovery().sweep,
+                )
             ],
         )
 

@@ -9,6 +9,8 @@ Keys are grouped in sections. A key `section.name` is set by the environment var
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -256,6 +258,36 @@ class BulkEmailSettings(_Section):
         "on all machines (kept in the database, so a restart does not burst); 0 = unlimited. "
         "A 429 from the provider pauses every worker for its Retry-After either way.",
     )
+
+    resume_max_age: timedelta = Field(
+        default=timedelta(hours=24),
+        gt=timedelta(0),
+        le=timedelta(days=30),
+        description="An interrupted send (workers stopped or its jobs died) younger than this "
+        "is resumed when a worker starts and by the sweep; an older one is logged "
+        "(`campaign.send_not_resumed`) and left for an operator, so readers never get a stale "
+        "issue days late. Age counts from the send (or its schedule time). `24h`, `90m`, "
+        "`2d`, a number of seconds, or ISO 8601 (`PT24H`).",
+    )
+    sweep_interval_seconds: float = Field(
+        default=300.0,
+        ge=1,
+        le=86_400,
+        description="How often each worker looks for sends left `pending` or `submitting` with "
+        "no live job and hands them back to the send handler (it also looks once at start).",
+    )
+
+    @field_validator("resume_max_age", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        # `24h`, `90m`, `2d`, `30s`, seconds, or ISO 8601 (left to pydantic).
+        if not isinstance(value, str) or value.strip().upper().startswith("P"):
+            return value
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd]?)", value.strip().lower())
+        if match is None:
+            raise ValueError("expected a duration such as 24h, 90m, 2d or 86400 (seconds)")
+        unit = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+        return timedelta(**{unit[match[2]]: float(match[1])})
 
     @field_validator("batch_creation_concurrency", mode="before")
     @classmethod

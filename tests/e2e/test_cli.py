@@ -4,8 +4,13 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
+from email import message_from_bytes, policy
+from pathlib import Path
 
 import pytest
+
+from tidings.domain.email_headers import message_id
 
 
 def _tidings(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -43,10 +48,13 @@ def test_keys_commands_on_a_fresh_database(database_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end() -> None:
-    """`make demo` is the first thing a new user runs; it must work on a fresh machine."""
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    """`make demo` is the first thing a new user runs; it must work on a fresh machine, and
+    what it shows — a campaign reaching every reader once, the paid ones with their own
+    version, under the documented Message-ID — must be what really reached the SMTP sink."""
+    workdir = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "tidings", "demo"],
+        [sys.executable, "-m", "tidings", "demo", "--dir", str(workdir)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -55,3 +63,19 @@ def test_demo_runs_end_to_end() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "stopped cleanly (exit 0)" in result.stdout
+    assert "campaign 1 submitted: 50 sent, 0 excluded" in " ".join(result.stdout.split())
+    received = [
+        message_from_bytes(path.read_bytes(), policy=policy.default)
+        for path in sorted((workdir / "mail").glob("*.eml"))
+    ]
+    issue = [m for m in received if m["Subject"] == "Issue 1: hello from tidings"]
+    readers = Counter(str(m["To"].addresses[0].addr_spec) for m in issue)
+    expected = {f"reader{n:02d}@example.org" for n in range(30)}
+    expected |= {f"member{n:02d}@example.org" for n in range(20)}
+    assert set(readers) == expected
+    assert set(readers.values()) == {1}
+    for message in issue:
+        address = str(message["To"].addresses[0].addr_spec)
+        assert message["Message-ID"] == message_id("1", address, "example.org")
+        text = " ".join(message.get_body(preferencelist=("plain",)).get_content().split())
+        assert ("Members' corner" in text) == address.startswith("member")

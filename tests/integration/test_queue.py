@@ -359,3 +359,70 @@ async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database)
     assert cancelled == ["stolen"]
     still_running, _ = await queue.get(stolen_job.id)
     assert still_running.claim_token == "x" * 32  # the other worker's claim is left intact
+
+
+async def test_enqueue_with_revive_rearms_a_finished_job_and_leaves_a_live_one(
+    db: Database,
+) -> None:
+    """A stranded step is resumed under its own key (the send sweep): a finished job with
+    that key must run again, as one row with its history, while a pending or running one
+    must not be doubled or disturbed."""
+    clock = Clock()
+    queue = JobQueue(db, FAST, clock)
+
+    async def revive() -> tuple[Job, bool]:
+        async with db.write() as conn:
+            return await queue.enqueue(conn, "noop", "noop-0", {"n": 0}, revive=True)
+
+    async def claim() -> Job:
+        async with db.write() as conn:
+            (claimed,) = await store.claim(
+                conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease
+            )
+            return claimed
+
+    (pending,) = await _enqueue(db, queue, 1)
+    assert await revive() == (pending, False)  # pending: left alone
+    claimed = await claim()
+    running, revived = await revive()
+    assert (running.status, running.claim_token, revived) == (
+        JobStatus.RUNNING,
+        claimed.claim_token,
+        False,
+    )
+    async with db.write() as conn:
+        assert await store.bury(conn, claimed, now=clock.now, error="gave up")
+    clock.advance(timedelta(seconds=1))
+    rearmed, revived = await revive()
+    assert revived
+    assert (rearmed.id, rearmed.status, rearmed.attempts) == (pending.id, JobStatus.PENDING, 0)
+    assert (rearmed.run_at, rearmed.finished_at) == (clock.now, None)
+    claimed = await claim()
+    async with db.write() as conn:
+        assert await store.complete(conn, claimed, now=clock.now)
+    rearmed, revived = await revive()  # a finished (done) job is made due again too
+    assert (revived, rearmed.status) == (True, JobStatus.PENDING)
+    assert [outcome for _id, outcome in await _outcomes(db)] == ["dead", "done"]
+    assert len(await queue.list_jobs()) == 1
+
+
+async def test_live_keys_match_pending_and_running_jobs_by_key_shape_only(db: Database) -> None:
+    """The sweep asks "is any job of this send live?" by key shape; `_` in a kind must not act
+    as a wildcard, and a key of another attempt or campaign that shares digits must not match."""
+    queue = JobQueue(db, FAST, Clock())
+    keys = [
+        "send_batch:1:7:1",  # pending: matches
+        "send_batch:1:7:11",  # another attempt
+        "send_batch:11:7:1",  # another campaign
+        "sendXbatch:1:7:1",  # `_` is literal
+        "send_batch:1:8:1",  # done: not live
+    ]
+    async with db.write() as conn:
+        for key in keys:
+            await queue.enqueue(conn, "send_batch", key, {})
+        await conn.execute(
+            update(jobs).where(jobs.c.idempotency_key == "send_batch:1:8:1").values(status="done")
+        )
+        found = await queue.live_keys(conn, kinds=["send_batch"], key_patterns=["send_batch:1:%:1"])
+        none = await queue.live_keys(conn, kinds=["send_email"], key_patterns=["send_batch:%"])
+    assert (found, none) == (["send_batch:1:7:1"], [])

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 from sqlalchemy import func, select
 
+from tests.e2e.audience_helpers import create_newsletter
+from tests.factories import admin_headers
 from tidings.bootstrap import Container
+from tidings.delivery.provider import ProviderUnreachable
 from tidings.storage import seeding
-from tidings.storage.tables import campaign_recipients, campaigns, newsletters
+from tidings.storage.tables import campaign_recipients, campaigns, newsletters, subscribers
 
 TERMINAL = frozenset({"submitted", "failed"})
 FAST_QUEUE = {
@@ -46,6 +49,18 @@ async def create_campaign(client: httpx.AsyncClient, headers: dict[str, str], **
     response = await client.post("/api/admin/campaigns", json=body, headers=headers)
     assert response.status_code == 201, response.text
     return int(response.json()["id"])
+
+
+async def queued_send(client: httpx.AsyncClient, container: Container, readers: int) -> int:
+    """The usual stage: newsletter `weekly` with `readers` confirmed readers (free and paid)
+    and a campaign to them, sent now (queued, no worker yet). Returns the campaign id."""
+    headers = await admin_headers(container)
+    await create_newsletter(client, headers)
+    await seed(container, "weekly", readers)
+    campaign_id = await create_campaign(client, headers)
+    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+    assert response.status_code == 202, response.text
+    return campaign_id
 
 
 async def wait_for_campaign_status(
@@ -104,6 +119,32 @@ class RaisingProvider:
         if envelope.recipients[0] in self._failing:
             raise self._error
         return await self._inner.send(envelope)
+
+    async def close(self) -> None:
+        return None
+
+
+class Relay:
+    """The relay (the world outside), stood in for: messages are captured through the real
+    capture provider once `inner` is set, except that addresses in `unreachable` cannot be
+    reached (as if the relay were down for them) until removed; `before_send`, if set, is
+    called with the number of messages handed over so far, just before each one."""
+
+    name = "relay"
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+        self.unreachable: set[str] = set()
+        self.before_send: Callable[[int], None] | None = None
+        self.handed_over = 0
+
+    async def send(self, envelope: Any) -> Any:
+        if envelope.recipients[0] in self.unreachable:
+            raise ProviderUnreachable("relay down (test double)")
+        if self.before_send is not None:
+            self.before_send(self.handed_over)
+        self.handed_over += 1
+        return await self.inner.send(envelope)
 
     async def close(self) -> None:
         return None
@@ -171,4 +212,29 @@ async def wait_for_send_status(container: Container, campaign_id: int, status: s
         if found == status:
             return
         assert asyncio.get_running_loop().time() < deadline, f"still {found!r}"
+        await asyncio.sleep(0.05)
+
+
+async def batch_addresses(container: Container, campaign_id: int) -> dict[int, set[str]]:
+    """Each batch's recipient addresses, by batch id."""
+    query = (
+        select(campaign_recipients.c.batch_id, subscribers.c.email)
+        .join(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)
+        .where(campaign_recipients.c.campaign_id == campaign_id)
+    )
+    found: dict[int, set[str]] = {}
+    async with container.db.read() as conn:
+        for batch_id, email in await conn.execute(query):
+            found.setdefault(int(batch_id), set()).add(str(email))
+    return found
+
+
+async def wait_for(condition: Callable[[], Awaitable[Any]], *, within_seconds: float = 30.0) -> Any:
+    """Poll an async `condition` until it returns something truthy, and return that."""
+    deadline = asyncio.get_running_loop().time() + within_seconds
+    while True:
+        found = await condition()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
         await asyncio.sleep(0.05)

@@ -17,7 +17,7 @@ from datetime import datetime
 import structlog
 
 from tidings.campaigns.batch_writes import BatchWrites
-from tidings.campaigns.handover import Delivery, HandoverResult
+from tidings.campaigns.handover import Delivery, HandoverResult, stop_requested
 from tidings.delivery.provider import (
     BatchMessage,
     BatchProvider,
@@ -97,6 +97,7 @@ class BatchHandover:
         name = provider.name
         if self._limiter is not None:  # before anything is in flight: waiting costs nothing
             await self._limiter.acquire(len(ids))
+        stop_requested(writes)  # shutting down: the request is not started
         # In flight from here, recorded once on the batch (not on each of 1,000 rows): the
         # readers stay `pending` until the answer settles them, or a takeover finds the mark.
         await writes.handed_over(True)

@@ -28,6 +28,7 @@ from tidings.delivery.provider import (
     UncertainDelivery,
 )
 from tidings.delivery.send_rate import SendRateLimiter
+from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import RetryLater
 from tidings.domain.sending import RecipientState
 from tidings.rendering import RecipientValues, SegmentRendering
@@ -64,6 +65,19 @@ class HandoverResult:
     outcomes: tuple[Outcome, ...] = ()
     rest_sent: bool = False
     settle_from: RecipientState = RecipientState.SENDING
+
+
+class HandoverStopped(TidingsError):
+    """The worker is shutting down (SND-21): the hand-over stopped before its next chunk, with
+    nothing in flight. The batch is given back for whoever runs next."""
+
+    code = "handover_stopped"
+
+
+def stop_requested(writes: BatchWrites) -> None:
+    """Between chunks: raise `HandoverStopped` once this process has begun shutting down."""
+    if writes.context.queue.stopping.is_set():
+        raise HandoverStopped("the worker is shutting down")
 
 
 class Handover(Protocol):
@@ -120,8 +134,10 @@ class PerRecipientHandover:
     ) -> HandoverResult:
         """Hand every message over, chunk by chunk, each built just before its chunk goes.
         If the provider cannot be reached at all for a whole chunk, the chunk goes back to
-        `pending` and the job retries later."""
+        `pending` and the job retries later. At shutdown the chunk in hand is finished and
+        settled, and no new one is started."""
         for start in range(0, len(deliveries), self._chunk):
+            stop_requested(writes)
             now = writes.context.now()
             chunk = [
                 _parcel(rendering, sender, delivery, now)

@@ -48,3 +48,16 @@ class FinaliseCampaign(CampaignJob):
     campaign_id: int
     attempt: int
     kind: ClassVar[str] = FINALISE_CAMPAIGN
+
+
+SEND_KINDS = (SEND_CAMPAIGN, SEND_BATCH, FINALISE_CAMPAIGN)
+
+
+def live_key_patterns(campaign_id: int, attempt: int) -> list[str]:
+    """The idempotency keys of every job one attempt of a send can have (`%`: any batch id):
+    while one of them is pending or running, the send is in somebody's hands."""
+    return [
+        SendCampaign(campaign_id, attempt).idempotency_key,
+        FinaliseCampaign(campaign_id, attempt).idempotency_key,
+        f"{SEND_BATCH}:{campaign_id}:%:{attempt}",
+    ]

@@ -10,6 +10,7 @@ page boundaries, so memory is flat in the audience size.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time as clock
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
+from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import (
     Page,
@@ -40,6 +42,13 @@ log = structlog.get_logger("tidings.campaigns")
 PAGE_TRIES = 3
 
 
+class PreparationInterrupted(TidingsError):
+    """The worker began shutting down before every page was written (SND-21). Nothing failed:
+    the pages written so far stay until the next attempt discards them and starts over."""
+
+    code = "preparation_interrupted"
+
+
 class Preparation:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
@@ -53,13 +62,24 @@ class Preparation:
         finally:
             self.timings[name] = round(clock.perf_counter() - started, 4)
 
+    def _stop_if_shutting_down(self, stage: str) -> None:
+        """SND-21: take no new step of preparation once the worker is shutting down."""
+        if self._ctx.queue.stopping.is_set():
+            raise PreparationInterrupted(f"the worker is shutting down ({stage})")
+
     async def prepare(self, job: Job, draft: CampaignDraft, send: SendRow) -> int:
-        """Prepare the campaign's recipients; returns the number of candidates."""
+        """Prepare the campaign's recipients; returns the number of candidates.
+
+        At shutdown no new page is started; pages in flight finish. If every page is then
+        written, verification runs and `prepared_at` is saved (the work is kept); otherwise
+        `PreparationInterrupted` is raised and a later attempt starts over (SND-8)."""
         campaign_id = draft.campaign.id
         self.timings = {}
+        self._stop_if_shutting_down("before discarding")
         with self._phase("discard"):
             await self._discard_unprepared(job, campaign_id)
         fenced = self._ctx.queue.fenced
+        self._stop_if_shutting_down("before selection")
         with self._phase("selection"):
             candidate_count, ranges, warm_left = await self._select(job, draft)
         log.info("campaign.audience_selected", campaign_id=campaign_id, candidates=candidate_count)
@@ -110,6 +130,7 @@ class Preparation:
                 raise VerificationFailed("unprepared_batch_not_pending")
         await self._drop_candidates(job, campaign_id)
         while True:
+            self._stop_if_shutting_down("discarding")
             async with self._ctx.queue.fenced(job) as conn:
                 removed = await batch_queries.discard_some(
                     conn, campaign_id, limit=self._ctx.policy.discard_chunk
@@ -142,19 +163,24 @@ class Preparation:
 
     async def _write_pages(self, job: Job, campaign_id: int, pages: list[Page]) -> None:
         """Pages with bounded concurrency (SND-4); each worker owns its page through writes
-        and retries. The first failure stops the others from taking new pages."""
+        and retries. The first failure, or shutdown, stops the others from taking new pages;
+        pages in flight finish. Raises `PreparationInterrupted` if shutdown left any unwritten."""
         todo = iter(pages)
         failure: list[BaseException] = []
+        written = 0
+        stopping = self._ctx.queue.stopping
 
         async def worker() -> None:
+            nonlocal written
             for page in todo:
-                if failure:
+                if failure or stopping.is_set():
                     return
                 try:
                     await self._write_page(job, campaign_id, page)
                 except BaseException as exc:
                     failure.append(exc)
                     raise
+                written += 1
 
         concurrency = max(1, self._ctx.policy.batch_creation_concurrency)
         results = await asyncio.gather(
@@ -163,6 +189,14 @@ class Preparation:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+        if written < len(pages):
+            log.info(
+                "campaign.preparation_interrupted",
+                campaign_id=campaign_id,
+                pages_written=written,
+                pages=len(pages),
+            )
+            raise PreparationInterrupted("the worker is shutting down (pages left unwritten)")
 
     async def _write_page(self, job: Job, campaign_id: int, page: Page) -> None:
         """One page, one transaction; a database error is retried with the same page identity
@@ -181,15 +215,20 @@ class Preparation:
             except (VerificationFailed, ClaimLost):
                 raise
             except Exception as exc:
-                if attempt == PAGE_TRIES:
-                    raise
+                stopping = self._ctx.queue.stopping
+                if attempt == PAGE_TRIES or stopping.is_set():
+                    raise  # at shutdown a failed page is not retried: the next attempt redoes it
                 log.warning(
                     "campaign.page_retry",
                     campaign_id=campaign_id,
                     page=page.page,
                     error_type=type(exc).__name__,
                 )
-                await asyncio.sleep(0.2 * attempt)
+                with contextlib.suppress(TimeoutError):  # shutdown cuts the pause short
+                    async with asyncio.timeout(0.2 * attempt):
+                        await stopping.wait()
+                if stopping.is_set():
+                    raise
         for member_id, _position, reason in result.exclusions:
             events.excluded(
                 "preparation",

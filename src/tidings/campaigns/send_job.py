@@ -12,9 +12,9 @@ import structlog
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.finalise import fail_campaign
-from tidings.campaigns.jobs import FinaliseCampaign, SendBatch, SendCampaign
-from tidings.campaigns.preparation import Preparation
-from tidings.domain.jobs import ClaimLost
+from tidings.campaigns.jobs import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
+from tidings.campaigns.preparation import Preparation, PreparationInterrupted
+from tidings.domain.jobs import ClaimLost, Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
 from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
@@ -82,9 +82,13 @@ class CampaignSender:
                 await self._preparation.prepare(job, draft, send)
             else:
                 log.info("campaign.preparation_reused")
+            await self._preparation.drop_candidates(job, step.campaign_id)
             phase = "submitting"
             await self._dispatch(job, step)
-            await self._preparation.drop_candidates(job, step.campaign_id)
+        except PreparationInterrupted:
+            # Shutdown (SND-21): not a failure. Due again at once, no attempt spent; the
+            # next run (another worker, or this one restarted) starts the preparation over.
+            raise Defer("the worker is shutting down", seconds=0) from None
         except SendFailed as exc:
             if isinstance(exc, VerificationFailed):
                 events.verification_failed(step.campaign_id, exc)
@@ -92,8 +96,13 @@ class CampaignSender:
                 await fail_campaign(self._ctx, conn, step.campaign_id, exc, phase=phase)
 
     async def _dispatch(self, job: Job, step: SendCampaign) -> None:
-        """Mark the campaign `submitting` and queue every unfinished batch (submitted ones are
-        skipped), in bounded transactions; with nothing left, queue the finalise step."""
+        """Mark the campaign `submitting` and queue every batch still owing work (submitted
+        ones are skipped), in bounded transactions; with nothing left, queue the finalise step.
+
+        A resumed send (SND-20, SND-22) comes through here too: a batch job or finalise job of
+        this attempt that already finished (died, say) is made due again rather than skipped
+        as a duplicate. The status lock is released in the last of these transactions, so a
+        finalise step that the last batch queues can always take it."""
         async with self._ctx.queue.fenced(job) as conn:
             await send_queries.set_status(
                 conn,
@@ -104,17 +113,18 @@ class CampaignSender:
                 keep_schedule=True,
             )
             batch_ids = await batch_queries.unfinished_ids(conn, step.campaign_id)
-        for start in range(0, len(batch_ids), DISPATCH_CHUNK):
+        steps: list[CampaignJob] = [SendBatch(step.campaign_id, b, step.attempt) for b in batch_ids]
+        if not steps:
+            steps = [FinaliseCampaign(step.campaign_id, step.attempt)]
+        for start in range(0, len(steps), DISPATCH_CHUNK):
+            chunk = steps[start : start + DISPATCH_CHUNK]
             async with self._ctx.queue.fenced(job) as conn:
-                for batch_id in batch_ids[start : start + DISPATCH_CHUNK]:
-                    batch_step = SendBatch(step.campaign_id, batch_id, step.attempt)
+                for queued in chunk:
                     await self._ctx.queue.enqueue(
-                        conn, batch_step.kind, batch_step.idempotency_key, batch_step.to_payload()
+                        conn, queued.kind, queued.idempotency_key, queued.to_payload(), revive=True
+                    )
+                if start + DISPATCH_CHUNK >= len(steps):
+                    await send_queries.release_lock(
+                        conn, step.campaign_id, token=str(job.claim_token)
                     )
         log.info("campaign.dispatched", batches=len(batch_ids))
-        if not batch_ids:
-            finalise = FinaliseCampaign(step.campaign_id, step.attempt)
-            async with self._ctx.queue.fenced(job) as conn:
-                await self._ctx.queue.enqueue(
-                    conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
-                )

@@ -19,11 +19,12 @@ from tidings.campaigns.batch_handover import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
 from tidings.campaigns.batch_writes import BatchWrites
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.handover import Delivery, Handover, HandoverResult
+from tidings.campaigns.handover import Delivery, Handover, HandoverResult, HandoverStopped
 from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
+from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
     BatchStatus,
     CampaignStatus,
@@ -95,6 +96,9 @@ class BatchSubmitter:
                     await self._submit(job, step, batch)
                 except VerificationFailed as exc:
                     await self._fail_batch(job, step, exc)
+                except HandoverStopped:
+                    await self._release(job, step)
+                    raise Defer("the worker is shutting down", seconds=0) from None
             await self._maybe_finalise(step)
 
     async def _claim(self, job: Job, step: SendBatch) -> BatchRow | None:
@@ -285,6 +289,16 @@ class BatchSubmitter:
                 error_code=error.code,
                 error=error.detail,
             )
+
+    async def _release(self, job: Job, step: SendBatch) -> None:
+        """SND-21: stopped between chunks, every outcome settled. The batch goes back to
+        `pending` and the job is due again at once (no attempt spent): any worker, or this one
+        after a restart, sends the rest."""
+        async with self._ctx.queue.fenced(job) as conn:
+            released = await recipient_queries.release(
+                conn, step.batch_id, token=str(job.claim_token), now=self._ctx.now()
+            )
+        log.info("campaign.batch_released", released=released)
 
     async def _maybe_finalise(self, step: SendBatch) -> None:
         """After this batch's outcome committed: if no batch owes work, queue the finalise

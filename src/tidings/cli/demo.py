@@ -1,4 +1,5 @@
-"""`tidings demo`: start a real server on a fresh SQLite file and walk through it."""
+"""`tidings demo`: start a real server on a fresh SQLite file and walk through it, ending with
+a campaign sent to a local SMTP sink (`demo_campaign`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import httpx
 import typer
 
 from tidings.cli.context import fail, out_console
+from tidings.cli.demo_campaign import send_a_campaign
 
 
 def _free_port() -> int:
@@ -82,9 +84,20 @@ def _send_through_the_queue(base: str, token: str, mail_dir: Path) -> None:
 
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Leave the server running until Ctrl-C."),
+    directory: Path | None = typer.Option(
+        None,
+        "--dir",
+        help="Put the database, the log and the received mail here (an empty or new "
+        "directory; default: a fresh temporary one).",
+    ),
 ) -> None:
-    """Start `tidings serve` on a fresh SQLite file and exercise it end to end."""
-    workdir = Path(tempfile.mkdtemp(prefix="tidings-demo-"))
+    """Start `tidings serve` on a fresh SQLite file and exercise it end to end: an API key, a
+    transactional email, then a campaign to 50 readers sent through the workers to a local
+    SMTP sink, every message checked."""
+    if directory is not None and directory.exists() and any(directory.iterdir()):
+        fail(f"--dir {directory}: not empty (the demo starts from nothing)")
+    workdir = directory or Path(tempfile.mkdtemp(prefix="tidings-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     smtp_port = _free_port()
@@ -145,6 +158,7 @@ def demo(
         if anonymous.status_code != 401 or keys.status_code != 200:
             fail("admin authentication did not behave as documented")
         _send_through_the_queue(base, token, mail_dir)
+        send_a_campaign(base, token, mail_dir, env)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")
             server.wait()

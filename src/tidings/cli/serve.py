@@ -77,8 +77,10 @@ def worker(
     """Run the background workers (email, webhooks, campaign jobs) until SIGTERM or Ctrl-C.
 
     Start as many as you like, on any number of machines: they coordinate only through the
-    database. On SIGTERM/SIGINT a worker stops claiming, lets in-flight jobs finish within
-    queue.shutdown_grace_seconds, and exits 0.
+    database. At start, and every bulk_email.sweep_interval_seconds, a worker resumes campaign
+    sends left with no live job (younger than bulk_email.resume_max_age). On SIGTERM/SIGINT it
+    stops claiming, lets in-flight work wind down within queue.shutdown_grace_seconds (a
+    campaign batch finishes its chunk; a preparation its pages), and exits 0.
     """
     settings = state_of(ctx).settings()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,11 +27,24 @@ log = structlog.get_logger("tidings.queue")
 PRUNE_BATCH = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class Periodic:
+    """A task the workers run at start and then every `interval_seconds` until they stop
+    (the send sweep). It returns how many things it did, for the log."""
+
+    name: str
+    interval_seconds: float
+    run: Callable[[], Awaitable[int]]
+
+
 class JobQueue:
     def __init__(self, db: Database, policy: QueuePolicy, now: Callable[[], datetime]) -> None:
         self.db = db
         self.policy = policy
         self._now = now
+        # Set when this process's workers start shutting down (SIGTERM, SIGINT): long handlers
+        # watch it to stop taking new work and hand back what they have not started.
+        self.stopping = asyncio.Event()
 
     async def enqueue(
         self,
@@ -41,8 +55,10 @@ class JobQueue:
         *,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        revive: bool = False,
     ) -> tuple[Job, bool]:
-        """Add a job inside the caller's write transaction (PRI-6: the outbox)."""
+        """Add a job inside the caller's write transaction (PRI-6: the outbox). With `revive`,
+        a finished job with the same key is made due again instead (see `store.enqueue`)."""
         return await store.enqueue(
             conn,
             kind=kind,
@@ -51,7 +67,14 @@ class JobQueue:
             now=self._now(),
             max_attempts=max_attempts or self.policy.max_attempts,
             run_at=run_at,
+            revive=revive,
         )
+
+    async def live_keys(
+        self, conn: AsyncConnection, *, kinds: Sequence[str], key_patterns: Sequence[str]
+    ) -> list[str]:
+        """Keys of pending or running jobs matching `key_patterns` (`%`: any run)."""
+        return await store.live_keys(conn, kinds=kinds, key_patterns=key_patterns)
 
     @contextlib.asynccontextmanager
     async def fenced(self, job: Job) -> AsyncIterator[AsyncConnection]:
@@ -123,14 +146,18 @@ class JobQueue:
         *,
         on_outcome: Callable[[str, str], None] | None = None,
         maintenance: Sequence[Callable[[], Awaitable[int]]] = (),
+        periodic: Sequence[Periodic] = (),
     ) -> None:
         """Consume every registered kind until `stop`, pruning (and running `maintenance`
-        tasks) on an interval and, on PostgreSQL, waking on NOTIFY. Returns after in-flight
-        work drained."""
+        tasks) on an interval, running each `periodic` task at start and on its own interval
+        and, on PostgreSQL, waking on NOTIFY. While they run, `stopping` is `stop`: handlers see
+        the shutdown as the workers stop claiming. Returns after in-flight work drained."""
+        self.stopping = stop
         worker = Worker(self.db, registry, self.policy, self._now, on_outcome=on_outcome)
         helpers = [
             asyncio.create_task(listen_for_jobs(self.db, worker.wake, stop)),
             asyncio.create_task(self._prune_loop(stop, maintenance)),
+            *(asyncio.create_task(self._periodic_loop(stop, task)) for task in periodic),
         ]
         try:
             await worker.run(stop)
@@ -140,6 +167,7 @@ class JobQueue:
             for helper in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await helper
+            self.stopping = asyncio.Event()
 
     async def _prune_loop(
         self, stop: asyncio.Event, maintenance: Sequence[Callable[[], Awaitable[int]]]
@@ -155,4 +183,16 @@ class JobQueue:
                 log.warning("queue.prune_failed", error_type=type(exc).__name__)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.policy.prune_interval_seconds):
+                    await stop.wait()
+
+    async def _periodic_loop(self, stop: asyncio.Event, task: Periodic) -> None:
+        while not stop.is_set():
+            try:
+                done = await task.run()
+                if done:
+                    log.info("queue.periodic_ran", task=task.name, count=done)
+            except Exception as exc:  # the database may be briefly away: try again next time
+                log.warning("queue.periodic_failed", task=task.name, error_type=type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(task.interval_seconds):
                     await stop.wait()

@@ -7,6 +7,7 @@ lease, whose job another worker reclaimed, has its late write refused (the fenci
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,9 +37,14 @@ async def enqueue(
     now: datetime,
     max_attempts: int,
     run_at: datetime | None = None,
+    revive: bool = False,
 ) -> tuple[Job, bool]:
     """Add a job in the caller's transaction (the outbox). Returns (job, created): a second
-    enqueue with the same idempotency key changes nothing and returns the existing job."""
+    enqueue with the same idempotency key changes nothing and returns the existing job.
+
+    With `revive`, an existing job with that key that has finished (`done` or `dead`) is made
+    due again instead, with a fresh attempt budget — the same row, its history kept, exactly
+    as `replay` does; `created` is then True too. A pending or running job is left alone."""
     values = {
         "kind": kind,
         "idempotency_key": idempotency_key,
@@ -52,9 +58,15 @@ async def enqueue(
     }
     dialect = conn.dialect.name
     statement = insert_for(conn, jobs).values(values)
-    inserted = await conn.execute(
-        statement.on_conflict_do_nothing(index_elements=["idempotency_key"]).returning(jobs)
-    )
+    if revive:
+        statement = statement.on_conflict_do_update(
+            index_elements=["idempotency_key"],
+            set_=_due_again(now, run_at or now),
+            where=jobs.c.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]),
+        )
+    else:
+        statement = statement.on_conflict_do_nothing(index_elements=["idempotency_key"])
+    inserted = await conn.execute(statement.returning(jobs))
     row = inserted.first()
     if row is not None:
         if dialect == "postgresql":  # delivered at commit, so listeners never see uncommitted work
@@ -64,6 +76,17 @@ async def enqueue(
         return _job(row), True
     existing = await conn.execute(select(jobs).where(jobs.c.idempotency_key == idempotency_key))
     return _job(existing.one()), False
+
+
+def _due_again(now: datetime, run_at: datetime) -> dict[str, Any]:
+    """The values that make a finished job due again with a fresh attempt budget."""
+    return {
+        "status": JobStatus.PENDING.value,
+        "attempts": 0,
+        "run_at": run_at,
+        "finished_at": None,
+        "updated_at": now,
+    }
 
 
 def _claimable(now: datetime) -> Any:
@@ -234,6 +257,27 @@ async def hold(conn: AsyncConnection, job: Job) -> bool:
     return held.first() is not None
 
 
+async def live_keys(
+    conn: AsyncConnection, *, kinds: Sequence[str], key_patterns: Sequence[str]
+) -> list[str]:
+    """Idempotency keys of the pending or running jobs of `kinds` whose key matches one of
+    `key_patterns`, where `%` stands for any run of characters (everything else is literal).
+    A running job counts whatever its lease says: the claim loop reclaims or buries it."""
+    if not key_patterns:
+        return []
+    query = select(jobs.c.idempotency_key).where(
+        jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]),
+        jobs.c.kind.in_(list(kinds)),
+        or_(*(jobs.c.idempotency_key.like(_literal(p), escape="\\") for p in key_patterns)),
+    )
+    return [str(key) for key in (await conn.execute(query)).scalars()]
+
+
+def _literal(pattern: str) -> str:
+    """Escape LIKE's single-character wildcard and the escape itself; `%` stays a wildcard."""
+    return pattern.replace("\\", "\\\\").replace("_", "\\_")
+
+
 async def get(conn: AsyncConnection, job_id: int) -> Job | None:
     row = (await conn.execute(select(jobs).where(jobs.c.id == job_id))).first()
     return None if row is None else _job(row)
@@ -278,13 +322,7 @@ async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | 
     result = await conn.execute(
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.status != JobStatus.RUNNING.value)
-        .values(
-            status=JobStatus.PENDING.value,
-            attempts=0,
-            run_at=now,
-            finished_at=None,
-            updated_at=now,
-        )
+        .values(**_due_again(now, now))
         .returning(jobs)
     )
     row = result.first()

@@ -313,15 +313,12 @@ async def count_unsettled(conn: AsyncConnection, campaign_id: int) -> int:
 
 
 async def unfinished_ids(conn: AsyncConnection, campaign_id: int) -> list[int]:
-    """Batches a (re)started send must dispatch: everything not yet submitted or failed."""
+    """Batches a (re)started send must dispatch: those still owing work. Submitted and failed
+    ones are skipped, and so is a batch left `submitting` with a recorded uncertainty (its
+    provider may have accepted it: an operator reconciles it, nothing resends it)."""
     query = (
         select(campaign_batches.c.id)
-        .where(
-            campaign_batches.c.campaign_id == campaign_id,
-            campaign_batches.c.status.in_(
-                [BatchStatus.PENDING.value, BatchStatus.SUBMITTING.value]
-            ),
-        )
+        .where(unsettled_clause(campaign_id))
         .order_by(campaign_batches.c.page)
     )
     return [int(batch_id) for batch_id in (await conn.execute(query)).scalars()]

@@ -138,3 +138,35 @@ async def update_send(conn: AsyncConnection, campaign_id: int, **values: Any) ->
     await conn.execute(
         update(campaign_sends).where(campaign_sends.c.campaign_id == campaign_id).values(**values)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveSend:
+    """A campaign whose send is under way (`pending` or `submitting`), for recovery."""
+
+    campaign_id: int
+    status: str
+    attempt: int
+    attempt_started_at: datetime
+    scheduled_at: datetime | None
+    prepared_at: datetime | None
+
+
+async def active(conn: AsyncConnection) -> list[ActiveSend]:
+    """Every campaign whose send is under way, oldest first (a handful at any time)."""
+    query = (
+        select(
+            campaigns.c.id,
+            campaigns.c.status,
+            campaign_sends.c.attempt,
+            campaign_sends.c.attempt_started_at,
+            campaigns.c.scheduled_at,
+            campaign_sends.c.prepared_at,
+        )
+        .join(campaign_sends, campaign_sends.c.campaign_id == campaigns.c.id)
+        .where(
+            campaigns.c.status.in_([CampaignStatus.PENDING.value, CampaignStatus.SUBMITTING.value])
+        )
+        .order_by(campaigns.c.id)
+    )
+    return [ActiveSend(*row) for row in await conn.execute(query)]

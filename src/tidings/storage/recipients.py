@@ -97,12 +97,17 @@ async def claim(
     return ("taken_over", row.claim_token) if stale.rowcount == 1 else ("held", None)
 
 
-def _held(batch_id: int, token: str) -> Any:
-    return exists().where(
+def _holding(batch_id: int, token: str) -> Any:
+    """The batch row while `token` still holds its claim."""
+    return and_(
         campaign_batches.c.id == batch_id,
         campaign_batches.c.claim_token == token,
         campaign_batches.c.status == BatchStatus.SUBMITTING.value,
     )
+
+
+def _held(batch_id: int, token: str) -> Any:
+    return exists().where(_holding(batch_id, token))
 
 
 async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list[RecipientRow]:
@@ -252,12 +257,22 @@ async def finish(
     if status != BatchStatus.SUBMITTING:
         values.update(claim_token=None, finished_at=now)
     result = await conn.execute(
+        update(campaign_batches).where(_holding(batch_id, token)).values(**values)
+    )
+    return result.rowcount == 1
+
+
+async def release(conn: AsyncConnection, batch_id: int, *, token: str, now: datetime) -> bool:
+    """Give a claimed batch back (`submitting -> pending`) when its worker stops between
+    chunks at shutdown: whoever claims it next sends what is still pending, with no takeover.
+    Refused while any of its recipients is `sending` (their outcome is not known)."""
+    in_flight = exists().where(
+        campaign_recipients.c.batch_id == batch_id,
+        campaign_recipients.c.state == RecipientState.SENDING.value,
+    )
+    result = await conn.execute(
         update(campaign_batches)
-        .where(
-            campaign_batches.c.id == batch_id,
-            campaign_batches.c.claim_token == token,
-            campaign_batches.c.status == BatchStatus.SUBMITTING.value,
-        )
-        .values(**values)
+        .where(_holding(batch_id, token), ~in_flight)
+        .values(status=BatchStatus.PENDING.value, claim_token=None, updated_at=now)
     )
     return result.rowcount == 1
