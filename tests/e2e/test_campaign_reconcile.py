@@ -138,7 +138,7 @@ async def test_reconciled_as_submitted_the_send_is_finalised_without_sending_aga
     result = response.json()
     assert (result["outcome"], result["campaign_status"], result["attempt"]) == (
         "submitted",
-        "pending",
+        "submitting",
         2,
     )
     assert "finalises" in result["next_step"]

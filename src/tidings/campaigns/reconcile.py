@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.finalise import BatchFailed, OutcomeUncertain
 from tidings.campaigns.jobs import FinaliseCampaign
-from tidings.campaigns.retry import start_next_attempt
 from tidings.domain.errors import NotFound, TidingsError
 from tidings.domain.send_status import RECONCILED_NOT_SENT, RECONCILED_SENT
 from tidings.domain.sending import BatchStatus, CampaignStatus, RecipientState
@@ -147,6 +146,28 @@ class Reconciler:
             )
         return send, batch
 
+    async def _finalise_again(self, conn: AsyncConnection, send: SendRow) -> int:
+        """A failed send whose batches were all accepted after all: back to `submitting` in
+        a new attempt (a fresh finalise job; the last one ran) whose finalise re-verifies
+        every batch and closes it as `submitted`."""
+        campaign_id, now = send.campaign_id, self._ctx.now()
+        if not await send_queries.set_status(
+            conn,
+            campaign_id,
+            from_statuses=[CampaignStatus.FAILED],
+            to_status=CampaignStatus.SUBMITTING,
+            now=now,
+        ):
+            raise ReconcileRefused(f"campaign {campaign_id} changed meanwhile; look again")
+        started = await send_queries.start_attempt(
+            conn, campaign_id, preflight_email_count=send.preflight_email_count, now=now
+        )
+        finalise = FinaliseCampaign(campaign_id, started.attempt)
+        await self._ctx.queue.enqueue(
+            conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
+        )
+        return started.attempt
+
     async def _follow_up(
         self,
         conn: AsyncConnection,
@@ -176,11 +197,9 @@ class Reconciler:
             listed = ", ".join(str(b.id) for b in left)
             return done(status, f"batch(es) {listed} still await a reconcile")
         if not await repair_queries.count_not_submitted(conn, campaign_id):
-            attempt, _job = await start_next_attempt(
-                self._ctx, conn, campaign_id, send, from_status=CampaignStatus.FAILED
-            )
+            attempt = await self._finalise_again(conn, send)
             return done(
-                CampaignStatus.PENDING,
+                CampaignStatus.SUBMITTING,
                 f"every batch was accepted: attempt {attempt} finalises the send as "
                 "submitted, sending nothing again",
                 attempt,
