@@ -12,15 +12,14 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
+from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
     recipient_states,
     registry,
     running,
-    seed,
+    studio_with,
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container
@@ -55,11 +54,8 @@ class TroubledProvider:
 @pytest.fixture
 async def studio(database_url: str) -> AsyncIterator[Studio]:
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
-    async with api_client(settings) as (client, container):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", 60)
-        yield client, container, headers
+    async with studio_with(settings, 60) as found:
+        yield found
 
 
 async def _captured(container: Container) -> Counter[str]:

@@ -12,15 +12,15 @@ import httpx
 import pytest
 from sqlalchemy import delete, func, select, update
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
+from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
+    batch_provider_settings,
     create_campaign,
     recipient_states,
     registry,
     running,
-    seed,
+    studio_with,
     wait_for_campaign_status,
     wait_for_send_status,
 )
@@ -44,33 +44,16 @@ Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]
 async def batch_studio(
     database_url: str, dev_provider: DevProviderServer
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]]:
-    settings = make_settings(
-        database_url,
-        queue=FAST_QUEUE,
-        email={"provider": "mailgun"},
-        mailgun={
-            "api_key": "key-test",
-            "domain": "mg.example.org",
-            "api_base_url": dev_provider.base_url,
-            "timeout_seconds": 5,
-        },
-        bulk_email={"batch_size": 40},
-    )
-    async with api_client(settings) as (client, container):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", 100)
+    settings = batch_provider_settings(database_url, dev_provider.base_url)
+    async with studio_with(settings, 100) as (client, container, headers):
         yield client, container, headers, dev_provider
 
 
 @pytest.fixture
 async def studio(database_url: str) -> AsyncIterator[Studio]:
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
-    async with api_client(settings) as (client, container):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", 60)
-        yield client, container, headers
+    async with studio_with(settings, 60) as found:
+        yield found
 
 
 async def _send(client: httpx.AsyncClient, headers: dict[str, str]) -> int:

@@ -4,7 +4,6 @@ ETA's samples taken from the current attempt's batches, whichever worker finishe
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -14,16 +13,16 @@ import httpx
 import pytest
 from sqlalchemy import event, select, update
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
+from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
     registry,
     running,
-    seed,
+    studio_with,
     wait_for_campaign_status,
     wait_for_send_status,
+    wait_for_sent,
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
@@ -35,11 +34,8 @@ Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]
 @pytest.fixture
 async def studio(database_url: str) -> AsyncIterator[Studio]:
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
-    async with api_client(settings) as (client, container):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", 60)
-        yield client, container, headers
+    async with studio_with(settings, 60) as found:
+        yield found
 
 
 @contextmanager
@@ -133,8 +129,7 @@ async def test_status_never_reads_recipients_and_a_submitted_send_not_even_batch
     unfinalised = registry(container, kinds=(SEND_CAMPAIGN, SEND_BATCH))
     async with running(container, unfinalised):
         await wait_for_send_status(container, campaign_id, "submitting")
-        while (await _status(studio, campaign_id))["recipients"]["sent"] < 60:
-            await asyncio.sleep(0.05)
+        await wait_for_sent(container, campaign_id, 60)
     with statements(container) as active:
         body = await _status(studio, campaign_id)
     assert (body["status"], body["phase"], body["completed"], body["eta"]) == (

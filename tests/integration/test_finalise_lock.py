@@ -14,11 +14,11 @@ from tests.factories import admin_headers, api_client, make_settings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
-    recipient_states,
     registry,
     running,
     seed,
     wait_for_campaign_status,
+    wait_for_sent,
 )
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.storage.tables import campaign_sends, campaigns, jobs
@@ -39,8 +39,7 @@ async def test_a_finalise_waits_for_a_busy_status_lock_then_closes_the_send(
         campaign_id = await create_campaign(client, headers)
         await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
         async with running(container, registry(container, kinds=(SEND_CAMPAIGN, SEND_BATCH))):
-            while (await recipient_states(container, campaign_id)).get("sent") != 30:
-                await asyncio.sleep(0.05)
+            await wait_for_sent(container, campaign_id, 30)
         now = container.sending.now()
         async with container.db.write() as conn:  # a live job holds the lock
             await conn.execute(
