@@ -34,10 +34,12 @@ class Phase(StrEnum):
 
 
 def is_resendable_failure(reason: str | None) -> bool:
-    """A failed recipient a retry sends again: transient, or never handed over."""
+    """A failed recipient a retry sends again: transient, or never handed over. Markers
+    match in any case (SQL's LIKE does on SQLite; storage lower-cases on both dialects)."""
     if reason is None:
         return False
-    return reason == RECONCILED_NOT_SENT or any(marker in reason for marker in TRANSIENT_MARKERS)
+    folded = reason.lower()
+    return reason == RECONCILED_NOT_SENT or any(marker in folded for marker in TRANSIENT_MARKERS)
 
 
 class RetryBlock(StrEnum):

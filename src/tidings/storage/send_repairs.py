@@ -37,7 +37,7 @@ def resendable_failure() -> Any:
     reason = campaign_recipients.c.reason
     return or_(
         reason == RECONCILED_NOT_SENT,
-        *(reason.contains(marker, autoescape=True) for marker in TRANSIENT_MARKERS),
+        *(func.lower(reason).contains(marker, autoescape=True) for marker in TRANSIENT_MARKERS),
     )
 
 
