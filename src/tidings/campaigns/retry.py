@@ -129,10 +129,10 @@ class SendRetries:
         """SND-19: the next attempt of a failed send, for failed batches and transiently
         failed recipients. Refused (nothing changes) when a retry is not safe."""
         async with self._ctx.db.write() as conn:
-            status, send = await self._campaign(conn, campaign_id)
+            status, send = await self._campaign(conn, campaign_id, RetryRefused)
             await self._check(conn, campaign_id, status, send, verb="retried")
             started = await self._restart(
-                conn, campaign_id, send, status, [RecipientState.FAILED], "retry", actor, None
+                conn, send, status, [RecipientState.FAILED], action="retry", actor=actor
             )
         log.info("campaign.retried", campaign_id=campaign_id, attempt=started.attempt)
         return started
@@ -146,7 +146,7 @@ class SendRetries:
         if state not in repair_queries.RESENDABLE_STATES:
             raise ResendRefused("only uncertain or failed recipients can be resent")
         async with self._ctx.db.write() as conn:
-            status, send = await self._campaign(conn, campaign_id)
+            status, send = await self._campaign(conn, campaign_id, ResendRefused)
             if status == CampaignStatus.FAILED:
                 await self._check(
                     conn, campaign_id, status, send, verb="resent", refusal=ResendRefused
@@ -164,7 +164,7 @@ class SendRetries:
                     f"campaign {campaign_id} has no {which} recipients to resend to"
                 )
             started = await self._restart(
-                conn, campaign_id, send, status, states, "resend", actor, note, outcome=state
+                conn, send, status, states, action="resend", actor=actor, note=note, outcome=state
             )
         log.info(
             "campaign.resent",
@@ -178,18 +178,18 @@ class SendRetries:
     async def resendable_count(self, campaign_id: int, state: RecipientState) -> int:
         """How many recipients a resend of `state` would send to (for a confirmation)."""
         async with self._ctx.db.read() as conn:
-            await self._campaign(conn, campaign_id)
+            await self._campaign(conn, campaign_id, ResendRefused)
             return await repair_queries.count_resendable(conn, campaign_id, [state])
 
     async def _campaign(
-        self, conn: AsyncConnection, campaign_id: int
+        self, conn: AsyncConnection, campaign_id: int, refusal: type[RetryRefused]
     ) -> tuple[CampaignStatus, SendRow]:
         found = await progress_queries.campaign_send(conn, campaign_id)
         if found is None:
             raise NotFound(f"no campaign with id {campaign_id}")
         status, send = found
         if send is None:
-            raise RetryRefused(f"campaign {campaign_id} is {status}: it has never been sent")
+            raise refusal(f"campaign {campaign_id} is {status}: it has never been sent")
         return CampaignStatus(status), send
 
     async def _check(
@@ -211,17 +211,18 @@ class SendRetries:
     async def _restart(
         self,
         conn: AsyncConnection,
-        campaign_id: int,
         send: SendRow,
         status: CampaignStatus,
         states: list[RecipientState],
+        *,
         action: str,
         actor: str,
-        note: str | None,
-        *,
+        note: str | None = None,
         outcome: RecipientState | None = None,
     ) -> AttemptStarted:
-        now = self._ctx.now()
+        """`states`' resendable recipients and the batches holding them (a failed send's
+        failed batches too) back to `pending`, the next attempt queued, the audit row."""
+        campaign_id, now = send.campaign_id, self._ctx.now()
         recipients = await repair_queries.requeue_recipients(conn, campaign_id, states, now=now)
         batches = await repair_queries.requeue_batches(
             conn, campaign_id, include_failed=status == CampaignStatus.FAILED, now=now
