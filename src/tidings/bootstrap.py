@@ -31,8 +31,11 @@ from tidings.campaigns.finalise import Finaliser
 from tidings.campaigns.handover import Handover, PerRecipientHandover
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
+from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
+from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import MailgunSettings, QueueSettings, Settings
 from tidings.delivery.capture import CapturedMail, CaptureProvider
@@ -98,6 +101,9 @@ class Container:
     campaigns: CampaignDrafts
     sending: SendingContext
     sends: CampaignSends
+    send_status: SendStatusReader
+    retries: SendRetries
+    reconciler: Reconciler
     importer: Importer
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
@@ -368,6 +374,9 @@ def build(
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),
+        send_status=SendStatusReader(sending),
+        retries=SendRetries(sending),
+        reconciler=Reconciler(sending),
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,

@@ -13,15 +13,13 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
 from tests.support.sending import (
-    FAST_QUEUE,
+    batch_provider_settings,
     create_campaign,
     recipient_states,
     registry,
     running,
-    seed,
+    studio_with,
     wait_for_campaign_status,
     wait_for_send_status,
 )
@@ -38,22 +36,8 @@ Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
 
 @pytest.fixture
 async def studio(database_url: str, dev_provider: DevProviderServer) -> AsyncIterator[Studio]:
-    settings = make_settings(
-        database_url,
-        queue=FAST_QUEUE,
-        email={"provider": "mailgun"},
-        mailgun={
-            "api_key": "key-test",
-            "domain": "mg.example.org",
-            "api_base_url": dev_provider.base_url,
-            "timeout_seconds": 5,
-        },
-        bulk_email={"batch_size": 40},
-    )
-    async with api_client(settings) as (client, container):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", 100)
+    settings = batch_provider_settings(database_url, dev_provider.base_url)
+    async with studio_with(settings, 100) as (client, container, headers):
         yield client, container, headers, dev_provider
 
 

@@ -12,8 +12,9 @@ import httpx
 from sqlalchemy import func, select
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers
+from tests.factories import admin_headers, api_client, make_settings
 from tidings.bootstrap import Container
+from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
 from tidings.storage import seeding
 from tidings.storage.tables import campaign_recipients, campaigns, newsletters, subscribers
@@ -237,4 +238,45 @@ async def wait_for(condition: Callable[[], Awaitable[Any]], *, within_seconds: f
         if found:
             return found
         assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
+
+
+def batch_provider_settings(database_url: str, base_url: str, *, batch_size: int = 40) -> Settings:
+    """Settings that send campaigns through the Mailgun-compatible dev provider at
+    `base_url` (PRV-2), with fast queue timings."""
+    return make_settings(
+        database_url,
+        queue=FAST_QUEUE,
+        email={"provider": "mailgun"},
+        mailgun={
+            "api_key": "key-test",
+            "domain": "mg.example.org",
+            "api_base_url": base_url,
+            "timeout_seconds": 5,
+        },
+        bulk_email={"batch_size": batch_size},
+    )
+
+
+@contextlib.asynccontextmanager
+async def studio_with(
+    settings: Settings, readers: int
+) -> AsyncIterator[tuple[httpx.AsyncClient, Container, dict[str, str]]]:
+    """The app for `settings` with an admin key, the `weekly` newsletter and `readers`
+    confirmed subscribers of it."""
+    async with api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        await seed(container, "weekly", readers)
+        yield client, container, headers
+
+
+async def wait_for_sent(container: Container, campaign_id: int, count: int) -> None:
+    """Wait until `count` recipients of the campaign are `sent` (whatever its status)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        sent = (await recipient_states(container, campaign_id)).get("sent", 0)
+        if sent >= count:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"only {sent} sent"
         await asyncio.sleep(0.05)

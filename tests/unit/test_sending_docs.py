@@ -46,3 +46,22 @@ def test_every_bulk_email_setting_has_a_row() -> None:
     keys = {key for key, _ in iter_keys() if key.startswith("bulk_email.")}
     assert keys
     assert keys <= _first_cells("Settings")
+
+
+def test_every_status_field_has_a_row() -> None:
+    """Admin UIs and scripts read the status endpoint; a field nobody explains is a field
+    someone misreads (is `completed` messages sent? it is not)."""
+    from tidings.api.admin.campaign_status import SendStatusPublic
+
+    assert set(SendStatusPublic.model_fields) == _first_cells(
+        "Status, progress and ETA (SND-17, SND-18)"
+    )
+
+
+def test_every_refusal_of_a_repair_is_explained() -> None:
+    """Retry, resend and reconcile refuse with codes an operator will see in a terminal."""
+    from tidings.campaigns.reconcile import ReconcileRefused
+    from tidings.campaigns.retry import ResendRefused, RetryRefused
+
+    for error in (RetryRefused, ResendRefused, ReconcileRefused):
+        assert f"`{error.code}`" in DOC

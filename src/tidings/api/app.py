@@ -12,7 +12,9 @@ from tidings import __version__
 from tidings.api import health
 from tidings.api.admin import (
     audience_csv,
+    campaign_repairs,
     campaign_sends,
+    campaign_status,
     campaigns,
     emails,
     jobs,
@@ -85,6 +87,8 @@ def admin_router() -> APIRouter:
         suppressions,
         campaigns,
         campaign_sends,
+        campaign_status,
+        campaign_repairs,
         keys,
         jobs,
         emails,

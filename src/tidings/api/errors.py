@@ -10,6 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidings.audience.public import LinkProblem
+from tidings.campaigns.reconcile import ReconcileRefused
+from tidings.campaigns.retry import ResendRefused, RetryRefused
 from tidings.domain.errors import (
     Conflict,
     InvalidInput,
@@ -25,6 +27,9 @@ from tidings.observability.logging import get_logger
 PROBLEM_JSON = "application/problem+json"
 STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     InvalidInput: 422,
+    RetryRefused: 400,
+    ResendRefused: 400,
+    ReconcileRefused: 409,
     Unauthenticated: 401,
     NotFound: 404,
     LinkProblem: 404,
@@ -83,7 +88,7 @@ async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after_seconds)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = exc.problem_fields()
     if exc.field:
         extra["errors"] = [{"field": exc.field, "message": exc.detail}]
     return problem(status, exc.code, exc.title, exc.detail, headers=headers or None, **extra)

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import FinaliseCampaign
-from tidings.domain.jobs import ClaimLost
+from tidings.domain.jobs import ClaimLost, Defer
 from tidings.domain.sending import (
     ACTIVE,
     BatchCounts,
@@ -26,6 +26,7 @@ from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
+LOCK_BUSY_SECONDS = 1.0
 
 
 class BatchFailed(SendFailed):
@@ -87,8 +88,10 @@ class Finaliser:
             if not await send_queries.take_lock(
                 conn, step.campaign_id, token=token, now=self._ctx.now()
             ):
+                # The send job that queued this step (or the last batch's) may still hold
+                # the lock for a moment: come back, or nobody closes the campaign.
                 log.info("campaign.lock_busy", campaign_id=step.campaign_id)
-                return
+                raise Defer("the campaign's status lock is busy", seconds=LOCK_BUSY_SECONDS)
         try:
             await self._finalise(job, step.campaign_id)
         finally:

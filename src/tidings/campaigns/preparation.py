@@ -120,6 +120,9 @@ class Preparation:
             )
             ranges = await candidate_queries.segment_ranges(conn, campaign_id)
             warm_left = await self._warming_left(conn)
+            # The status's total while pages are written (SND-17); verified before
+            # `prepared_at`, and rewritten by any rebuild.
+            await send_queries.update_send(conn, campaign_id, candidate_count=candidate_count)
         return candidate_count, ranges, warm_left
 
     async def _discard_unprepared(self, job: Job, campaign_id: int) -> None:

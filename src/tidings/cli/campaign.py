@@ -1,5 +1,6 @@
-"""`tidings campaign create|edit|list|preview|test-send` (compose and check campaigns), and
-`send|schedule|cancel` from `campaign_send`."""
+"""`tidings campaign create|edit|list|preview|test-send` (compose and check campaigns),
+`send|schedule|cancel` from `campaign_send`, `status|recipients` from `campaign_status` and
+`retry|reconcile|resend` from `campaign_repair`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
-from tidings.cli import campaign_send
+from tidings.cli import campaign_repair, campaign_send, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.rendering import Preview
 
@@ -187,3 +188,5 @@ def send_test(
 
 
 campaign_send.register(app)
+campaign_status.register(app)
+campaign_repair.register(app)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class TidingsError(Exception):
@@ -15,6 +15,10 @@ class TidingsError(Exception):
         super().__init__(detail or self.title)
         self.detail = detail or self.title
         self.field = field
+
+    def problem_fields(self) -> dict[str, Any]:
+        """Extra members of the problem+json body (ids the caller can act on); none here."""
+        return {}
 
 
 class InvalidInput(TidingsError):

@@ -68,6 +68,7 @@ async def claim(
             claim_token=token,
             claimed_at=now,
             claimed_by=worker[:100],
+            handed_over_at=None,  # a retried batch starts with no call in flight
             updated_at=now,
         )
     )

@@ -442,3 +442,27 @@ campaign_recipients = Table(
 Index(None, campaign_recipients.c.batch_id, campaign_recipients.c.state)
 Index(None, campaign_recipients.c.campaign_id, campaign_recipients.c.state)
 Index(None, campaign_recipients.c.subscriber_id)
+
+# Every operator intervention in a send (SND-13, SND-19): who retried, reconciled or resent,
+# when, why, and how many recipients it moved. Kept with the campaign; never rewritten.
+send_interventions = Table(
+    "send_interventions",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("batch_id", BigId, nullable=True, comment="the batch reconciled"),
+    Column(
+        "outcome",
+        String(16),
+        nullable=True,
+        comment="reconcile: submitted|failed; resend: the state",
+    ),
+    Column("recipient_count", Integer, nullable=False, comment="recipients it moved"),
+    Column("attempt", Integer, nullable=True, comment="the attempt it started, if any"),
+    Column("note", String(500), nullable=True),
+    Column("actor", String(100), nullable=False, comment="an API key id, or cli:<login>"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    CheckConstraint("action IN ('retry', 'reconcile', 'resend')", name="action"),
+)
+Index(None, send_interventions.c.campaign_id, send_interventions.c.id)

@@ -1,0 +1,106 @@
+"""Reading a send's status (SPEC SND-17, SND-18) and listing its recipients by state (SND-13).
+
+The status is cheap enough to poll: the campaign and its send row in one statement; for a send
+in progress or failed, its batches summed by status and the ETA's few timing samples; for a
+submitted one, nothing more. No recipient row is read on this path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from tidings.campaigns.context import SendingContext
+from tidings.domain.email_headers import message_id
+from tidings.domain.errors import NotFound
+from tidings.domain.eta import WINDOW, Sample
+from tidings.domain.send_status import (
+    READS_BATCHES,
+    SendingStatus,
+    SendRecord,
+    derive_status,
+    finished_status,
+    idle_status,
+    phase_of,
+)
+from tidings.domain.sending import CampaignStatus, RecipientState
+from tidings.storage import recipient_list
+from tidings.storage import send_progress as progress_queries
+from tidings.storage.campaign_sends import SendRow
+
+_RECORD_FIELDS = [field.name for field in fields(SendRecord)]
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignRecipient:
+    """One recipient as an operator looks it up at the provider."""
+
+    id: int
+    batch_id: int | None
+    subscriber_id: int | None
+    address: str | None  # None after a privacy delete
+    message_id: str | None  # None without an address or a batch (never handed over)
+    state: str
+    reason: str | None
+
+
+def _record(send: SendRow) -> SendRecord:
+    return SendRecord(**{name: getattr(send, name) for name in _RECORD_FIELDS})
+
+
+class SendStatusReader:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+
+    async def status(self, campaign_id: int) -> SendingStatus:
+        now = self._ctx.now()
+        async with self._ctx.db.read() as conn:
+            found = await progress_queries.campaign_send(conn, campaign_id)
+            if found is None:
+                raise NotFound(f"no campaign with id {campaign_id}")
+            status, send = CampaignStatus(found[0]), found[1]
+            if send is None:
+                return idle_status(status, None)
+            record = _record(send)
+            if status == CampaignStatus.SUBMITTED:
+                return finished_status(status, record)
+            if status not in READS_BATCHES:
+                return idle_status(status, record)
+            groups = await progress_queries.batch_groups(conn, campaign_id)
+            samples: list[Sample] = []
+            if status != CampaignStatus.FAILED:  # a failed send has no ETA
+                samples = await progress_queries.timing_samples(
+                    conn,
+                    campaign_id,
+                    phase_of(groups),
+                    since=send.attempt_started_at,
+                    window_start=now - WINDOW,
+                )
+        return derive_status(status, record, groups, samples, now=now)
+
+    async def recipients(
+        self, campaign_id: int, state: RecipientState, *, after_id: int | None, limit: int
+    ) -> list[CampaignRecipient]:
+        """A page of the campaign's recipients in `state`, by id, with each one's Message-ID
+        (CMP-4: `<campaign>.<hash of campaign:address>@<its batch's sending domain>`)."""
+        async with self._ctx.db.read() as conn:
+            if await progress_queries.campaign_send(conn, campaign_id) is None:
+                raise NotFound(f"no campaign with id {campaign_id}")
+            rows = await recipient_list.page(
+                conn, campaign_id, state, after_id=after_id, limit=limit
+            )
+        return [
+            CampaignRecipient(
+                id=row.id,
+                batch_id=row.batch_id,
+                subscriber_id=row.subscriber_id,
+                address=row.address,
+                message_id=(
+                    message_id(str(campaign_id), row.address, row.sending_domain)
+                    if row.address and row.sending_domain
+                    else None
+                ),
+                state=row.state,
+                reason=row.reason,
+            )
+            for row in rows
+        ]
