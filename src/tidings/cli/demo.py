@@ -66,6 +66,7 @@ def demo(
     through the workers to a local SMTP sink and followed, every message checked."""
     if directory is not None and directory.exists() and any(directory.iterdir()):
         fail(f"--dir {directory}: not empty (the demo starts from nothing)")
+    started = time.monotonic()
     workdir = directory or Path(tempfile.mkdtemp(prefix="tidings-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -142,5 +143,5 @@ def demo(
         log_file.close()
     out_console.print(
         f"[green]✓[/] server stopped cleanly (exit {server.returncode}); "
-        f"logs in {workdir / 'server.log'}"
+        f"logs in {workdir / 'server.log'}; the demo took {time.monotonic() - started:.0f} s"
     )

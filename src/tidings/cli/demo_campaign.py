@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from email import message_from_bytes, policy
-from email.message import EmailMessage
-from email.parser import BytesHeaderParser
+from email import policy
+from email.message import Message
+from email.parser import BytesHeaderParser, BytesParser
 from email.utils import getaddresses
 from pathlib import Path
 from typing import Any
@@ -132,13 +132,26 @@ def send_a_campaign(
     )
     out_console.print(f"  $ tidings campaign status {campaign_id} --follow", markup=False)
     followed = subprocess.run(  # noqa: S603 - our own executable with fixed arguments
-        [sys.executable, "-m", "tidings", "campaign", "status", str(campaign_id), "--follow"],
+        [
+            sys.executable,
+            "-m",
+            "tidings",
+            "campaign",
+            "status",
+            str(campaign_id),
+            "--follow",
+            "--interval",
+            "0.5",
+        ],
         env=env,
         check=False,
     )
     if followed.returncode != 0:
         fail(f"campaign {campaign_id} did not end submitted (status --follow exit code 1)")
-    status = _tidings_json(env, "campaign", "status", str(campaign_id), "--json")
+    found = httpx.get(f"{base}/api/admin/campaigns/{campaign_id}/status", headers=headers)
+    if found.status_code != 200:
+        fail(f"GET /api/admin/campaigns/{campaign_id}/status: {found.status_code} {found.text}")
+    status: dict[str, Any] = found.json()
     _verify(campaign_id, status, mail_dir, form_reader, base)
 
 
@@ -164,9 +177,18 @@ def _post(base: str, path: str, headers: dict[str, str], **body: Any) -> dict[st
     return answer
 
 
-def _text(message: EmailMessage) -> str:
-    part = message.get_body(preferencelist=("plain",))
-    return " ".join(str(part.get_content()).split()) if part is not None else ""
+_parser = BytesParser(policy=policy.compat32)  # ~8x faster than policy.default on 10,001
+
+
+def _text(message: Message) -> str:
+    """The text/plain part, decoded, whitespace folded."""
+    for part in message.walk():
+        if part.get_content_type() == "text/plain":
+            payload = part.get_payload(decode=True)
+            if isinstance(payload, bytes):
+                charset = part.get_content_charset() or "utf-8"
+                return " ".join(payload.decode(charset).split())
+    return ""
 
 
 def _verify(
@@ -186,9 +208,7 @@ def _verify(
         to[address] += 1
         if head["Message-ID"] != message_id(str(campaign_id), address, SENDER.rpartition("@")[2]):
             fail(f"unexpected Message-ID {head['Message-ID']} for {address}")
-        message = message_from_bytes(data, policy=policy.default)
-        assert isinstance(message, EmailMessage)
-        text = _text(message)
+        text = _text(_parser.parsebytes(data))
         paid = MEMBERS_ONLY in text and FREE_ONLY not in text
         free = FREE_ONLY in text and MEMBERS_ONLY not in text
         if (paid, free) != (address.startswith("member"), not address.startswith("member")):
@@ -228,8 +248,8 @@ def _verify(
         f"{paid_copies:,} paid copies carry the members-only block, free copies the free one"
     )
     out_console.print(
-        f"[green]✓[/] Message-ID per reader: <campaign id>.<first 32 hex of "
-        f"sha256('<campaign id>:<address>')>@<sending domain>"
+        "[green]✓[/] Message-ID per reader: <campaign id>.<first 32 hex of "
+        "sha256('<campaign id>:<address>')>@<sending domain>"
     )
     out_console.print(
         f"  the messages: {mail_dir} (one .eml each; open them in any mail client)", markup=False
