@@ -17,7 +17,8 @@ import httpx
 import typer
 
 from tidings.cli.context import fail, out_console
-from tidings.cli.demo_campaign import send_a_campaign
+from tidings.cli.demo_campaign import create_newsletter, import_readers, send_a_campaign
+from tidings.cli.demo_signup import sign_up_through_the_form
 
 
 def _free_port() -> int:
@@ -50,38 +51,6 @@ def _wait_until_up(base: str, server: subprocess.Popen[bytes], deadline_s: float
     fail("the server did not answer /healthz in time")
 
 
-def _send_through_the_queue(base: str, token: str, mail_dir: Path) -> None:
-    """Queue a transactional email; the in-process worker relays it to the local SMTP sink."""
-    headers = {"Authorization": f"Bearer {token}"}
-    queued = httpx.post(
-        f"{base}/api/admin/emails",
-        headers=headers,
-        json={
-            "to": "reader@example.org",
-            "subject": "Hello from tidings",
-            "text": "This message went API -> queue -> worker -> SMTP relay.",
-            "idempotency_key": "demo-hello",
-        },
-    )
-    if queued.status_code != 202:
-        fail(f"queueing an email failed: {queued.status_code} {queued.text}")
-    job_id = queued.json()["job_id"]
-    deadline = time.monotonic() + 30
-    job = {}
-    while time.monotonic() < deadline:
-        job = httpx.get(f"{base}/api/admin/jobs/{job_id}", headers=headers).json()
-        if job["status"] in ("done", "dead"):
-            break
-        time.sleep(0.2)
-    stored = sorted(mail_dir.glob("*.eml")) if mail_dir.exists() else []
-    if job.get("status") != "done" or not stored:
-        fail(f"the email was not delivered (job {job_id}: {job.get('status')})")
-    out_console.print(
-        f"[green]✓[/] queued an email (job {job_id}); a worker relayed it over SMTP to the "
-        f"local sink in {len(job['history'])} attempt(s): {stored[0]}"
-    )
-
-
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Leave the server running until Ctrl-C."),
     directory: Path | None = typer.Option(
@@ -92,10 +61,12 @@ def demo(
     ),
 ) -> None:
     """Start `tidings serve` on a fresh SQLite file and exercise it end to end: an API key, a
-    transactional email, then a campaign to 50 readers sent through the workers to a local
-    SMTP sink, every message checked."""
+    newsletter, a reader who signs up through the public form and confirms through the emailed
+    link, 10,000 generated readers imported from CSV, then a campaign to all 10,001 sent
+    through the workers to a local SMTP sink and followed, every message checked."""
     if directory is not None and directory.exists() and any(directory.iterdir()):
         fail(f"--dir {directory}: not empty (the demo starts from nothing)")
+    started = time.monotonic()
     workdir = directory or Path(tempfile.mkdtemp(prefix="tidings-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -157,8 +128,10 @@ def demo(
         )
         if anonymous.status_code != 401 or keys.status_code != 200:
             fail("admin authentication did not behave as documented")
-        _send_through_the_queue(base, token, mail_dir)
-        send_a_campaign(base, token, mail_dir, env)
+        newsletter = create_newsletter(base, token)
+        form_reader = sign_up_through_the_form(base, newsletter, mail_dir)
+        import_readers(newsletter, env)
+        send_a_campaign(base, token, newsletter, mail_dir, env, form_reader)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")
             server.wait()
@@ -170,5 +143,5 @@ def demo(
         log_file.close()
     out_console.print(
         f"[green]✓[/] server stopped cleanly (exit {server.returncode}); "
-        f"logs in {workdir / 'server.log'}"
+        f"logs in {workdir / 'server.log'}; the demo took {time.monotonic() - started:.0f} s"
     )
