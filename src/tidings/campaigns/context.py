@@ -9,7 +9,10 @@ from datetime import datetime, timedelta
 
 from tidings.campaigns.drafts import CampaignDrafts
 from tidings.delivery.webhooks import Webhooks
+from tidings.domain.jobs import ClaimLost
+from tidings.queue.job import Job
 from tidings.queue.service import JobQueue
+from tidings.storage import campaign_sends as send_queries
 from tidings.storage.database import Database
 
 
@@ -41,3 +44,12 @@ class SendingContext:
     webhooks: Webhooks
     secret: Callable[[], str]
     policy: SendPolicy
+
+    async def release_status_lock(self, job: Job, campaign_id: int) -> None:
+        """Give the campaign's status lock back (SND-2), if this job still holds its claim;
+        a job that lost it has nothing to release (the lock lapsed with its lease)."""
+        try:
+            async with self.queue.fenced(job) as conn:
+                await send_queries.release_lock(conn, campaign_id, token=str(job.claim_token))
+        except ClaimLost:
+            pass

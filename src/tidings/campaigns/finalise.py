@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import FinaliseCampaign
-from tidings.domain.jobs import ClaimLost, Defer
+from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
     ACTIVE,
     BatchCounts,
@@ -95,11 +95,7 @@ class Finaliser:
         try:
             await self._finalise(job, step.campaign_id)
         finally:
-            try:
-                async with self._ctx.queue.fenced(job) as conn:
-                    await send_queries.release_lock(conn, step.campaign_id, token=token)
-            except ClaimLost:
-                pass
+            await self._ctx.release_status_lock(job, step.campaign_id)
 
     async def _finalise(self, job: Job, campaign_id: int) -> None:
         async with self._ctx.queue.fenced(job) as conn:

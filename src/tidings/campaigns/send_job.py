@@ -14,7 +14,7 @@ from tidings.campaigns.context import SendingContext
 from tidings.campaigns.finalise import fail_campaign
 from tidings.campaigns.jobs import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.preparation import Preparation, PreparationInterrupted
-from tidings.domain.jobs import ClaimLost, Defer
+from tidings.domain.jobs import Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
 from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
@@ -37,13 +37,7 @@ class CampaignSender:
             try:
                 await self._run(job, step)
             finally:
-                try:
-                    async with self._ctx.queue.fenced(job) as conn:
-                        await send_queries.release_lock(
-                            conn, step.campaign_id, token=str(job.claim_token)
-                        )
-                except ClaimLost:
-                    pass
+                await self._ctx.release_status_lock(job, step.campaign_id)
 
     async def _lock(self, job: Job, step: SendCampaign) -> bool:
         """SND-2: a competing job or a stale retry returns here without effect."""

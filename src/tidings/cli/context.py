@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -51,6 +52,14 @@ def state_of(ctx: typer.Context) -> CliState:
         state = CliState()
         ctx.find_root().obj = state
     return state
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now, for a local server the command starts."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,16 +15,9 @@ from pathlib import Path
 import httpx
 import typer
 
-from tidings.cli.context import fail, out_console
+from tidings.cli.context import fail, free_port, out_console
 from tidings.cli.demo_campaign import create_newsletter, import_readers, send_a_campaign
 from tidings.cli.demo_signup import sign_up_through_the_form
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _tidings(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -69,9 +61,9 @@ def demo(
     started = time.monotonic()
     workdir = directory or Path(tempfile.mkdtemp(prefix="tidings-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
-    smtp_port = _free_port()
+    smtp_port = free_port()
     mail_dir = workdir / "mail"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},

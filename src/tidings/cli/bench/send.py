@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ from aiosmtplib import SMTP
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import running
 from tidings.campaigns.commands import DraftFields
+from tidings.cli.context import free_port
 from tidings.config import load_settings
 from tidings.delivery.form_data import encode_multipart
 from tidings.delivery.mailgun import MailgunProvider
@@ -41,12 +41,6 @@ POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
 DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def postfix_root() -> Path | None:
     """Where `smtp-sink` was unpacked (`apt-get download postfix` then `dpkg -x DEB ROOT`)."""
     root = Path(os.environ.get(POSTFIX_ROOT_ENV, DEFAULT_POSTFIX_ROOT))
@@ -57,7 +51,7 @@ def postfix_root() -> Path | None:
 async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
     """A sink on loopback in its own process: Postfix `smtp-sink` if available, else
     `tidings dev-smtp`. Yields (name, port)."""
-    port = _free_port()
+    port = free_port()
     root = postfix_root() if prefer_postfix else None
     if root is not None:
         env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
@@ -129,7 +123,7 @@ BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare clien
 @asynccontextmanager
 async def dev_provider_process() -> AsyncIterator[int]:
     """`tidings dev-provider` in its own process on a free loopback port."""
-    port = _free_port()
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
