@@ -15,6 +15,7 @@ import structlog
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.delivery.email_jobs import Mailer, RawEmail
+from tidings.domain import tokens
 from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock
 from tidings.domain.email_headers import check_address, check_header_values
@@ -41,8 +42,6 @@ from tidings.storage.newsletters import NewsletterRow
 
 log = structlog.get_logger("tidings.campaigns")
 MAX_TEST_RECIPIENTS = 10
-# Links in a test send lead to the "link not valid" page: a test reader is not a subscriber.
-TEST_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
 REQUIRED_FIELDS = frozenset({"subject", "preheader", "body", "body_format", "audience_filter"})
 EDITABLE_FIELDS = frozenset(
     {
@@ -275,8 +274,8 @@ class CampaignDrafts:
                 values = RecipientValues(
                     address=address,
                     name=None,
-                    unsubscribe_token=TEST_TOKEN,
-                    preferences_token=TEST_TOKEN,
+                    unsubscribe_token=tokens.TEST_SEND_TOKEN,
+                    preferences_token=tokens.TEST_SEND_TOKEN,
                     subscriber_id="test",
                     recipient_id=f"test-{number}",
                 )

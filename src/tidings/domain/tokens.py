@@ -74,3 +74,12 @@ def verify(secret: str, purpose: str, token: str, row_stamp: datetime) -> bool:
 def keyed_email_hash(secret: str, email_key: str) -> str:
     """HMAC of a normalised address (AUD-8): a plain hash can be reversed by guessing."""
     return hmac.new(secret.encode(), b"email:" + email_key.encode(), hashlib.sha256).hexdigest()
+
+
+# The unsubscribe and preferences token in a campaign's test send (CMP-5): a test reader is
+# not a subscriber, so the links open a page that says the message was a test.
+TEST_SEND_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
+
+
+def is_test_send_token(token: str) -> bool:
+    return token == TEST_SEND_TOKEN

@@ -123,6 +123,12 @@ class Pages:
             subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
         )
 
+    def test_link(self, *, purpose: Literal["unsubscribe", "preferences"]) -> str:
+        """What an unsubscribe or preferences link in a test send opens: "this was a test"."""
+        if purpose not in ("unsubscribe", "preferences"):
+            raise InvalidInput("purpose must be 'unsubscribe' or 'preferences'", field="purpose")
+        return self._render("test_link.html", purpose=purpose)
+
     def _render(self, name: str, *, kicker: str | None = None, **context: Any) -> str:
         template = self._environment.get_template(f"pages/{name}")
         return template.render(theme=self.theme, kicker=kicker, **context) + "\n"

@@ -8,7 +8,7 @@ the signed token in the URL is the authority. These URLs never change once mail 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from tidings.api.deps import ContainerDep
 from tidings.api.public.json import client_ip
 from tidings.audience.public import LinkProblem, Preference
+from tidings.domain import tokens
 from tidings.domain.audience import Source
 from tidings.domain.errors import InvalidInput, NotFound, RateLimited
 from tidings.rendering.pages import PreferenceItem
@@ -34,8 +35,15 @@ def _html(body: str, status_code: int = 200) -> HTMLResponse:
 
 
 async def _page_or_problem(
-    container: ContainerDep, render: Callable[[], Awaitable[str]]
+    container: ContainerDep,
+    render: Callable[[], Awaitable[str]],
+    *,
+    token: str | None = None,
+    purpose: Literal["unsubscribe", "preferences"] = "unsubscribe",
 ) -> HTMLResponse:
+    if token is not None and tokens.is_test_send_token(token):
+        # A link from a campaign's test send (CMP-5): no subscriber behind it, and nothing to do.
+        return _html(container.pages.test_link(purpose=purpose))
     try:
         return _html(await render())
     except LinkProblem as problem:
@@ -117,7 +125,7 @@ async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLRespons
             preferences_url=target.preferences_url,
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token)
 
 
 @router.post(
@@ -132,7 +140,7 @@ async def unsubscribe(container: ContainerDep, token: Token) -> HTMLResponse:
             newsletter_name=target.newsletter_name, preferences_url=target.preferences_url
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token)
 
 
 def _items(preferences: list[Preference]) -> list[PreferenceItem]:
@@ -155,7 +163,7 @@ async def preferences_page(container: ContainerDep, token: Token) -> HTMLRespons
             items=items, action_url=f"/preferences/{token}", saved=False
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose="preferences")
 
 
 @router.post("/preferences/{token}", response_class=HTMLResponse, summary="Save preferences")
@@ -170,4 +178,4 @@ async def save_preferences(
             items=_items(updated), action_url=f"/preferences/{token}", saved=True
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose="preferences")
