@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tidings.access.keys import ApiKeys
+from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
@@ -105,6 +106,7 @@ class Container:
     retries: SendRetries
     reconciler: Reconciler
     importer: Importer
+    pending_confirmations: PendingConfirmations
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -371,6 +373,7 @@ def build(
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
+        pending_confirmations=PendingConfirmations(audience),
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.e2e.audience_helpers import create_newsletter, snapshot
@@ -20,8 +21,8 @@ CSV = (
 )
 
 
-def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
-    """An operator importing a file sees which rows failed and why, and can export what went in."""
+def _cli(database_url: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`tidings ARGS…` on `database_url`, with none of the developer's own settings."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
         "TIDINGS_DATABASE_URL": database_url,
@@ -38,6 +39,12 @@ def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url:
             check=False,
         )
 
+    return tidings
+
+
+def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
+    """An operator importing a file sees which rows failed and why, and can export what went in."""
+    tidings = _cli(database_url)
     assert tidings("migrate").returncode == 0
     assert (
         tidings(
@@ -100,7 +107,9 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
         before = await snapshot(container)
         for body, params in (
             (b"\xff\xfe bad", {"newsletter": "weekly"}),
-            (b"mail,name\nx@y.z,X\n", {"newsletter": "weekly"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly", "map": "contact=phone"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly", "map": "fax=email"}),
             (CSV.encode(), {"newsletter": "nope"}),
         ):
             bad = await client.post(
@@ -112,6 +121,16 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
             assert 400 <= bad.status_code < 500, bad.text
             assert bad.headers["content-type"] == "application/problem+json"
         assert await snapshot(container) == before
+        mapped = await client.post(
+            "/api/admin/subscribers/import",
+            params={"newsletter": "weekly", "map": ["contact=email", "who=name"]},
+            content=b"contact;who;phone\nzed@example.org;Zed;555\n",
+            headers={**headers, "content-type": "text/csv"},
+        )
+        assert mapped.status_code == 200, mapped.text
+        report = mapped.json()
+        assert (report["created"], report["failed_rows"]) == (1, 0)
+        assert (report["awaiting_confirmation"], report["ignored_columns"]) == (1, ["phone"])
 
 
 async def test_import_publishes_consent_events_in_the_same_transaction(database_url: str) -> None:
@@ -155,3 +174,42 @@ async def test_import_publishes_consent_events_in_the_same_transaction(database_
                 "subscriber.unsubscribed",  # old@, by the import
             ]
         )
+
+
+def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
+    tmp_path: Path, database_url: str
+) -> None:
+    """After moving a list, the operator must learn how many readers can be mailed now and how
+    many must confirm first, and be able to ask those in one step."""
+    tidings = _cli(database_url)
+    assert tidings("migrate").returncode == 0
+    created = tidings(
+        *("newsletters", "create", "weekly", "--name", "Weekly"),
+        *("--sender-name", "E", "--sender-address", "e@example.org"),
+    )
+    assert created.returncode == 0, created.stderr
+    source = tmp_path / "members.csv"
+    source.write_text(
+        "Email Address;First Name;Last Name;Member Since;status\n"
+        "ann@example.org;Ann;Lee;2020;confirmed\n"
+        "bob@example.org;Bob;;2021;\n"
+        "cy@example.org;Cy;;2022;\n"
+    )
+    bad_map = tidings("subscribers", "import", str(source), "--newsletter", "weekly", "--map", "x")
+    assert bad_map.returncode == 2
+    assert "--map" in bad_map.stderr
+    imported = tidings(
+        *("subscribers", "import", str(source), "--newsletter", "weekly"),
+        *("--send-confirmations", "--rate", "1000"),
+    )
+    assert imported.returncode == 0, imported.stderr
+    summary = " ".join(imported.stderr.split())
+    assert "1 row(s) mailable now; 2 wait for the person to confirm" in summary
+    assert "Ignored column(s): Member Since" in summary
+    assert "Queued 2 confirmation email(s)" in summary
+    again = tidings("subscribers", "confirm-pending", "--newsletter", "weekly", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == {"confirmations_queued": 2}
+    unknown = tidings("subscribers", "confirm-pending", "--newsletter", "nope")
+    assert unknown.returncode == 1
+    assert "no newsletter" in unknown.stderr
