@@ -4,7 +4,6 @@ send lead (issue 13, items 6 and 7)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,19 +14,11 @@ import httpx
 from tests.e2e.audience_helpers import create_newsletter
 from tests.e2e.test_delivery_engine import FAST_QUEUE, eventually, serving
 from tests.factories import admin_headers, make_settings
+from tests.support.cli import tidings_cli
 
 
 async def _tidings(database_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "tidings", *args],
-        env={**clean, "TIDINGS_DATABASE_URL": database_url, "TIDINGS_LOG_FORMAT": "json", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return await asyncio.to_thread(tidings_cli(database_url, **env), *args)
 
 
 async def _captured(client: httpx.AsyncClient, headers: dict[str, str]) -> list[dict[str, Any]]:

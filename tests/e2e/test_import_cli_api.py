@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.cli import tidings_cli
 
 CSV = (
     "email,name,tier,labels,status\n"
@@ -21,30 +18,9 @@ CSV = (
 )
 
 
-def _cli(database_url: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """`tidings ARGS…` on `database_url`, with none of the developer's own settings."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
-        "TIDINGS_DATABASE_URL": database_url,
-        "TIDINGS_LOG_FORMAT": "json",
-    }
-
-    def tidings(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tidings", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    return tidings
-
-
 def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
     """An operator importing a file sees which rows failed and why, and can export what went in."""
-    tidings = _cli(database_url)
+    tidings = tidings_cli(database_url)
     assert tidings("migrate").returncode == 0
     assert (
         tidings(
@@ -181,7 +157,7 @@ def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
 ) -> None:
     """After moving a list, the operator must learn how many readers can be mailed now and how
     many must confirm first, and be able to ask those in one step."""
-    tidings = _cli(database_url)
+    tidings = tidings_cli(database_url)
     assert tidings("migrate").returncode == 0
     created = tidings(
         *("newsletters", "create", "weekly", "--name", "Weekly"),

@@ -17,6 +17,7 @@ from tidings.audience.consent import ConsentRecorder, owners_of, state_of
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
 from tidings.audience.ratelimit import SubscribeRateLimiter
+from tidings.audience.welcome import queue_welcome
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
@@ -126,9 +127,12 @@ class PublicFlows:
         )
         decision = consent.decide(before, consent.Subscribe(source, newsletter.double_opt_in))
         assert isinstance(decision, consent.Transition)  # subscribing is never refused
-        return await self._consent.record(
+        written = await self._consent.record(
             conn, subscription, decision, now=now, owners=(subscriber, newsletter)
         )
+        if decision.confirms:  # a single opt-in newsletter: confirmed by asking
+            await queue_welcome(self._ctx, conn, written, (subscriber, newsletter))
+        return written
 
     # -- confirm (AUD-6) ------------------------------------------------------------------
 
@@ -146,7 +150,9 @@ class PublicFlows:
             decision = consent.decide(state_of(subscription), consent.ConfirmByLink(client_ip))
             if isinstance(decision, consent.Refusal):
                 raise LinkProblem("invalid")  # left since: this link no longer applies
-            await self._consent.record(conn, subscription, decision, now=now)
+            written = await self._consent.record(conn, subscription, decision, now=now)
+            if decision.confirms:
+                await queue_welcome(self._ctx, conn, written, await owners_of(conn, written))
             return await self._target(conn, subscription)
 
     async def _subscription_for_confirmation(

@@ -1,14 +1,15 @@
-"""`tidings newsletters create|list`: the lists people subscribe to."""
+"""`tidings newsletters create|list|welcome`: the lists people subscribe to."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from tidings.audience.newsletters import NewsletterFields
-from tidings.cli.context import container_for, out_console, run
+from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
+from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 
@@ -25,8 +26,16 @@ def create(
     single_opt_in: bool = typer.Option(
         False, "--single-opt-in", help="Skip the confirmation email (not recommended)."
     ),
+    welcome_subject: str | None = typer.Option(
+        None, "--welcome-subject", help="Send a welcome email with this subject on confirming."
+    ),
+    welcome_file: Path | None = typer.Option(
+        None, "--welcome-file", help="The welcome email's text (paragraphs of plain text)."
+    ),
 ) -> None:
-    """Create a newsletter (double opt-in unless --single-opt-in)."""
+    """Create a newsletter (double opt-in unless --single-opt-in), optionally with a welcome
+    email sent to each person once they confirm."""
+    welcome_body = _read_text(welcome_file)
 
     async def go() -> None:
         async with container_for(ctx) as container:
@@ -39,9 +48,51 @@ def create(
                     reply_to=reply_to,
                     description=description,
                     double_opt_in=not single_opt_in,
+                    welcome_subject=welcome_subject,
+                    welcome_body=welcome_body,
                 )
             )
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
+
+    run(go)
+
+
+def _read_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--welcome-file: cannot read {path}: {exc}", code=EXIT_CONFIG)
+
+
+@app.command("welcome")
+def welcome(
+    ctx: typer.Context,
+    slug: str = typer.Argument(..., help="The newsletter's slug."),
+    subject: str | None = typer.Option(None, "--subject", help="The welcome email's subject."),
+    file: Path | None = typer.Option(
+        None, "--file", help="The welcome email's text (paragraphs of plain text)."
+    ),
+    off: bool = typer.Option(False, "--off", help="Send no welcome email any more."),
+) -> None:
+    """Set (or with --off, remove) the email a person gets once they confirm their
+    subscription. It carries a link to their preferences; it is not sent to imported or
+    admin-confirmed subscribers."""
+    if off == bool(subject or file):
+        fail("give --subject and/or --file, or --off", code=EXIT_CONFIG)
+    body = "" if off else _read_text(file)
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            row = await container.newsletters.update(
+                slug,
+                NewsletterChanges(welcome_subject="" if off else subject, welcome_body=body),
+            )
+        state = (
+            f"welcome email: {row.welcome_subject}" if row.welcome_subject else "no welcome email"
+        )
+        out_console.print(f"{row.slug}: {state}.")
 
     run(go)
 

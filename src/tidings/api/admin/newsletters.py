@@ -25,6 +25,18 @@ class NewsletterCreate(BaseModel):
     sender_address: str = Field(max_length=320)
     reply_to: str | None = Field(default=None, max_length=320)
     double_opt_in: bool = Field(default=True, description="Require a confirmation click.")
+    welcome_subject: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=SingleLine,
+        description="Subject of the welcome email sent once a person confirms (with "
+        "welcome_body); unset: no welcome email.",
+    )
+    welcome_body: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Plain text of the welcome email; blank lines separate paragraphs.",
+    )
 
 
 class NewsletterUpdate(BaseModel):
@@ -35,6 +47,13 @@ class NewsletterUpdate(BaseModel):
     sender_address: str | None = Field(default=None, max_length=320)
     reply_to: str | None = Field(default=None, max_length=320)
     double_opt_in: bool | None = None
+    welcome_subject: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=SingleLine,
+        description='"" turns the welcome email off.',
+    )
+    welcome_body: str | None = Field(default=None, max_length=20_000)
 
 
 class NewsletterPublic(RecordView):
@@ -46,6 +65,8 @@ class NewsletterPublic(RecordView):
     sender_address: str
     reply_to: str | None
     double_opt_in: bool
+    welcome_subject: str | None
+    welcome_body: str | None
     created_at: datetime
     updated_at: datetime
 
