@@ -38,7 +38,7 @@ from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.submission import BatchSubmitter
-from tidings.config import MailgunSettings, QueueSettings, Settings
+from tidings.config import MailgunSettings, QueueSettings, Settings, placeholder_identity
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
@@ -48,6 +48,7 @@ from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain.clock import Clock
+from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue, Periodic
@@ -106,6 +107,7 @@ class Container:
     retries: SendRetries
     reconciler: Reconciler
     importer: Importer
+    identity: SendingIdentity
     pending_confirmations: PendingConfirmations
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
@@ -325,6 +327,7 @@ def build(
         site_name=settings.site.name,
         confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
         templates=templates,
+        theme=theme_from(settings),
     )
     limits = SubscribeLimits(
         per_ip=settings.audience.subscribe_limit_per_ip,
@@ -332,6 +335,10 @@ def build(
         window_seconds=settings.audience.rate_limit_window_seconds,
     )
     limiter = SubscribeRateLimiter(audience, limits)
+    identity = SendingIdentity(
+        real_provider=settings.email.provider != "capture",
+        placeholders=placeholder_identity(settings),
+    )
     public = PublicFlows(audience, limiter)
     campaigns = CampaignDrafts(
         CampaignContext(
@@ -341,6 +348,7 @@ def build(
             public_url=audience.public_url,
             theme=theme_from(settings),
             templates=templates,
+            identity=identity,
         )
     )
     sending = SendingContext(
@@ -358,7 +366,7 @@ def build(
         db=db,
         metrics=Metrics(),
         templates=templates,
-        pages=Pages(engine=templates),
+        pages=Pages(theme_from(settings), engine=templates),
         api_keys=ApiKeys(db, clock),
         queue=queue,
         webhooks=webhooks,
@@ -373,6 +381,7 @@ def build(
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
+        identity=identity,
         pending_confirmations=PendingConfirmations(audience),
         campaigns=campaigns,
         sending=sending,

@@ -107,7 +107,7 @@ def test_every_page_is_a_complete_document_with_a_title_and_a_heading(page: str)
     assert html.startswith("<!DOCTYPE html>")
     assert ("html", {"lang": "en"}) in document.tags
     assert document.count("title") == document.count("h1") == 1
-    assert document.text("title").endswith("· Tidings")
+    assert document.text("title").endswith(f"· {DEFAULT_THEME.site_name}")
     assert document.text("h1")
     viewport = {"name": "viewport", "content": "width=device-width, initial-scale=1"}
     assert ("meta", viewport) in document.tags  # mobile browsers lay it out at device width

@@ -22,6 +22,7 @@ from tidings.domain.errors import (
     TidingsError,
     Unauthenticated,
 )
+from tidings.domain.identity import PlaceholderIdentity
 from tidings.observability.logging import get_logger
 
 PROBLEM_JSON = "application/problem+json"
@@ -34,6 +35,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,
+    PlaceholderIdentity: 409,
     PayloadTooLarge: 413,
     RateLimited: 429,
     NotReady: 503,

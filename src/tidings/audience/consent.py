@@ -120,6 +120,7 @@ class ConsentRecorder:
             confirm_url=self._ctx.confirm_url(token),
             expires_hours=self._ctx.confirm_token_ttl_hours,
             engine=self._ctx.templates,
+            theme=self._ctx.theme,
         )
         await self._ctx.mailer.queue_in(
             conn,

@@ -11,7 +11,7 @@ from tidings.delivery.email_jobs import Mailer
 from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.clock import Clock
-from tidings.rendering import TemplateEngine
+from tidings.rendering import DEFAULT_THEME, TemplateEngine, Theme
 from tidings.storage.database import Database
 
 
@@ -26,6 +26,7 @@ class AudienceContext:
     site_name: str
     confirm_token_ttl_hours: int
     templates: TemplateEngine
+    theme: Theme = DEFAULT_THEME  # the configured brand and postal address, for notices
 
     def email_hash(self, email_key: str) -> str:
         return tokens.keyed_email_hash(self.secret(), email_key)

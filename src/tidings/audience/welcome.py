@@ -4,14 +4,11 @@ imports or admin assertions: those people did nothing just now."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
 from tidings.delivery.email_jobs import TransactionalEmail
 from tidings.rendering.notice import render_notice
-from tidings.rendering.theme import DEFAULT_THEME
 from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
 from tidings.storage.subscriptions import SubscriptionRow
@@ -44,7 +41,7 @@ async def queue_welcome(
         button_url=context.preferences_url(subscriber.id, subscriber.created_at),
         newsletter_name=newsletter.name,
         engine=context.templates,
-        theme=dataclasses.replace(DEFAULT_THEME, site_name=context.site_name),
+        theme=context.theme,
     )
     confirmed = int(subscription.confirmed_at.timestamp() * 1_000_000)
     await context.mailer.queue_in(

@@ -20,6 +20,7 @@ from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.identity import NOT_CHECKED, SendingIdentity
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
 from tidings.rendering import (
     CampaignContent,
@@ -65,6 +66,8 @@ class CampaignContext:
     public_url: str
     theme: Theme
     templates: TemplateEngine
+    # Real mail (SMTP, Mailgun) is refused while the publisher's identity is the placeholder.
+    identity: SendingIdentity = NOT_CHECKED
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +175,12 @@ class CampaignDrafts:
             if not await queries.delete_draft(conn, campaign_id):
                 raise Conflict("only a draft campaign can be deleted")
 
+    def check_identity(self, draft: CampaignDraft) -> None:
+        """Refuse (PlaceholderIdentity) to mail readers under placeholder settings or a
+        newsletter sender address no mail can come from; the capture provider passes."""
+        newsletter = draft.newsletter
+        self._ctx.identity.check(newsletter=(newsletter.slug, newsletter.sender_address))
+
     def _draft(self, row: CampaignRow, newsletter: NewsletterRow) -> CampaignDraft:
         audience = parse_filter(row.audience_filter)
         return CampaignDraft(row, newsletter, audience, audience.tiers())
@@ -257,6 +266,7 @@ class CampaignDrafts:
             dict.fromkeys(normalise_email(address, field="to").email for address in addresses)
         )
         draft = await self.get(campaign_id)
+        self.check_identity(draft)
         content, sender, list_info = self._parts(draft)
         rendering = render_segment(
             content,
