@@ -204,3 +204,13 @@ def test_the_welcome_email_is_set_from_the_cli(tmp_path: Path, database_url: str
     half = tidings("newsletters", "welcome", "weekly", "--subject", "Only a subject")
     assert half.returncode == 1
     assert "welcome_body" in half.stderr
+
+
+async def test_a_single_opt_in_newsletter_welcomes_at_once(site: Any) -> None:
+    """Without a confirmation step the subscribe itself is the confirmation, so the welcome
+    must follow it directly, and only once however often the person subscribes."""
+    client, container, headers = site
+    await create_newsletter(client, headers, "daily", double_opt_in=False, **WELCOME)
+    for _ in range(2):
+        await client.post("/api/subscribe", json={"email": "cy@example.org", "newsletter": "daily"})
+    assert await _emails(container) == [("cy@example.org", "Welcome aboard")]
