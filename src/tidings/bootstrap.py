@@ -16,6 +16,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import structlog
+
 from tidings.access.keys import ApiKeys
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.context import AudienceContext
@@ -57,6 +59,8 @@ from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
 from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
+
+log = structlog.get_logger("tidings.bootstrap")
 
 
 def utcnow() -> datetime:
@@ -221,6 +225,13 @@ class Container:
     async def run_workers(self, stop: asyncio.Event) -> None:
         """Consume every job kind until `stop` is set, then drain (SIGTERM semantics). Sends
         interrupted earlier are resumed at start, and the sweep looks again on its interval."""
+        if self.identity.real_provider and self.identity.placeholders:
+            # Sends are refused under it; confirmation emails (a reader asked) still go out.
+            log.warning(
+                "config.placeholder_identity",
+                provider=self.settings.email.provider,
+                settings=[key.split()[0] for key in self.identity.placeholders],
+            )
         await self.queue.run_workers(
             self.handler_registry(),
             stop,

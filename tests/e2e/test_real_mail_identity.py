@@ -8,11 +8,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.cli import tidings_cli
 from tests.support.sending import create_campaign, seed
+from tidings.bootstrap import build, start
 from tidings.config import load_settings, placeholder_identity
 from tidings.domain.identity import is_placeholder_address
 
@@ -137,3 +139,28 @@ def test_placeholder_identity_names_exactly_the_defaults(
 def test_placeholder_addresses(address: str, placeholder: bool) -> None:
     """Only names no mail can come from count as placeholders; real domains pass."""
     assert is_placeholder_address(address) is placeholder
+
+
+@pytest.mark.parametrize(("provider", "warned"), [("smtp", True), ("capture", False)])
+async def test_a_worker_under_the_placeholder_identity_warns_at_start(
+    database_url: str, provider: str, warned: bool
+) -> None:
+    """Confirmation emails still go out (a reader asked for them), so an operator reading the
+    worker's log must learn at start that real mail carries placeholder settings."""
+    settings = make_settings(database_url, email={"provider": provider}, smtp=SMTP)
+    container = build(settings)
+    try:
+        await start(container, apply_migrations=True)
+        stop = asyncio.Event()
+        stop.set()  # start, warn, and stop at once
+        with capture_logs() as logs:
+            await container.run_workers(stop)
+    finally:
+        await container.close()
+    warnings = [entry for entry in logs if entry["event"] == "config.placeholder_identity"]
+    if not warned:
+        assert warnings == []
+        return
+    (warning,) = warnings
+    assert warning["log_level"] == "warning"
+    assert tuple(warning["settings"]) == DEFAULT_KEYS
