@@ -1,5 +1,5 @@
-"""The audience at a glance, for the admin dashboard: subscriptions per newsletter and state,
-and day-by-day confirmations and unsubscribes over a recent period."""
+"""The audience at a glance, for the admin UI: subscriptions per newsletter and state, day-by-day
+confirmations and unsubscribes over a recent period, and one person's campaign deliveries."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from datetime import UTC, date, datetime, timedelta
 from tidings.audience.context import AudienceContext
 from tidings.storage import audience_stats as queries
 from tidings.storage import newsletters as newsletter_queries
+from tidings.storage import subscriber_deliveries as delivery_queries
+from tidings.storage.subscriber_deliveries import DeliveryRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +54,8 @@ class AudienceStats:
             DayChange(first + timedelta(days=offset), confirmed, unsubscribed)
             for offset, (confirmed, unsubscribed) in enumerate(changes)
         ]
+
+    async def deliveries_of(self, subscriber_id: int, *, limit: int = 100) -> list[DeliveryRow]:
+        """The campaigns that reached (or skipped) one person, newest first (the person page)."""
+        async with self._ctx.db.read() as conn:
+            return await delivery_queries.deliveries_of(conn, subscriber_id, limit=limit)

@@ -3,9 +3,9 @@ route class that turns a missing session, a bad CSRF token or a refused use case
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +26,7 @@ from tidings.domain.errors import (
 )
 from tidings.ui.guard import CSRF_FIELD, CsrfRejected, SignInRequired, container_of
 
+T = TypeVar("T")
 _environment = Environment(
     loader=PackageLoader("tidings.ui", "templates"),
     autoescape=select_autoescape(enabled_extensions=("html", "svg"), default=True),
@@ -142,3 +143,14 @@ def page(
         admin_email=session.email,
         **context,
     )
+
+
+PAGE_SIZE = 50
+
+
+def one_page(rows: Sequence[T], key: Callable[[T], int]) -> tuple[Sequence[T], int | None]:
+    """A page of a list read with one extra row: the rows to show, and the cursor of the next
+    page (the last shown row's key) when the extra row says there is one."""
+    if len(rows) > PAGE_SIZE:
+        return rows[:PAGE_SIZE], key(rows[PAGE_SIZE - 1])
+    return rows, None
