@@ -100,6 +100,12 @@ class UiRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
+            response = await answer(request)
+            for name in ("Cache-Control", "Referrer-Policy", "X-Content-Type-Options"):
+                response.headers.setdefault(name, SECURITY_HEADERS[name])
+            return response
+
+        async def answer(request: Request) -> Response:
             try:
                 return await handler(request)
             except SignInRequired as needed:
