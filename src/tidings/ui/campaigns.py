@@ -52,6 +52,28 @@ class DraftForm:
         self.reply_to = reply_to.strip() or None
 
 
+async def _editor(
+    request: Request,
+    session: Session,
+    campaign_id: int,
+    *,
+    error: str | None = None,
+    notice: str | None = None,
+) -> HTMLResponse:
+    """The editor as stored, with what the last action said (a refusal answers 422)."""
+    draft = await container_of(request).campaigns.get(campaign_id)
+    extra = {} if notice is None else {"notice": notice}
+    return page(
+        request,
+        session,
+        "campaign_editor.html",
+        status_code=422 if error else 200,
+        draft=draft,
+        error=error,
+        **extra,
+    )
+
+
 def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
@@ -124,15 +146,7 @@ async def save_draft(
     except (InvalidInput, Conflict) as refused:
         if _wants_json(request):
             return JSONResponse({"error": refused.detail}, status_code=422)
-        draft = await container.campaigns.get(campaign_id)
-        return page(
-            request,
-            session,
-            "campaign_editor.html",
-            status_code=422,
-            draft=draft,
-            error=refused.detail,
-        )
+        return await _editor(request, session, campaign_id, error=refused.detail)
     if _wants_json(request):
         return JSONResponse({"saved": True, "segments": list(draft.segments)})
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
@@ -167,24 +181,9 @@ async def send_test_copy(
             raise InvalidInput("give 1 to 10 addresses, separated by commas", field="to")
         await container.campaigns.test_send(campaign_id, addresses, segment or None)
     except InvalidInput as refused:
-        draft = await container.campaigns.get(campaign_id)
-        return page(
-            request,
-            session,
-            "campaign_editor.html",
-            status_code=422,
-            draft=draft,
-            error=refused.detail,
-        )
-    draft = await container.campaigns.get(campaign_id)
-    return page(
-        request,
-        session,
-        "campaign_editor.html",
-        draft=draft,
-        error=None,
-        notice=f"Test sent to {len(addresses)} address(es).",
-    )
+        return await _editor(request, session, campaign_id, error=refused.detail)
+    notice = f"Test sent to {len(addresses)} address(es)."
+    return await _editor(request, session, campaign_id, notice=notice)
 
 
 @router.post("/{campaign_id}/schedule")

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidings.domain.consent import SubscriptionState
@@ -28,37 +28,61 @@ def _runs(request: Request) -> ImportRuns:
     return runs
 
 
+class AudienceQuery:
+    """The AUD-11 filter as query parameters: newsletter, state, tier and label (blank: any)."""
+
+    def __init__(
+        self,
+        newsletter: Annotated[str, Query(max_length=64)] = "",
+        state: Annotated[str, Query(max_length=16)] = "",
+        tier: Annotated[str, Query(max_length=16)] = "",
+        label: Annotated[str, Query(max_length=64)] = "",
+    ) -> None:
+        if state and state not in {s.value for s in SubscriptionState}:
+            raise InvalidInput("state must be pending, confirmed or unsubscribed", field="state")
+        self.newsletter = newsletter
+        self.state = state
+        self.tier = tier
+        self.label = label
+
+    def used(self) -> dict[str, str | None]:
+        """The filter for the use cases: blank fields left out."""
+        return {
+            "newsletter": self.newsletter or None,
+            "state": self.state or None,
+            "tier": self.tier or None,
+            "label": self.label or None,
+        }
+
+
+Audience = Annotated[AudienceQuery, Depends()]
+
+
 @router.get("")
 async def search(
     request: Request,
     session: Session,
-    newsletter: Annotated[str, Query(max_length=64)] = "",
-    state: Annotated[str, Query(max_length=16)] = "",
-    tier: Annotated[str, Query(max_length=16)] = "",
-    label: Annotated[str, Query(max_length=64)] = "",
+    audience: Audience,
     q: Annotated[str, Query(max_length=320)] = "",
     after: Annotated[int | None, Query(ge=0, le=2**62)] = None,
 ) -> HTMLResponse:
     container = container_of(request)
     error = None
     found: list[Any] = []
+    filters = audience.used()
+    state = filters.pop("state")
     try:
-        chosen_state = SubscriptionState(state) if state else None
         found = await container.subscribers.search(
-            newsletter=newsletter or None,
-            state=chosen_state,
-            tier=tier or None,
-            label=label or None,
+            **filters,
+            state=SubscriptionState(state) if state else None,
             text=q.strip() or None,
             after_id=after,
             limit=PAGE_SIZE + 1,
         )
-    except ValueError:
-        error = "state must be pending, confirmed or unsubscribed"
     except (InvalidInput, NotFound) as refused:
         error = refused.detail
     shown, next_after = one_page(found, key=lambda view: int(view.subscriber.id))
-    query = {"newsletter": newsletter, "state": state, "tier": tier, "label": label, "q": q}
+    query = {**vars(audience), "q": q}
     return page(
         request,
         session,
@@ -74,24 +98,9 @@ async def search(
 
 
 @router.get("/export")
-async def export_csv(
-    request: Request,
-    session: Session,
-    newsletter: Annotated[str, Query(max_length=64)] = "",
-    state: Annotated[str, Query(max_length=16)] = "",
-    tier: Annotated[str, Query(max_length=16)] = "",
-    label: Annotated[str, Query(max_length=64)] = "",
-) -> Response:
-    if state and state not in {s.value for s in SubscriptionState}:
-        raise InvalidInput("state must be pending, confirmed or unsubscribed", field="state")
+async def export_csv(request: Request, session: Session, audience: Audience) -> Response:
     out = io.StringIO()
-    await container_of(request).importer.export_csv(
-        out,
-        newsletter=newsletter or None,
-        state=state or None,
-        tier=tier or None,
-        label=label or None,
-    )
+    await container_of(request).importer.export_csv(out, **audience.used())
     return Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",
