@@ -13,6 +13,7 @@ from tidings.domain.jobs import GiveUp, JobStatus
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
+from tidings.ui.campaign_sends import eta_words
 from tidings.ui.chart import line_chart
 
 
@@ -92,3 +93,12 @@ def test_line_chart_scales_from_zero_to_the_peak() -> None:
     assert chart.peak == 4
     assert chart.summary == "6 signups over 3 days, at most 4 in one day"
     assert line_chart([], [], what="signups").summary == "no signups"
+
+
+def test_eta_reads_as_an_operator_would_say_it() -> None:
+    """The send page's time left must be plain words, and honest before there is an estimate."""
+    assert eta_words(None) == "estimating…"
+    assert eta_words(0) == "about 0 s"
+    assert eta_words(59) == "about 59 s"
+    assert eta_words(150) == "about 2 min"
+    assert eta_words(3600 + 30 * 60) == "about 1 h 30 min"
