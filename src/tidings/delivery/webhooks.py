@@ -22,7 +22,11 @@ from tidings.delivery.signing import generate_secret, sign_headers
 from tidings.delivery.webhook_client import Outcome, WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
-from tidings.domain.events import WEBHOOK_EVENT_TYPES, validate_event_types
+from tidings.domain.events import (
+    WEBHOOK_EVENT_TYPES,
+    validate_event_types,
+    webhook_delivery_key,
+)
 from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
 from tidings.queue import store as job_store
 from tidings.queue.job import Job, JobPayload
@@ -39,10 +43,14 @@ log = structlog.get_logger("tidings.webhooks")
 
 @dataclass(frozen=True, slots=True)
 class DeliverWebhook(JobPayload):
-    """The `deliver_webhook` job: which delivery row to attempt (it holds event and payload)."""
+    """The `deliver_webhook` job: which delivery row to attempt (it holds event and payload).
+
+    `event_id` pins the row: on SQLite a deleted delivery's id can come back on a new row, and
+    a job left over from the old one must not deliver the new one."""
 
     kind: ClassVar[str] = DELIVER_WEBHOOK
     delivery_id: int
+    event_id: str | None = None  # None in jobs queued before it was recorded
 
 
 def _validated_url(url: str) -> str:
@@ -198,8 +206,9 @@ class Webhooks:
                 created_at=now,
                 updated_at=now,
             )
-            job = DeliverWebhook(delivery.id)
-            await self._queue.enqueue(conn, job.kind, f"webhook:{delivery.id}", job.to_payload())
+            job = DeliverWebhook(delivery.id, event_id)
+            key = webhook_delivery_key(event_id, endpoint.id)
+            await self._queue.enqueue(conn, job.kind, key, job.to_payload())
             deliveries.append(delivery)
         return deliveries
 
@@ -231,14 +240,15 @@ class Webhooks:
             delivery = await queries.get_delivery(conn, delivery_id)
             if delivery is None:
                 raise NotFound(f"no webhook delivery with id {delivery_id}")
-            job = await job_store.get_by_key(conn, f"webhook:{delivery_id}")
+            key = webhook_delivery_key(delivery.event_id, delivery.endpoint_id)
+            job = await job_store.get_by_key(conn, key)
             if job is not None and job.status is JobStatus.RUNNING:
                 raise Conflict("the delivery is being attempted right now; try again shortly")
             await queries.reset_delivery(conn, delivery_id, now=now)
             if job is None:  # pruned after retention: a fresh job, same delivery and webhook-id
-                fresh = DeliverWebhook(delivery_id)
-                key = f"webhook:{delivery_id}:replay:{uuid.uuid4().hex}"
-                await self._queue.enqueue(conn, fresh.kind, key, fresh.to_payload())
+                fresh = DeliverWebhook(delivery_id, delivery.event_id)
+                replay_key = f"{key}:replay:{uuid.uuid4().hex}"
+                await self._queue.enqueue(conn, fresh.kind, replay_key, fresh.to_payload())
             else:
                 await job_store.replay(conn, job.id, now=now)
             refreshed = await queries.get_delivery(conn, delivery_id)
@@ -255,9 +265,12 @@ class WebhookJobHandler:
         self._now = now
 
     async def __call__(self, job: Job) -> None:
-        delivery_id = DeliverWebhook.from_job(job).delivery_id
+        payload = DeliverWebhook.from_job(job)
+        delivery_id = payload.delivery_id
         async with self._db.read() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
+            if delivery is not None and payload.event_id not in (None, delivery.event_id):
+                delivery = None  # the job's delivery was deleted and its id reused
             endpoint = (
                 None if delivery is None else await queries.get_endpoint(conn, delivery.endpoint_id)
             )
