@@ -19,6 +19,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.signing import generate_secret, sign_headers
+from tidings.delivery.ssrf import CLOUD_METADATA, UNPARSEABLE, literal_host_refusal
 from tidings.delivery.webhook_client import Outcome, WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
@@ -53,13 +54,34 @@ class DeliverWebhook(JobPayload):
     event_id: str | None = None  # None in jobs queued before it was recorded
 
 
-def _validated_url(url: str) -> str:
+def _validated_url(url: str, *, allow_private_networks: bool) -> str:
+    """An absolute http(s) URL without credentials whose host, if an IP literal, the SSRF guard
+    would dial. Names are checked when dialed (DNS can change); a literal never will."""
     url = url.strip()
-    parts = urlsplit(url)
-    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname, _port = parts.hostname, parts.port  # both raise on `[zz]` or `:99999`
+    except ValueError:
+        raise InvalidInput(
+            "url is not a valid URL (check the host and port)", field="url"
+        ) from None
+    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not hostname:
         raise InvalidInput("url must be an absolute http(s) URL", field="url")
     if parts.username or parts.password:
         raise InvalidInput("url must not carry credentials", field="url")
+    if any(not ch.isprintable() or ch.isspace() for ch in url):
+        raise InvalidInput("url must not contain spaces or control characters", field="url")
+    reason = literal_host_refusal(hostname, allow_private_networks=allow_private_networks)
+    if reason is not None:
+        hint = (
+            ""
+            if reason in (CLOUD_METADATA, UNPARSEABLE)
+            else "; a self-hosted receiver on a private network needs "
+            "webhooks.allow_private_networks = true"
+        )
+        raise InvalidInput(
+            f"url points at a {reason} address, which webhooks never reach{hint}", field="url"
+        )
     return url
 
 
@@ -78,11 +100,16 @@ class Webhooks:
         now: Clock,
         *,
         rotation_overlap: timedelta,
+        allow_private_networks: bool = False,
     ) -> None:
         self._db = db
         self._queue = queue
         self._now = now
         self._rotation_overlap = rotation_overlap
+        self._allow_private_networks = allow_private_networks
+
+    def _url(self, url: str) -> str:
+        return _validated_url(url, allow_private_networks=self._allow_private_networks)
 
     # -- endpoints ---------------------------------------------------------------------
 
@@ -93,7 +120,7 @@ class Webhooks:
         async with self._db.write() as conn:
             return await queries.insert_endpoint(
                 conn,
-                url=_validated_url(url),
+                url=self._url(url),
                 description=description,
                 event_types=_validated_events(event_types),
                 enabled=True,
@@ -124,7 +151,7 @@ class Webhooks:
     ) -> EndpointRow:
         values: dict[str, Any] = {"updated_at": self._now()}
         if url is not None:
-            values["url"] = _validated_url(url)
+            values["url"] = self._url(url)
         if event_types is not None:
             values["event_types"] = _validated_events(event_types)
         if description is not None:
