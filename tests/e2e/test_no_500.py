@@ -4,9 +4,7 @@ PATCH null, naive times, and a database whose write lock another process holds."
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -16,6 +14,7 @@ from structlog.testing import capture_logs
 from tests.e2e.audience_helpers import create_newsletter
 from tests.e2e.test_delivery_engine import eventually
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.locks import write_lock_held
 from tests.support.tables import every_row
 from tidings.bootstrap import Container
 from tidings.config import load_settings
@@ -144,18 +143,6 @@ async def test_a_naive_scheduled_at_is_refused_with_a_timezone_message(admin: An
         assert error["field"] == "body.scheduled_at"
         assert "timezone" in error["message"]
     assert await every_row(container.db) == before
-
-
-@contextmanager
-def write_lock_held(database_url: str) -> Iterator[sqlite3.Connection]:
-    """Another process's writer: a plain sqlite3 connection holding the write lock."""
-    holder = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        yield holder
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
 
 
 async def test_a_request_meeting_a_held_write_lock_gets_503_with_retry_after(
