@@ -315,7 +315,13 @@ def build(
     templates = TemplateEngine()
     queue = JobQueue(db, queue_policy(settings.queue), clock)
     overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
-    webhooks = Webhooks(db, queue, clock, rotation_overlap=overlap)
+    webhooks = Webhooks(
+        db,
+        queue,
+        clock,
+        rotation_overlap=overlap,
+        allow_private_networks=settings.webhooks.allow_private_networks,
+    )
     mailer = Mailer(db, queue)
     site_secret = SiteSecret()
     audience = AudienceContext(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
 
@@ -25,8 +26,8 @@ from tidings.api.admin import (
     suppressions,
     webhooks,
 )
-from tidings.api.deps import require_admin_key
-from tidings.api.errors import install_error_handlers
+from tidings.api.deps import require_accepted_media_type, require_admin_key
+from tidings.api.errors import document_problems, install_error_handlers
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
@@ -68,8 +69,16 @@ def create_app(
     )
     app.state.container = container
     install_error_handlers(app)
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(fastapi_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(health.router)
-    app.include_router(public_json.router)
+    app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
@@ -81,7 +90,10 @@ def create_app(
 
 def admin_router() -> APIRouter:
     """Every admin route hangs off this router, which requires an admin API key."""
-    router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
+    router = APIRouter(
+        prefix="/api/admin",
+        dependencies=[Depends(require_admin_key), Depends(require_accepted_media_type)],
+    )
     for module in (
         newsletters,
         audience_csv,  # before `subscribers`: /subscribers/export is not /subscribers/{id}

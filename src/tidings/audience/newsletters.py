@@ -7,12 +7,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tidings.audience.context import AudienceContext
+from tidings.domain.edits import UNSET, Unset
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.storage import newsletters as queries
 from tidings.storage.newsletters import NewsletterRow
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+OPTIONAL_FIELDS = frozenset({"reply_to"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +32,24 @@ class NewsletterFields:
 
 @dataclass(frozen=True, slots=True)
 class NewsletterChanges:
-    """Changes to a newsletter: a None field keeps its value."""
+    """Changes to a newsletter: an UNSET field keeps its value; None clears `reply_to` (the one
+    optional field) and is refused for the others."""
 
-    slug: str | None = None
-    name: str | None = None
-    sender_name: str | None = None
-    sender_address: str | None = None
-    description: str | None = None
-    reply_to: str | None = None
-    double_opt_in: bool | None = None
+    slug: str | Unset | None = UNSET
+    name: str | Unset | None = UNSET
+    sender_name: str | Unset | None = UNSET
+    sender_address: str | Unset | None = UNSET
+    description: str | Unset | None = UNSET
+    reply_to: str | Unset | None = UNSET
+    double_opt_in: bool | Unset | None = UNSET
+
+    def values(self) -> dict[str, Any]:
+        """Only the fields the edit sets; InvalidInput for a required one set to None."""
+        given = {key: value for key, value in asdict(self).items() if value is not UNSET}
+        for key, value in given.items():
+            if value is None and key not in OPTIONAL_FIELDS:
+                raise InvalidInput(f"{key} cannot be null", field=key)
+        return given
 
 
 def _validate(values: dict[str, Any]) -> dict[str, Any]:
@@ -75,8 +86,7 @@ class Newsletters:
         return found
 
     async def update(self, current_slug: str, edit: NewsletterChanges) -> NewsletterRow:
-        given = {key: value for key, value in asdict(edit).items() if value is not None}
-        changes = _validate(given)
+        changes = _validate(edit.values())
         current = await self.get(current_slug)
         async with self._ctx.db.write() as conn:
             updated = await queries.update_newsletter(

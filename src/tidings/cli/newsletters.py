@@ -9,6 +9,7 @@ from rich.table import Table
 
 from tidings.audience.newsletters import NewsletterFields
 from tidings.cli.context import container_for, out_console, run
+from tidings.cli.options import email_address, header_text
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 
@@ -17,10 +18,16 @@ app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 def create(
     ctx: typer.Context,
     slug: str = typer.Argument(..., help="URL name: lowercase letters, digits, dashes."),
-    name: str = typer.Option(..., "--name", help="Display name."),
-    sender_name: str = typer.Option(..., "--sender-name", help="From: display name."),
-    sender_address: str = typer.Option(..., "--sender-address", help="From: address."),
-    reply_to: str | None = typer.Option(None, "--reply-to", help="Reply-To address."),
+    name: str = typer.Option(..., "--name", help="Display name.", callback=header_text),
+    sender_name: str = typer.Option(
+        ..., "--sender-name", help="From: display name.", callback=header_text
+    ),
+    sender_address: str = typer.Option(
+        ..., "--sender-address", help="From: address.", callback=email_address
+    ),
+    reply_to: str | None = typer.Option(
+        None, "--reply-to", help="Reply-To address.", callback=email_address
+    ),
     description: str = typer.Option("", "--description", help="Shown on signup pages."),
     single_opt_in: bool = typer.Option(
         False, "--single-opt-in", help="Skip the confirmation email (not recommended)."

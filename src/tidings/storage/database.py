@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from tidings.storage.errors import unstorable_values
+from tidings.storage.errors import busy_as_retry_later, unstorable_values
 
 _IMMEDIATE = "tidings_sqlite_immediate"
 
@@ -52,14 +52,15 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read transaction: one consistent snapshot, no write lock."""
-        with unstorable_values():
+        with busy_as_retry_later(), unstorable_values():
             async with self.engine.connect() as conn, conn.begin():
                 yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction, committed on exit and rolled back on error."""
-        with unstorable_values():
+        """A write transaction, committed on exit and rolled back on error. A lock that stays
+        taken past the busy timeout raises `DatabaseBusy`."""
+        with busy_as_retry_later(), unstorable_values():
             if self._writer is None:
                 async with self.engine.connect() as conn, conn.begin():
                     yield conn

@@ -20,15 +20,29 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from sqlalchemy import ForeignKeyConstraint, PrimaryKeyConstraint, Table, UniqueConstraint
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError, StatementError
+from sqlalchemy.exc import (
+    DataError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+    StatementError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from tidings.domain.errors import InvalidInput, NotReady, TidingsError
+from tidings.domain.jobs import DatabaseBusy
 from tidings.storage.tables import metadata
 
 ErrorFactory = Callable[[], TidingsError]
 _SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (.+)")
 _SQLITE_CHECK = re.compile(r"CHECK constraint failed: (\w+)")
 _SQLITE_FOREIGN_KEY = "FOREIGN KEY constraint failed"
+# SQLite's primary result codes for "another connection holds the lock" (extended codes such
+# as SQLITE_BUSY_SNAPSHOT carry them in the low byte).
+_SQLITE_BUSY_CODES = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+# PostgreSQL: lock_not_available, serialization_failure, deadlock_detected. Each means "the
+# same request again, a little later, will do".
+_POSTGRES_BUSY_STATES = frozenset({"55P03", "40001", "40P01"})
 _STATEMENT_TABLE = re.compile(r"^\s*(INSERT INTO|UPDATE|DELETE FROM)\s+\"?(\w+)", re.IGNORECASE)
 
 
@@ -134,6 +148,30 @@ def unstorable_values() -> Iterator[None]:
         if not refused_value:
             raise
         raise UnstorableValue() from None
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether `error` says the database was too busy for the statement, not that it failed."""
+    if isinstance(error, PoolTimeout):
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _SQLITE_BUSY_CODES
+    return getattr(error.orig, "sqlstate", None) in _POSTGRES_BUSY_STATES
+
+
+@contextmanager
+def busy_as_retry_later() -> Iterator[None]:
+    """A busy database becomes `DatabaseBusy` (503 with Retry-After in the API, a retry for a
+    job); every other error passes unchanged."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        if not is_busy(exc):
+            raise
+        raise DatabaseBusy() from None
 
 
 @contextmanager

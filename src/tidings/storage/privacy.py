@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.events import webhook_delivery_key
 from tidings.storage.tables import jobs, webhook_deliveries
 
 REDACTED = {"redacted": True}
@@ -22,17 +23,18 @@ async def erase_queued_traces(conn: AsyncConnection, *, subscriber_id: int, emai
     )
     touched += (await conn.execute(unsent_mail)).rowcount
     about_them = webhook_deliveries.c.payload["data"]["subscriber_id"].as_integer() == subscriber_id
-    pending = list(
-        (
-            await conn.execute(
-                select(webhook_deliveries.c.id).where(
-                    about_them, webhook_deliveries.c.status == "pending"
-                )
-            )
-        ).scalars()
-    )
+    pending_rows = (
+        await conn.execute(
+            select(
+                webhook_deliveries.c.id,
+                webhook_deliveries.c.event_id,
+                webhook_deliveries.c.endpoint_id,
+            ).where(about_them, webhook_deliveries.c.status == "pending")
+        )
+    ).all()
+    pending = [row.id for row in pending_rows]
     if pending:
-        keys = [f"webhook:{delivery_id}" for delivery_id in pending]
+        keys = [webhook_delivery_key(row.event_id, row.endpoint_id) for row in pending_rows]
         await conn.execute(
             delete(jobs).where(jobs.c.idempotency_key.in_(keys), jobs.c.status != "running")
         )
