@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
 from tidings.api import health
@@ -32,6 +33,8 @@ from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
+
+DOCS_ASSETS = "/docs/assets"
 
 
 def create_app(
@@ -59,7 +62,10 @@ def create_app(
                 await workers  # drains in-flight jobs within queue.shutdown_grace_seconds
             await container.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets installed with the package, not a CDN: /docs must work
+    # on a machine with no internet (an air-gapped server, a laptop on a train).
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="tidings",
         version=__version__,
         summary="Newsletters with double opt-in, accounted sends and signed webhooks.",
@@ -72,7 +78,15 @@ def create_app(
     app.include_router(public_pages.router)
     app.include_router(admin_router())
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
-    routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
+    routes = RouteTemplates(
+        lambda: [
+            *app.openapi()["paths"],
+            "/openapi.json",
+            "/docs",
+            "/redoc",
+            DOCS_ASSETS + "/{file}",
+        ]
+    )
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
     return app
 
