@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.factories import api_client, make_settings
 from tests.support.browser import OfflinePage
-from tests.support.serve import Served
+from tests.support.cli import Served
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserType, Page, Playwright, Route, sync_playwright
 
-from tests.support.serve import Served, clean_env, serve_process
+from tests.support.cli import Served, clean_env, serve_process
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}

@@ -74,6 +74,8 @@ def create_app(
     app.state.container = container
     install_error_handlers(app)
     app.include_router(health.router)
+    if settings.metrics.on_api_port:
+        app.include_router(health.metrics_router)
     app.include_router(public_json.router)
     app.include_router(public_pages.router)
     app.include_router(admin_router())
@@ -88,6 +90,15 @@ def create_app(
         ]
     )
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
+    return app
+
+
+def create_metrics_app(container: Container) -> FastAPI:
+    """Only `/metrics`, for its own port (`metrics.port`): the API's app, or a worker, owns
+    and starts `container`; this app just reads it."""
+    app = FastAPI(title="tidings metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.container = container
+    app.include_router(health.metrics_router)
     return app
 
 

@@ -1,5 +1,6 @@
-"""A real `tidings serve` (or `api`) process on a free loopback port, for tests that need the
-server as a user runs it: a browser on /docs, the start-up banner, the README tour."""
+"""tidings run as a user runs it: a one-shot command in a subprocess, and a real `tidings
+serve` (or `api`) on a free loopback port, for a browser on /docs, the start-up banner, the
+README tour."""
 
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ def clean_env(**settings: str) -> dict[str, str]:
     """The environment without the developer's TIDINGS_*, plus `settings` (`DATABASE_URL=...`)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
     return {**clean, **{f"TIDINGS_{key}": value for key, value in settings.items()}}
+
+
+def tidings(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m tidings ARGS`, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "tidings", *args],
+        env=env if env is not None else clean_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @contextmanager
