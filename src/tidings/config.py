@@ -134,7 +134,9 @@ class SiteSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level written."
+        default="info",
+        description="Lowest level written by `serve`, `api` and `worker`; other commands never "
+        "write below `warning`, so their output stays clean (`tidings --log-level` overrides).",
     )
     format: Literal["auto", "json", "console"] = Field(
         default="auto",
