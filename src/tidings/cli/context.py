@@ -73,15 +73,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def listen(host: str, port: int, *, setting: str) -> socket.socket:
-    """A socket listening on host:port for a server this command runs; a port in use (or an
-    address that cannot be had) is one line naming `setting`, exit code 2."""
+def bind_port(host: str, port: int, *, setting: str) -> socket.socket:
+    """A socket bound to host:port for a server this command runs, taken before anything
+    starts; a port in use (or an address that cannot be had) is one line naming `setting`,
+    exit code 2. Not listening yet: connections are refused until the server is ready."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-        sock.listen(2048)
     except OSError as exc:
         sock.close()
         cannot_listen(host, port, exc, setting=setting)

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from tidings.api.app import create_app, create_metrics_app
 from tidings.bootstrap import Container, build, start
 from tidings.cli.banner import Revision, ServerBanner, base_url, worker_lines
-from tidings.cli.context import container_for, listen, out_console, run, state_of
+from tidings.cli.context import bind_port, container_for, out_console, run, state_of
 from tidings.config import Settings
 from tidings.observability.logging import get_logger
 from tidings.storage import migrate as migrations
@@ -94,7 +94,10 @@ def _metrics_listener(
     if port is None:
         return None
     host = settings.metrics.host or settings.http.host
-    return listen(host, port, setting=setting), f"{base_url(host, port)}/metrics"
+    sock = bind_port(host, port, setting=setting)
+    # Listening at once: a scrape that comes before the metrics app runs waits, not fails.
+    sock.listen(128)
+    return sock, f"{base_url(host, port)}/metrics"
 
 
 async def _with_metrics(
@@ -127,7 +130,7 @@ def _say(lines: list[str]) -> None:
 def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: bool) -> None:
     settings = state_of(ctx).settings(long_running=True)
     host, port = host or settings.http.host, port or settings.http.port
-    listener = listen(host, port, setting=HTTP_PORT_SETTING)
+    listener = bind_port(host, port, setting=HTTP_PORT_SETTING)
     metrics = _metrics_listener(settings)
     url = base_url(host, port)
     metrics_url = (
