@@ -145,7 +145,8 @@ def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: 
         except BaseException:
             await container.close()
             raise
-        # The app's lifespan starts the container again (a no-op) and closes it at the end.
+        # The app's lifespan starts the container again (migrated already: only the site
+        # secret is read again) and closes it when the server stops.
         app = create_app(settings, run_workers=embedded, container=container)
         admin_ui = any(getattr(route, "path", "") in {"/admin", "/admin/"} for route in app.routes)
         banner = ServerBanner(settings, revision, url, embedded, metrics_url, admin_ui)
