@@ -39,7 +39,7 @@ from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.submission import BatchSubmitter
-from tidings.config import MailgunSettings, QueueSettings, Settings
+from tidings.config import MailgunSettings, QueueSettings, Settings, mask_url_password
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
@@ -305,6 +305,7 @@ def build(
         settings.database.url,
         busy_timeout_ms=settings.database.sqlite_busy_timeout_ms,
         pool_size=settings.database.pool_size,
+        shown_url=mask_url_password(settings.database.url),
     )
     resources.push_async_callback(db.dispose)  # last: the stack closes in reverse
     for given in (email_provider, webhook_client):

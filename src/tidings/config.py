@@ -86,6 +86,37 @@ class HttpSettings(_Section):
     )
 
 
+class MetricsSettings(_Section):
+    """Prometheus metrics (SPEC OBS-2). They need no API key, so they are off by default."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Serve Prometheus metrics at `/metrics` on the API port of `serve` and `api`. "
+            "Off by default: anyone who reaches the API port could read them."
+        ),
+    )
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description=(
+            "Serve `/metrics` on this port of its own instead (and not on the API port); "
+            "setting it turns metrics on. `tidings worker` serves its metrics only here "
+            "(or on `--metrics-port`)."
+        ),
+    )
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Address the metrics port listens on (default: `http.host`).",
+    )
+
+    @property
+    def on_api_port(self) -> bool:
+        return self.enabled and self.port is None
+
+
 class SiteSettings(_Section):
     name: str = Field(default="tidings", min_length=1, max_length=200, description="Site name.")
     public_url: AnyHttpUrl = Field(
@@ -103,7 +134,9 @@ class SiteSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level written."
+        default="info",
+        description="Lowest level written by `serve`, `api` and `worker`; other commands never "
+        "write below `warning`, so their output stays clean (`tidings --log-level` overrides).",
     )
     format: Literal["auto", "json", "console"] = Field(
         default="auto",
@@ -491,6 +524,7 @@ class Settings(BaseSettings):
 
     database: DatabaseSettings = DatabaseSettings()
     http: HttpSettings = HttpSettings()
+    metrics: MetricsSettings = MetricsSettings()
     site: SiteSettings = SiteSettings()
     log: LogSettings = LogSettings()
     queue: QueueSettings = QueueSettings()

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
 from tidings.api import health
@@ -35,6 +36,8 @@ from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
 from tidings.ui.app import ui_router
 
+DOCS_ASSETS = "/docs/assets"
+
 
 def create_app(
     settings: Settings,
@@ -61,7 +64,10 @@ def create_app(
                 await workers  # drains in-flight jobs within queue.shutdown_grace_seconds
             await container.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets installed with the package, not a CDN: /docs must work
+    # on a machine with no internet (an air-gapped server, a laptop on a train).
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="tidings",
         version=__version__,
         summary="Newsletters with double opt-in, accounted sends and signed webhooks.",
@@ -78,13 +84,32 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(health.router)
+    if settings.metrics.on_api_port:
+        app.include_router(health.metrics_router)
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
-    routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
+    routes = RouteTemplates(
+        lambda: [
+            *app.openapi()["paths"],
+            "/openapi.json",
+            "/docs",
+            "/redoc",
+            DOCS_ASSETS + "/{file}",
+        ]
+    )
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
+    return app
+
+
+def create_metrics_app(container: Container) -> FastAPI:
+    """Only `/metrics`, for its own port (`metrics.port`): the API's app, or a worker, owns
+    and starts `container`; this app just reads it."""
+    app = FastAPI(title="tidings metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.container = container
+    app.include_router(health.metrics_router)
     return app
 
 

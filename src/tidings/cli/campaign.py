@@ -171,7 +171,7 @@ def preview(
         print(rendered)
     else:
         out.write_text(rendered, encoding="utf-8")
-        err_console.print(f"Wrote the {shown.segment} version to {out}.")
+        out_console.print(f"Wrote the {shown.segment} version to {out}.")
 
 
 @app.command("test-send")
@@ -188,7 +188,7 @@ def send_test(
     async def go() -> None:
         async with container_for(ctx) as container:
             job_ids = await container.campaigns.test_send(campaign_id, to, segment)
-        err_console.print(
+        out_console.print(
             f"Queued {len(job_ids)} test message(s): jobs "
             f"{', '.join(map(str, job_ids))}. A worker (or `tidings serve`) sends them."
         )

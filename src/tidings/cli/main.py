@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -33,6 +34,13 @@ app = typer.Typer(
 )
 
 
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"tidings {__version__}")
@@ -49,11 +57,18 @@ def root(
         envvar="TIDINGS_CONFIG",
         help="TOML configuration file. Environment variables (TIDINGS_*) override it.",
     ),
+    log_level: LogLevel | None = typer.Option(
+        None,
+        "--log-level",
+        case_sensitive=False,
+        help="Lowest level of log events written to stderr. Default: log.level for `serve`, "
+        "`api` and `worker`; warning for every other command, so that output stays clean.",
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    ctx.obj = CliState(config_file=config)
+    ctx.obj = CliState(config_file=config, log_level=log_level.value if log_level else None)
 
 
 app.command()(serve.serve)

@@ -2,7 +2,8 @@
 
 `import` exits 0 when every row imported and 1 when any row failed (the others are imported
 all the same) or the file could not be imported at all (unknown columns, unknown newsletter,
-not UTF-8). The summary and the errors go to stderr; `--json` prints the report to stdout.
+not UTF-8). The summary and the rows not imported go to stdout (`> report.txt` keeps them),
+or the report as JSON with `--json`; the progress bar and errors that stop it, to stderr.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tidings.audience.importer import ImportReport
-from tidings.cli.context import container_for, err_console, fail, run
+from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
 
@@ -106,13 +107,13 @@ def _print_report(report: ImportReport) -> None:
             )
         )
     )
-    err_console.print(summary)
+    out_console.print(summary)
     if report.suppressed:
-        err_console.print(
+        out_console.print(
             f"{report.suppressed} suppressed address(es) were stored but will not be mailed."
         )
     if report.kept_unsubscribed:
-        err_console.print(
+        out_console.print(
             f"{report.kept_unsubscribed} row(s) asked for a subscription that the person had "
             "unsubscribed from; they stay unsubscribed."
         )
@@ -121,10 +122,10 @@ def _print_report(report: ImportReport) -> None:
     errors = Table("line", "field", "problem", title="Rows not imported")
     for error in report.errors[:ERRORS_SHOWN]:
         errors.add_row(str(error.line), error.field, error.message)
-    err_console.print(errors)
+    out_console.print(errors)
     hidden = report.failed_rows - min(len(report.errors), ERRORS_SHOWN)
     if hidden > 0:
-        err_console.print(f"… and {hidden} more failed row(s); --json lists them.")
+        out_console.print(f"… and {hidden} more failed row(s); --json lists them.")
 
 
 @app.command("export")
@@ -161,4 +162,5 @@ def export_file(
             Path(partial).replace(out)
         finally:
             Path(partial).unlink(missing_ok=True)
-    err_console.print(f"Exported {rows} row(s).")
+    # The count goes beside the CSV, never into it.
+    (err_console if out is None else out_console).print(f"Exported {rows} row(s).")

@@ -18,8 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import ForeignKeyConstraint, PrimaryKeyConstraint, Table, UniqueConstraint
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import (
     DataError,
     IntegrityError,
@@ -172,6 +174,53 @@ def busy_as_retry_later() -> Iterator[None]:
         if not is_busy(exc):
             raise
         raise DatabaseBusy() from None
+
+
+class DatabaseUnreachable(NotReady):
+    """No connection to the database could be made. `detail` is what an API client sees;
+    `diagnosis` is the operator's one line: the URL (password masked), what the driver
+    said, and what to check."""
+
+    def __init__(self, diagnosis: str) -> None:
+        super().__init__("the database is not reachable")
+        self.diagnosis = diagnosis
+
+
+def unreachable_database(url: URL, shown_url: str, error: BaseException) -> DatabaseUnreachable:
+    """Describe a failed connection to `url` (shown to people as `shown_url`)."""
+    setting = "database.url, TIDINGS_DATABASE_URL"
+    if url.get_backend_name() == "sqlite":
+        if folder := missing_sqlite_folder(url):
+            reason = f"the directory {folder} does not exist"
+            advice = "Create it, or point the URL at a file in an existing directory"
+        else:
+            reason = _driver_message(error)
+            advice = "Check that the file is an SQLite database this user may read and write"
+    else:
+        reason = _driver_message(error)
+        advice = (
+            f"Check that PostgreSQL is running on {url.host or 'localhost'}:{url.port or 5432}, "
+            f"that the user {url.username or '(none)'} may log in and that the database "
+            f"{url.database or '(none)'} exists"
+        )
+    return DatabaseUnreachable(
+        f"cannot connect to the database {shown_url}: {reason}. {advice} ({setting})."
+    )
+
+
+def missing_sqlite_folder(url: URL) -> Path | None:
+    """The directory an SQLite database file should be in, when it does not exist."""
+    folder = Path(url.database or ".").parent
+    return None if folder.is_dir() else folder
+
+
+def _driver_message(error: BaseException) -> str:
+    """The driver's own words, on one line: `FATAL: database "x" does not exist`."""
+    original = getattr(error, "orig", None) or error
+    first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
+    # psycopg: 'connection failed: connection to server at "h", port 5432 failed: FATAL: ...'
+    message = re.sub(r"^.*\bfailed: ", "", first_line)
+    return " ".join(message.split()) or type(original).__name__
 
 
 @contextmanager
