@@ -7,7 +7,6 @@ Import the fixtures into a test module (`from tests.support.admin_browser import
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,23 +20,17 @@ import httpx
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from tests.support.browser import chromium_executable
+
 PASSWORD = "correct horse battery staple"
 EMAIL = "operator@example.org"
 SERIOUS = ("serious", "critical")
 
 
-def chromium_path() -> str:
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium; `make test` does)")
-
-
 @pytest.fixture(scope="session")
 def browser_type_launch_args() -> dict[str, Any]:
     """pytest-playwright launches this instead of a browser of its own."""
-    return {"executable_path": chromium_path(), "args": ["--no-sandbox", "--disable-gpu"]}
+    return {"executable_path": chromium_executable(), "args": ["--no-sandbox", "--disable-gpu"]}
 
 
 @dataclass(frozen=True)
