@@ -171,6 +171,45 @@ async def test_the_queue_never_holds_the_confirmation_token(site: Any) -> None:
         assert value not in repr(rows)
 
 
+async def test_a_confirmation_email_no_longer_wanted_is_not_sent(site: Any) -> None:
+    """The email is made when it is sent: a person suppressed (or confirmed, or gone) while
+    it waited in the queue gets no link, so no stale request reaches their inbox."""
+    client, container, headers = site
+    created = await client.post(
+        "/api/admin/subscribers",
+        headers=headers,
+        json={
+            "email": "waiting@example.org",
+            "subscriptions": [{"newsletter": "weekly", "confirmed": False}],
+        },
+    )
+    assert created.json()["subscriptions"][0]["state"] == "pending"
+    await client.post(
+        "/api/admin/suppressions", headers=headers, json={"email": "waiting@example.org"}
+    )
+    assert await confirmation_tokens(container) == []
+    (job,) = await container.queue.list_jobs(kind="send_subscriber_email")
+    assert job.status == "done"  # decided, not failed: nothing to retry
+
+
+async def test_a_revived_subscription_needs_the_link_sent_after_the_revive(site: Any) -> None:
+    """A link from before an unsubscribe belongs to an earlier request: after a revive only
+    the fresh link may confirm, so an old email cannot undo the person's unsubscribe."""
+    client, container, headers = site
+    await _subscribe(client, container, "cycle@example.org")
+    (old,) = await confirmation_tokens(container)
+    person = await _subscriber(client, headers, "cycle@example.org")
+    await client.delete(
+        f"/api/admin/subscribers/{person['id']}/subscriptions/weekly", headers=headers
+    )
+    await _subscribe(client, container, "cycle@example.org")
+    assert (await client.post(f"/confirm/{old}")).status_code == 404
+    (subscription,) = (await _subscriber(client, headers, "cycle@example.org"))["subscriptions"]
+    assert subscription["state"] == "pending"
+    _, fresh = await confirmation_tokens(container)
+    assert (await client.post(f"/confirm/{fresh}")).status_code == 200
+
+
 async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: Any) -> None:
     """RFC 8058: a mail client's POST alone unsubscribes, and the history records it."""
     client, container, headers = site

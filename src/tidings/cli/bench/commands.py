@@ -14,6 +14,7 @@ from tidings.cli.bench.queue import bench_queue
 from tidings.cli.bench.send import bench_send
 from tidings.cli.bench.subscribe import bench_subscribe
 from tidings.cli.context import state_of
+from tidings.observability.logging import configure_logging
 from tidings.rendering.bench import run_render_benchmark
 
 app = typer.Typer(
@@ -122,4 +123,5 @@ def subscribe(
     under 1.2x the fastest), through the real app on a scratch database of the configured
     kind."""
     url = state_of(ctx).settings().database.url
+    configure_logging(level="warning")  # a log line per request would be timed too
     print(json.dumps(asyncio.run(bench_subscribe(url, requests=requests)), indent=2))
