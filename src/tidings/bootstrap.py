@@ -16,6 +16,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
 from tidings.access.keys import ApiKeys
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -23,6 +24,7 @@ from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
+from tidings.audience.stats import AudienceStats
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
@@ -90,6 +92,7 @@ class Container:
     templates: TemplateEngine
     pages: Pages
     api_keys: ApiKeys
+    admins: AdminAccounts
     queue: JobQueue
     webhooks: Webhooks
     captured_mail: CapturedMail
@@ -99,6 +102,7 @@ class Container:
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
+    audience_stats: AudienceStats
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
@@ -234,6 +238,7 @@ class Container:
             maintenance=[
                 self.subscribe_limiter.prune,
                 self.captured_mail.prune,
+                self.admins.prune,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
@@ -369,6 +374,7 @@ def build(
         templates=templates,
         pages=Pages(engine=templates),
         api_keys=ApiKeys(db, clock),
+        admins=admin_accounts(settings, db, clock, site_secret),
         queue=queue,
         webhooks=webhooks,
         captured_mail=CapturedMail(
@@ -380,6 +386,7 @@ def build(
         public=public,
         newsletters=Newsletters(audience),
         subscribers=Subscribers(audience, public),
+        audience_stats=AudienceStats(audience),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
@@ -392,6 +399,27 @@ def build(
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,
+    )
+
+
+def admin_accounts(
+    settings: Settings, db: Database, clock: Clock, site_secret: SiteSecret
+) -> AdminAccounts:
+    """Admin UI operators: session timeouts and sign-in limits from `admin_ui` (UI-1)."""
+    ui = settings.admin_ui
+    return AdminAccounts(
+        db,
+        clock,
+        site_secret,
+        policy=SessionPolicy(
+            idle_timeout=timedelta(minutes=ui.session_idle_minutes),
+            absolute_timeout=timedelta(hours=ui.session_absolute_hours),
+        ),
+        limits=SignInLimits(
+            per_account=ui.sign_in_limit_per_account,
+            per_ip=ui.sign_in_limit_per_ip,
+            window_seconds=ui.sign_in_window_seconds,
+        ),
     )
 
 

@@ -416,6 +416,37 @@ class AudienceSettings(_Section):
     )
 
 
+class AdminUiSettings(_Section):
+    session_idle_minutes: int = Field(
+        default=60,
+        ge=1,
+        le=24 * 60,
+        description="An admin UI session ends after this long without a request.",
+    )
+    session_absolute_hours: int = Field(
+        default=12,
+        ge=1,
+        le=24 * 30,
+        description="An admin UI session ends this long after sign-in, however busy.",
+    )
+    cookie_secure: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description=(
+            "Mark the session cookie Secure (sent over HTTPS only). `auto`: when site.public_url "
+            "is https; `never` only for plain http://localhost development."
+        ),
+    )
+    sign_in_limit_per_account: int = Field(
+        default=10, ge=1, description="Sign-in attempts per admin email per window."
+    )
+    sign_in_limit_per_ip: int = Field(
+        default=30, ge=1, description="Sign-in attempts per client address per window."
+    )
+    sign_in_window_seconds: int = Field(
+        default=900, ge=1, description="Length of the sign-in rate-limit window."
+    )
+
+
 class ThemeSettings(_Section):
     postal_address: str = Field(
         default="Tidings Publishing, 1 Example Street, Springfield",
@@ -470,6 +501,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
     theme: ThemeSettings = ThemeSettings()
+    admin_ui: AdminUiSettings = AdminUiSettings()
 
     @model_validator(mode="after")
     def _send_deadline_inside_lease(self) -> Settings:

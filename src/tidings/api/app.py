@@ -32,6 +32,7 @@ from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
+from tidings.ui.app import ui_router
 
 
 def create_app(
@@ -71,6 +72,7 @@ def create_app(
     app.include_router(public_json.router)
     app.include_router(public_pages.router)
     app.include_router(admin_router())
+    app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
     routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)

@@ -480,3 +480,28 @@ send_interventions = Table(
     CheckConstraint("action IN ('retry', 'reconcile', 'resend')", name="action"),
 )
 Index(None, send_interventions.c.campaign_id, send_interventions.c.id)
+
+# Admin UI accounts (UI-1): one row per operator, the password as an argon2id hash only.
+admin_accounts = Table(
+    "admin_accounts",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("email", String(320), nullable=False, comment="lower-cased sign-in name"),
+    Column("password_hash", String(255), nullable=False, comment="argon2id, PHC string"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_sign_in_at", UTCDateTime(), nullable=True),
+    UniqueConstraint("email"),
+)
+
+# Server-side admin sessions: the cookie carries a random token, the table its SHA-256 only,
+# so a copy of the database signs nobody in. Deleting the rows signs the operator out.
+admin_sessions = Table(
+    "admin_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("admin_id", BigId, ForeignKey("admin_accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("csrf_token", String(64), nullable=False, comment="per-session form token"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_seen_at", UTCDateTime(), nullable=False),
+)
+Index(None, admin_sessions.c.admin_id)

@@ -2,7 +2,7 @@
 earlier links valid (AUD-5); the token columns leave `subscriptions`.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0014
 Create Date: 2026-11-30
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from tidings.storage.types import UTCDateTime
 
 revision: str = "0010"
-down_revision: str | None = "0008"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
