@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 
 from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
 from tidings.access.keys import ApiKeys
+from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.stats import AudienceStats
+from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.campaigns.batch_handover import BatchHandover
@@ -96,6 +98,7 @@ class Container:
     captured_mail: CapturedMail
     mailer: Mailer
     site_secret: SiteSecret
+    audience: AudienceContext
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
@@ -179,14 +182,21 @@ class Container:
         """Every job kind and its one handler. A second registration of a kind fails here."""
         queue = self.settings.queue
         registry = HandlerRegistry()
+        email_sender = EmailJobHandler(
+            self.email_provider(),
+            self.clock,
+            deadline_seconds=self.settings.email.send_deadline_seconds,
+            domain=self.settings.email.from_address.rpartition("@")[2],
+        )
+        registry.register(SEND_EMAIL, email_sender, concurrency=queue.email_concurrency)
         registry.register(
-            SEND_EMAIL,
-            EmailJobHandler(
-                self.email_provider(),
-                self.clock,
-                deadline_seconds=self.settings.email.send_deadline_seconds,
-                domain=self.settings.email.from_address.rpartition("@")[2],
-            ),
+            SEND_SUBSCRIBER_EMAIL,
+            SubscriberMailHandler(self.audience, email_sender),
+            concurrency=queue.email_concurrency,
+        )
+        registry.register(
+            REQUEST_CONSENT,
+            ConsentRequestHandler(self.audience),
             concurrency=queue.email_concurrency,
         )
         bulk = self.settings.bulk_email
@@ -331,6 +341,7 @@ def build(
         secret=site_secret,
         mailer=mailer,
         webhooks=webhooks,
+        queue=queue,
         public_url=str(settings.site.public_url).rstrip("/"),
         site_name=settings.site.name,
         confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
@@ -378,6 +389,7 @@ def build(
         ),
         mailer=mailer,
         site_secret=site_secret,
+        audience=audience,
         public=public,
         newsletters=Newsletters(audience),
         subscribers=Subscribers(audience, public),

@@ -41,7 +41,10 @@ class PreferenceItem(BaseModel):
     newsletter_id: int
     name: str
     description: str
-    subscribed: bool
+    subscribed: bool = Field(description="Confirmed and not left.")
+    awaiting_confirmation: bool = Field(
+        default=False, description="Asked for; the emailed confirmation link is not used yet."
+    )
 
 
 class PreferencesUpdate(BaseModel):

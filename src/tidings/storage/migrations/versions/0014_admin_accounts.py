@@ -13,7 +13,7 @@ from alembic import op
 from tidings.storage.types import UTCDateTime
 
 revision: str = "0014"
-down_revision: str | None = "0008"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
