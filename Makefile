@@ -21,14 +21,15 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The rendering test looks at emails in headless Chromium. Installed from Debian when we can;
-# without it that one test is skipped with a visible notice.
+# The browser tests (emails at phone width, /docs offline, pages) drive headless Chromium,
+# Debian's, through pytest-playwright: never a Playwright browser download. Installed from
+# Debian when we can; without it those tests are skipped with a visible notice (failed in CI).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-	      >/dev/null 2>&1 || echo "notice: could not install chromium; browser test skipped"; \
-	  else echo "notice: chromium not found; the rendering browser test will be skipped"; fi; }
+	      >/dev/null 2>&1 || echo "notice: could not install chromium; browser tests skipped"; \
+	  else echo "notice: chromium not found; the browser tests will be skipped"; fi; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools

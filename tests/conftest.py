@@ -22,6 +22,9 @@ from psycopg import sql
 if TYPE_CHECKING:
     from tidings.delivery.dev_server import DevProviderServer
 
+# Browser fixtures (pytest-playwright on the system Chromium), for every test that needs a page.
+pytest_plugins = ["tests.support.browser"]
+
 # Tests configure tidings explicitly; a developer's own TIDINGS_* must not leak in.
 for _name in [
     n for n in os.environ if n.startswith("TIDINGS_") and n != "TIDINGS_TEST_POSTGRES_URL"

@@ -14,6 +14,7 @@ from tidings.api.app import create_app
 from tidings.bootstrap import Container, build, utcnow
 from tidings.config import Settings, load_settings
 from tidings.delivery.provider import PerRecipientProvider
+from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain.clock import Clock
 
 
@@ -38,11 +39,15 @@ async def api_client(
     apply_migrations: bool = True,
     clock: Clock = utcnow,
     email_provider: PerRecipientProvider | None = None,
+    webhook_client: WebhookClient | None = None,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
     """The real ASGI app, lifespan run, reached over httpx's in-process transport. Pass a
-    test clock (`tests.support.clock.Clock`) to move time under the app, and a provider
-    double (the world outside) to stand in for the relay."""
-    container = build(settings, clock=clock, email_provider=email_provider)
+    test clock (`tests.support.clock.Clock`) to move time under the app, a provider double
+    (the world outside) to stand in for the relay, and a webhook client (with a fake DNS
+    resolver, say)."""
+    container = build(
+        settings, clock=clock, email_provider=email_provider, webhook_client=webhook_client
+    )
     app: FastAPI = create_app(settings, apply_migrations=apply_migrations, container=container)
     async with LifespanManager(app) as manager:
         transport = httpx.ASGITransport(app=manager.app)

@@ -18,13 +18,17 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
 from tidings.access.keys import ApiKeys
 from tidings.audience.confirm_pending import PendingConfirmations
+from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
+from tidings.audience.stats import AudienceStats
+from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.campaigns.batch_handover import BatchHandover
@@ -40,7 +44,13 @@ from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.submission import BatchSubmitter
-from tidings.config import MailgunSettings, QueueSettings, Settings, placeholder_identity
+from tidings.config import (
+    MailgunSettings,
+    QueueSettings,
+    Settings,
+    mask_url_password,
+    placeholder_identity,
+)
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
@@ -94,14 +104,17 @@ class Container:
     templates: TemplateEngine
     pages: Pages
     api_keys: ApiKeys
+    admins: AdminAccounts
     queue: JobQueue
     webhooks: Webhooks
     captured_mail: CapturedMail
     mailer: Mailer
     site_secret: SiteSecret
+    audience: AudienceContext
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
+    audience_stats: AudienceStats
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
@@ -183,14 +196,21 @@ class Container:
         """Every job kind and its one handler. A second registration of a kind fails here."""
         queue = self.settings.queue
         registry = HandlerRegistry()
+        email_sender = EmailJobHandler(
+            self.email_provider(),
+            self.clock,
+            deadline_seconds=self.settings.email.send_deadline_seconds,
+            domain=self.settings.email.from_address.rpartition("@")[2],
+        )
+        registry.register(SEND_EMAIL, email_sender, concurrency=queue.email_concurrency)
         registry.register(
-            SEND_EMAIL,
-            EmailJobHandler(
-                self.email_provider(),
-                self.clock,
-                deadline_seconds=self.settings.email.send_deadline_seconds,
-                domain=self.settings.email.from_address.rpartition("@")[2],
-            ),
+            SEND_SUBSCRIBER_EMAIL,
+            SubscriberMailHandler(self.audience, email_sender),
+            concurrency=queue.email_concurrency,
+        )
+        registry.register(
+            REQUEST_CONSENT,
+            ConsentRequestHandler(self.audience),
             concurrency=queue.email_concurrency,
         )
         bulk = self.settings.bulk_email
@@ -239,6 +259,7 @@ class Container:
             maintenance=[
                 self.subscribe_limiter.prune,
                 self.captured_mail.prune,
+                self.admins.prune,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
@@ -315,6 +336,7 @@ def build(
         settings.database.url,
         busy_timeout_ms=settings.database.sqlite_busy_timeout_ms,
         pool_size=settings.database.pool_size,
+        shown_url=mask_url_password(settings.database.url),
     )
     resources.push_async_callback(db.dispose)  # last: the stack closes in reverse
     for given in (email_provider, webhook_client):
@@ -325,7 +347,13 @@ def build(
     templates = TemplateEngine()
     queue = JobQueue(db, queue_policy(settings.queue), clock)
     overlap = timedelta(hours=settings.webhooks.secret_rotation_overlap_hours)
-    webhooks = Webhooks(db, queue, clock, rotation_overlap=overlap)
+    webhooks = Webhooks(
+        db,
+        queue,
+        clock,
+        rotation_overlap=overlap,
+        allow_private_networks=settings.webhooks.allow_private_networks,
+    )
     mailer = Mailer(db, queue)
     site_secret = SiteSecret()
     audience = AudienceContext(
@@ -334,6 +362,7 @@ def build(
         secret=site_secret,
         mailer=mailer,
         webhooks=webhooks,
+        queue=queue,
         public_url=str(settings.site.public_url).rstrip("/"),
         site_name=settings.site.name,
         confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
@@ -379,6 +408,7 @@ def build(
         templates=templates,
         pages=Pages(theme_from(settings), engine=templates),
         api_keys=ApiKeys(db, clock),
+        admins=admin_accounts(settings, db, clock, site_secret),
         queue=queue,
         webhooks=webhooks,
         captured_mail=CapturedMail(
@@ -386,9 +416,11 @@ def build(
         ),
         mailer=mailer,
         site_secret=site_secret,
+        audience=audience,
         public=public,
         newsletters=Newsletters(audience),
         subscribers=Subscribers(audience, public),
+        audience_stats=AudienceStats(audience),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
@@ -403,6 +435,27 @@ def build(
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,
+    )
+
+
+def admin_accounts(
+    settings: Settings, db: Database, clock: Clock, site_secret: SiteSecret
+) -> AdminAccounts:
+    """Admin UI operators: session timeouts and sign-in limits from `admin_ui` (UI-1)."""
+    ui = settings.admin_ui
+    return AdminAccounts(
+        db,
+        clock,
+        site_secret,
+        policy=SessionPolicy(
+            idle_timeout=timedelta(minutes=ui.session_idle_minutes),
+            absolute_timeout=timedelta(hours=ui.session_absolute_hours),
+        ),
+        limits=SignInLimits(
+            per_account=ui.sign_in_limit_per_account,
+            per_ip=ui.sign_in_limit_per_ip,
+            window_seconds=ui.sign_in_window_seconds,
+        ),
     )
 
 

@@ -86,6 +86,37 @@ class HttpSettings(_Section):
     )
 
 
+class MetricsSettings(_Section):
+    """Prometheus metrics (SPEC OBS-2). They need no API key, so they are off by default."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Serve Prometheus metrics at `/metrics` on the API port of `serve` and `api`. "
+            "Off by default: anyone who reaches the API port could read them."
+        ),
+    )
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description=(
+            "Serve `/metrics` on this port of its own instead (and not on the API port); "
+            "setting it turns metrics on. `tidings worker` serves its metrics only here "
+            "(or on `--metrics-port`)."
+        ),
+    )
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Address the metrics port listens on (default: `http.host`).",
+    )
+
+    @property
+    def on_api_port(self) -> bool:
+        return self.enabled and self.port is None
+
+
 class SiteSettings(_Section):
     name: str = Field(default="tidings", min_length=1, max_length=200, description="Site name.")
     public_url: AnyHttpUrl = Field(
@@ -105,7 +136,9 @@ class SiteSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level written."
+        default="info",
+        description="Lowest level written by `serve`, `api` and `worker`; other commands never "
+        "write below `warning`, so their output stays clean (`tidings --log-level` overrides).",
     )
     format: Literal["auto", "json", "console"] = Field(
         default="auto",
@@ -419,6 +452,37 @@ class AudienceSettings(_Section):
     )
 
 
+class AdminUiSettings(_Section):
+    session_idle_minutes: int = Field(
+        default=60,
+        ge=1,
+        le=24 * 60,
+        description="An admin UI session ends after this long without a request.",
+    )
+    session_absolute_hours: int = Field(
+        default=12,
+        ge=1,
+        le=24 * 30,
+        description="An admin UI session ends this long after sign-in, however busy.",
+    )
+    cookie_secure: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description=(
+            "Mark the session cookie Secure (sent over HTTPS only). `auto`: when site.public_url "
+            "is https; `never` only for plain http://localhost development."
+        ),
+    )
+    sign_in_limit_per_account: int = Field(
+        default=10, ge=1, description="Sign-in attempts per admin email per window."
+    )
+    sign_in_limit_per_ip: int = Field(
+        default=30, ge=1, description="Sign-in attempts per client address per window."
+    )
+    sign_in_window_seconds: int = Field(
+        default=900, ge=1, description="Length of the sign-in rate-limit window."
+    )
+
+
 class ThemeSettings(_Section):
     postal_address: str = Field(
         default="Your Publication, 1 Example Street, Springfield",
@@ -464,6 +528,7 @@ class Settings(BaseSettings):
 
     database: DatabaseSettings = DatabaseSettings()
     http: HttpSettings = HttpSettings()
+    metrics: MetricsSettings = MetricsSettings()
     site: SiteSettings = SiteSettings()
     log: LogSettings = LogSettings()
     queue: QueueSettings = QueueSettings()
@@ -474,6 +539,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
     theme: ThemeSettings = ThemeSettings()
+    admin_ui: AdminUiSettings = AdminUiSettings()
 
     @model_validator(mode="after")
     def _send_deadline_inside_lease(self) -> Settings:

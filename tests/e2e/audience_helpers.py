@@ -1,15 +1,24 @@
-"""Helpers for audience tests: a newsletter, the confirmation link from the queued email,
+"""Helpers for audience tests: a newsletter, the confirmation link from the sent email,
 and a snapshot of audience tables to prove bad input changed nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default as default_policy
 from typing import Any
 
 import httpx
 from sqlalchemy import select
 
+from tidings.audience.consent_requests import REQUEST_CONSENT
+from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container
+from tidings.delivery.email_jobs import SEND_EMAIL
+from tidings.queue.policy import HandlerRegistry
+from tidings.queue.worker import Worker
 from tidings.storage.tables import (
     jobs,
     newsletters,
@@ -37,14 +46,73 @@ async def create_newsletter(
     return dict(response.json())
 
 
+async def deliver_queued_mail(container: Container) -> None:
+    """Run every due audience job (subscribe requests, confirmation and other mail) through
+    the real handlers and the configured provider (the local capture unless a test says
+    otherwise), until none is left: what a worker does, without webhooks and campaigns."""
+    chosen = HandlerRegistry()
+    for registration in container.handler_registry():
+        if registration.kind in (REQUEST_CONSENT, SEND_EMAIL, SEND_SUBSCRIBER_EMAIL):
+            chosen.register(
+                registration.kind, registration.handler, concurrency=registration.concurrency
+            )
+    worker = Worker(container.db, chosen, container.queue.policy, container.clock)
+    while await worker.claim_round():
+        await worker.drain(30)
+
+
+def captured_text(raw: bytes) -> str:
+    """The plain-text part of a captured message, decoded (links are not split)."""
+    message = BytesParser(policy=default_policy).parsebytes(raw)
+    assert isinstance(message, EmailMessage)
+    part = message.get_body(preferencelist=("plain",))
+    assert part is not None
+    return str(part.get_content())
+
+
 async def confirmation_tokens(container: Container) -> list[str]:
-    """Tokens from every queued confirmation email, oldest first."""
+    """Tokens from every confirmation email sent, oldest first: queued ones are sent first
+    (the token exists only once the mail is rendered for sending)."""
+    await deliver_queued_mail(container)
     found = []
-    for job in reversed(await container.queue.list_jobs(kind="send_email", limit=1000)):
-        match = CONFIRM_LINK.search(job.payload["text"])
+    for message in reversed(await container.captured_mail.list(limit=1000)):
+        match = CONFIRM_LINK.search(captured_text(message.raw))
         if match:
             found.append(match.group(1))
     return found
+
+
+async def settled(container: Container) -> None:
+    """Wait until the workers have finished every job and delivered every webhook."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        async with container.db.read() as conn:
+            busy = (
+                await conn.execute(
+                    select(jobs.c.id).where(jobs.c.status.in_(["pending", "running"]))
+                )
+            ).first()
+            undelivered = (
+                await conn.execute(
+                    select(webhook_deliveries.c.id).where(webhook_deliveries.c.status == "pending")
+                )
+            ).first()
+        if busy is None and undelivered is None:
+            return
+        assert asyncio.get_running_loop().time() < deadline, "the workers did not settle"
+        await asyncio.sleep(0.05)
+
+
+async def sent_confirmation_token(container: Container) -> str:
+    """The link from the first confirmation email the running workers send."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        for message in await container.captured_mail.list():
+            match = CONFIRM_LINK.search(captured_text(message.raw))
+            if match:
+                return match.group(1)
+        assert asyncio.get_running_loop().time() < deadline, "no confirmation email was sent"
+        await asyncio.sleep(0.05)
 
 
 async def snapshot(container: Container) -> dict[str, list[tuple[Any, ...]]]:

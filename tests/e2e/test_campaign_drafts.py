@@ -263,8 +263,8 @@ def test_campaign_cli_creates_previews_and_lists(tmp_path: Path, sqlite_url: str
     assert shown.returncode == 0, shown.stderr
     assert "The long read is below" in out.read_text()
     bad = tidings("campaign", "edit", "1", "--subject", "a\nb")
-    assert bad.returncode == 1
-    assert "subject" in bad.stderr
+    assert bad.returncode == 2  # a usage error, refused by the option itself
+    assert "--subject" in bad.stderr
     listed = tidings("campaign", "list", "--json")
     assert '"subject": "Hi"' in listed.stdout
 

@@ -5,7 +5,8 @@ from tests.factories import api_client, make_settings
 
 async def test_health_ready_metrics_and_openapi(database_url: str) -> None:
     """Orchestrators and operators rely on these endpoints answering without a key."""
-    async with api_client(make_settings(database_url)) as (client, _):
+    settings = make_settings(database_url, metrics={"enabled": True})
+    async with api_client(settings) as (client, _):
         assert (await client.get("/healthz")).json() == {"status": "ok"}
         ready = await client.get("/readyz")
         assert ready.status_code == 200
@@ -29,7 +30,7 @@ async def test_readyz_is_503_until_migrated(database_url: str) -> None:
 
 async def test_request_id_header_and_token_free_route_labels(sqlite_url: str) -> None:
     """Paths can carry bearer tokens (/unsubscribe/{token}); metrics label the template only."""
-    async with api_client(make_settings(sqlite_url)) as (client, _):
+    async with api_client(make_settings(sqlite_url, metrics={"enabled": True})) as (client, _):
         response = await client.delete("/api/admin/keys/abcdefghij")
         assert len(response.headers["x-request-id"]) == 32
         metrics = (await client.get("/metrics")).text

@@ -179,13 +179,15 @@ def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
         *("--send-confirmations", "--rate", "1000"),
     )
     assert imported.returncode == 0, imported.stderr
-    summary = " ".join(imported.stderr.split())
+    summary = " ".join(imported.stdout.split())
     assert "1 row(s) mailable now; 2 wait for the person to confirm" in summary
     assert "Ignored column(s): Member Since" in summary
     assert "Queued 2 confirmation email(s)" in summary
     again = tidings("subscribers", "confirm-pending", "--newsletter", "weekly", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == {"confirmations_queued": 2}
+    listed = tidings("jobs", "list", "--kind", "send_subscriber_email", "--json")
+    assert [job["status"] for job in json.loads(listed.stdout)] == ["pending"] * 4
     unknown = tidings("subscribers", "confirm-pending", "--newsletter", "nope")
     assert unknown.returncode == 1
     assert "no newsletter" in unknown.stderr

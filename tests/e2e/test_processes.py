@@ -175,3 +175,5 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["tidings"]["sent"] == 60
         assert figures["bare_client"]["messages"] == 60
         assert figures["ratio_to_bare_client"] > 0
+        cpu = figures["tidings"]["worker_cpu_us_per_recipient"]  # None if the send outran a poll
+        assert cpu is None or cpu > 0

@@ -8,12 +8,19 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
-from tests.e2e.audience_helpers import confirmation_tokens, create_newsletter, snapshot
+from tests.e2e.audience_helpers import (
+    confirmation_tokens,
+    create_newsletter,
+    deliver_queued_mail,
+    snapshot,
+)
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.clock import Clock
 from tidings.bootstrap import Container
 from tidings.domain import tokens
+from tidings.storage.tables import job_attempts, jobs
 
 
 @pytest.fixture
@@ -29,10 +36,15 @@ async def site(
         yield client, container, headers
 
 
-async def _subscribe(client: httpx.AsyncClient, email: str, **extra: Any) -> httpx.Response:
-    return await client.post(
+async def _subscribe(
+    client: httpx.AsyncClient, container: Container, email: str, **extra: Any
+) -> httpx.Response:
+    """POST /api/subscribe, then let the worker carry out what it queued."""
+    response = await client.post(
         "/api/subscribe", json={"email": email, "newsletter": "weekly", **extra}
     )
+    await deliver_queued_mail(container)
+    return response
 
 
 async def _subscriber(
@@ -46,22 +58,22 @@ async def _subscriber(
 async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> None:
     """No enumeration: a stranger must not learn whether an address is on the list."""
     client, container, headers = site
-    new = await _subscribe(client, "new@example.org")
-    await _subscribe(client, "pending@example.org")
-    pending = await _subscribe(client, "pending@example.org")
-    await _subscribe(client, "confirmed@example.org")
+    new = await _subscribe(client, container, "new@example.org")
+    await _subscribe(client, container, "pending@example.org")
+    pending = await _subscribe(client, container, "pending@example.org")
+    await _subscribe(client, container, "confirmed@example.org")
     token = (await confirmation_tokens(container))[-1]
     assert (await client.post(f"/confirm/{token}")).status_code == 200
-    confirmed = await _subscribe(client, "confirmed@example.org")
+    confirmed = await _subscribe(client, container, "confirmed@example.org")
     subscriber = await _subscriber(client, headers, "confirmed@example.org")
     await client.delete(
         f"/api/admin/subscribers/{subscriber['id']}/subscriptions/weekly", headers=headers
     )
-    unsubscribed = await _subscribe(client, "confirmed@example.org")
+    unsubscribed = await _subscribe(client, container, "confirmed@example.org")
     await client.post(
         "/api/admin/suppressions", headers=headers, json={"email": "suppressed@example.org"}
     )
-    suppressed = await _subscribe(client, "suppressed@example.org")
+    suppressed = await _subscribe(client, container, "suppressed@example.org")
     responses = (new, pending, confirmed, unsubscribed, suppressed)
     answers = {(r.status_code, r.content, r.headers["content-type"]) for r in responses}
     assert len(answers) == 1
@@ -71,7 +83,7 @@ async def test_subscribe_answers_the_same_for_every_address_state(site: Any) -> 
 async def test_confirm_get_changes_nothing_and_post_confirms_idempotently(site: Any) -> None:
     """Mail scanners open every link: only the POST behind the button may confirm."""
     client, container, headers = site
-    await _subscribe(client, "Reader@Example.ORG", name="Rea")
+    await _subscribe(client, container, "Reader@Example.ORG", name="Rea")
     (token,) = await confirmation_tokens(container)
     page = await client.get(f"/confirm/{token}")
     assert page.status_code == 200
@@ -97,7 +109,7 @@ async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_aga
     """Subscribe is public: reviving must keep the history and ask for a fresh confirmation (AUD-5).
     Subscribe is public: reviving must keep the history and ask for a fresh confirmation (AUD-5)."""
     client, container, headers = site
-    await _subscribe(client, "again@example.org")
+    await _subscribe(client, container, "again@example.org")
     (token,) = await confirmation_tokens(container)
     await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "again@example.org")
@@ -105,7 +117,7 @@ async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_aga
         f"/api/admin/subscribers/{subscriber['id']}/subscriptions/weekly", headers=headers
     )
     assert removed.json()["subscriptions"][0]["state"] == "unsubscribed"
-    await _subscribe(client, "again@example.org")
+    await _subscribe(client, container, "again@example.org")
     revived = (await _subscriber(client, headers, "again@example.org"))["subscriptions"][0]
     assert revived["state"] == "pending"
     assert revived["confirmed_at"] is None
@@ -115,24 +127,93 @@ async def test_unsubscribed_address_is_revived_with_history_and_must_confirm_aga
     assert len(queued) == 2  # a fresh confirmation was queued for the revived subscription
 
 
-async def test_asking_again_queues_a_new_confirmation_and_old_links_still_name_the_row(
+async def test_asking_again_sends_a_new_link_and_the_old_link_still_confirms(
     site: Any,
 ) -> None:
-    """Someone who never got the first email can ask again: the dedupe key is per token."""
-    client, container, _ = site
-    await _subscribe(client, "twice@example.org")
-    await _subscribe(client, "twice@example.org")
+    """Someone who never got the first email can ask again, and whichever email arrives
+    first must work: asking again leaves earlier unexpired links valid (AUD-5)."""
+    client, container, headers = site
+    await _subscribe(client, container, "twice@example.org")
+    await _subscribe(client, container, "twice@example.org")
     first, second = await confirmation_tokens(container)
     assert first != second
-    keys = {job.idempotency_key for job in await container.queue.list_jobs(kind="send_email")}
-    assert len(keys) == 2
-    assert all(first not in key and second not in key for key in keys)
+    confirmed = await client.post(f"/confirm/{first}")  # the OLD link
+    assert confirmed.status_code == 200
+    (subscription,) = (await _subscriber(client, headers, "twice@example.org"))["subscriptions"]
+    assert subscription["state"] == "confirmed"
+    assert (await client.post(f"/confirm/{second}")).status_code == 200  # idempotent
+
+
+async def test_the_queue_never_holds_the_confirmation_token(site: Any) -> None:
+    """The token is a bearer secret: only the sent mail may hold it, not the job table
+    (HOUSE rule 19). Jobs carry ids and a purpose; the token is minted at send time."""
+    client, container, _ = site
+    await client.post(
+        "/api/subscribe",
+        json={"email": "queued@example.org", "name": "Quincy", "newsletter": "weekly"},
+    )
+    (token,) = await confirmation_tokens(container)
+    (request,) = [job.payload for job in await container.queue.list_jobs(kind="request_consent")]
+    assert set(request) == {"subscriber_id", "newsletter_id", "source", "new_subscriber"}
+    (mail,) = [job.payload for job in await container.queue.list_jobs(kind="send_subscriber_email")]
+    assert mail == {
+        "purpose": "confirmation",
+        "subscriber_id": request["subscriber_id"],
+        "newsletter_id": request["newsletter_id"],
+    }
+    async with container.db.read() as conn:
+        rows = [
+            tuple(row)
+            for row in await conn.execute(select(jobs, job_attempts).outerjoin(job_attempts))
+        ]
+    assert len(rows) == 2
+    for value in (token, tokens.hash_token(token), "queued@example.org", "Quincy"):
+        assert value not in repr(rows)
+
+
+async def test_a_confirmation_email_no_longer_wanted_is_not_sent(site: Any) -> None:
+    """The email is made when it is sent: a person suppressed (or confirmed, or gone) while
+    it waited in the queue gets no link, so no stale request reaches their inbox."""
+    client, container, headers = site
+    created = await client.post(
+        "/api/admin/subscribers",
+        headers=headers,
+        json={
+            "email": "waiting@example.org",
+            "subscriptions": [{"newsletter": "weekly", "confirmed": False}],
+        },
+    )
+    assert created.json()["subscriptions"][0]["state"] == "pending"
+    await client.post(
+        "/api/admin/suppressions", headers=headers, json={"email": "waiting@example.org"}
+    )
+    assert await confirmation_tokens(container) == []
+    (job,) = await container.queue.list_jobs(kind="send_subscriber_email")
+    assert job.status == "done"  # decided, not failed: nothing to retry
+
+
+async def test_a_revived_subscription_needs_the_link_sent_after_the_revive(site: Any) -> None:
+    """A link from before an unsubscribe belongs to an earlier request: after a revive only
+    the fresh link may confirm, so an old email cannot undo the person's unsubscribe."""
+    client, container, headers = site
+    await _subscribe(client, container, "cycle@example.org")
+    (old,) = await confirmation_tokens(container)
+    person = await _subscriber(client, headers, "cycle@example.org")
+    await client.delete(
+        f"/api/admin/subscribers/{person['id']}/subscriptions/weekly", headers=headers
+    )
+    await _subscribe(client, container, "cycle@example.org")
+    assert (await client.post(f"/confirm/{old}")).status_code == 404
+    (subscription,) = (await _subscriber(client, headers, "cycle@example.org"))["subscriptions"]
+    assert subscription["state"] == "pending"
+    _, fresh = await confirmation_tokens(container)
+    assert (await client.post(f"/confirm/{fresh}")).status_code == 200
 
 
 async def test_one_click_unsubscribe_needs_no_cookie_and_records_history(site: Any) -> None:
     """RFC 8058: a mail client's POST alone unsubscribes, and the history records it."""
     client, container, headers = site
-    await _subscribe(client, "leaver@example.org")
+    await _subscribe(client, container, "leaver@example.org")
     (token,) = await confirmation_tokens(container)
     await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "leaver@example.org")
@@ -179,10 +260,12 @@ async def _subscriber_created_at(container: Container, subscriber_id: int) -> da
 
 
 async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) -> None:
-    """A reader manages every list from one page reached from any email."""
+    """A reader manages every list from one page reached from any email; ticking a list
+    they have not confirmed sends a confirmation email, because a forwarded email must not
+    let its reader sign the recipient up (AUD-7)."""
     client, container, headers = site
     await create_newsletter(client, headers, slug="daily")
-    await _subscribe(client, "prefs@example.org")
+    await _subscribe(client, container, "prefs@example.org")
     (token,) = await confirmation_tokens(container)
     confirmed = await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "prefs@example.org")
@@ -204,18 +287,73 @@ async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) ->
         f"/preferences/{preferences_token}", data={"newsletter": [newsletters["daily"]]}
     )
     assert saved.status_code == 200
-    states = {
-        s["newsletter"]: s["state"]
-        for s in (await _subscriber(client, headers, "prefs@example.org"))["subscriptions"]
-    }
-    assert states == {"weekly": "unsubscribed", "daily": "confirmed"}
+    assert "Waiting for you to confirm" in saved.text
+
+    async def states() -> dict[str, str]:
+        found = (await _subscriber(client, headers, "prefs@example.org"))["subscriptions"]
+        return {s["newsletter"]: s["state"] for s in found}
+
+    assert await states() == {"weekly": "unsubscribed", "daily": "pending"}
+    first, daily_token = await confirmation_tokens(container)
+    assert first == token
+    again = await client.post(
+        f"/preferences/{preferences_token}", data={"newsletter": [newsletters["daily"]]}
+    )
+    assert again.status_code == 200
+    assert await confirmation_tokens(container) == [token, daily_token]  # no second email
+    assert (await client.post(f"/confirm/{daily_token}")).status_code == 200
+    assert await states() == {"weekly": "unsubscribed", "daily": "confirmed"}
+
+
+async def test_preferences_cannot_revive_an_unsubscribe_without_the_emailed_link(
+    site: Any,
+) -> None:
+    """Even on a single opt-in list, a tick on a forwarded email's preferences page must
+    not undo the person's own unsubscribe: only the link in their mailbox does (AUD-7)."""
+    client, container, headers = site
+    await client.patch(
+        "/api/admin/newsletters/weekly", headers=headers, json={"double_opt_in": False}
+    )
+    await _subscribe(client, container, "dora@example.org")
+    dora = await _subscriber(client, headers, "dora@example.org")
+    assert dora["subscriptions"][0]["state"] == "confirmed"
+    preferences_token = tokens.sign(
+        container.site_secret(),
+        "preferences",
+        dora["id"],
+        await _subscriber_created_at(container, dora["id"]),
+    )
+    await client.put(f"/api/preferences/{preferences_token}", json={"newsletters": []})
+    assert (await _subscriber(client, headers, "dora@example.org"))["subscriptions"][0][
+        "state"
+    ] == "unsubscribed"
+    newsletter_id = (await client.get("/api/admin/newsletters/weekly", headers=headers)).json()[
+        "id"
+    ]
+    ticked = await client.put(
+        f"/api/preferences/{preferences_token}", json={"newsletters": [newsletter_id]}
+    )
+    assert ticked.json() == [
+        {
+            "newsletter_id": newsletter_id,
+            "name": "The Weekly",
+            "description": "",
+            "subscribed": False,
+            "awaiting_confirmation": True,
+        }
+    ]
+    (token,) = await confirmation_tokens(container)
+    await client.post(f"/confirm/{token}")
+    assert (await _subscriber(client, headers, "dora@example.org"))["subscriptions"][0][
+        "state"
+    ] == "confirmed"
 
 
 @pytest.mark.parametrize("path", ["/confirm/{}", "/unsubscribe/{}", "/preferences/{}"])
 async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str) -> None:
     """A bad link says so in plain words and changes nothing."""
     client, container, _ = site
-    await _subscribe(client, "someone@example.org")
+    await _subscribe(client, container, "someone@example.org")
     before = await snapshot(container)
     for token in ("nonsense", "1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "x" * 43, "../../etc"):
         for method in ("GET", "POST"):
@@ -235,7 +373,7 @@ async def test_expired_confirmation_link_shows_expired_page(database_url: str) -
     settings = make_settings(database_url)
     async with api_client(settings, clock=clock) as (client, container):
         await create_newsletter(client, await admin_headers(container))
-        await _subscribe(client, "late@example.org")
+        await _subscribe(client, container, "late@example.org")
         (token,) = await confirmation_tokens(container)
         clock.advance(timedelta(hours=settings.audience.confirm_token_ttl_hours, seconds=1))
         response = await client.post(f"/confirm/{token}")
@@ -266,7 +404,7 @@ async def test_suppressed_address_stays_suppressed_when_it_subscribes_again(site
         json={"email": "blocked@example.org", "reason": "complaint"},
     )
     assert suppressed.status_code == 201
-    await _subscribe(client, "BLOCKED@example.org")
+    await _subscribe(client, container, "BLOCKED@example.org")
     assert await confirmation_tokens(container) == []  # no mail to a suppressed address
     check = await client.get(
         "/api/admin/suppressions/check", params={"email": "blocked@example.org"}, headers=headers
@@ -280,12 +418,14 @@ async def test_subscribe_rate_limits_hold_per_address(database_url: str) -> None
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers)
-        codes = [(await _subscribe(client, "spam@example.org")).status_code for _ in range(3)]
+        codes = [
+            (await _subscribe(client, container, "spam@example.org")).status_code for _ in range(3)
+        ]
         assert codes == [202, 202, 429]
-        limited = await _subscribe(client, "spam@example.org")
+        limited = await _subscribe(client, container, "spam@example.org")
         assert limited.headers["content-type"] == "application/problem+json"
         assert int(limited.headers["retry-after"]) > 0
-        assert (await _subscribe(client, "other@example.org")).status_code == 202
+        assert (await _subscribe(client, container, "other@example.org")).status_code == 202
 
 
 @pytest.mark.parametrize(
@@ -360,13 +500,13 @@ async def test_single_opt_in_never_revives_an_unsubscribe_without_confirmation(s
     await client.patch(
         "/api/admin/newsletters/weekly", headers=headers, json={"double_opt_in": False}
     )
-    await _subscribe(client, "carol@example.org")
+    await _subscribe(client, container, "carol@example.org")
     carol = await _subscriber(client, headers, "carol@example.org")
     assert carol["subscriptions"][0]["state"] == "confirmed"
     await client.delete(
         f"/api/admin/subscribers/{carol['id']}/subscriptions/weekly", headers=headers
     )
-    await _subscribe(client, "carol@example.org")
+    await _subscribe(client, container, "carol@example.org")
     carol = await _subscriber(client, headers, "carol@example.org")
     assert carol["subscriptions"][0]["state"] == "pending"
     assert len(await confirmation_tokens(container)) == 1
@@ -384,7 +524,7 @@ async def test_concurrent_confirmations_confirm_once(site: Any) -> None:
             json={"url": "https://hooks.example.org/x", "event_types": ["subscriber.confirmed"]},
         )
     ).json()
-    await _subscribe(client, "twice@example.org")
+    await _subscribe(client, container, "twice@example.org")
     (token,) = await confirmation_tokens(container)
     responses = await asyncio.gather(*(client.post(f"/confirm/{token}") for _ in range(5)))
     assert {r.status_code for r in responses} == {200}
@@ -400,7 +540,9 @@ async def test_subscribe_rate_limit_holds_per_client_address(database_url: str) 
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers)
-        codes = [(await _subscribe(client, f"r{i}@example.org")).status_code for i in range(4)]
+        codes = [
+            (await _subscribe(client, container, f"r{i}@example.org")).status_code for i in range(4)
+        ]
         assert codes == [202, 202, 202, 429]
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import chromium_executable
 from tests.support.clock import START
 from tidings.rendering import TemplateEngine, preview
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
@@ -61,14 +62,6 @@ def _framed(email_html: str, width: int, height: int) -> str:
         f'</style></head><body><iframe id="email" srcdoc="{html.escape(email_html)}"></iframe>'
         f"{MEASURE}</body></html>"
     )
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium)")
 
 
 def _run(browser: str, profile: Path, width: int, height: int, *args: str) -> str:
@@ -156,7 +149,7 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
     tmp_path: Path, image_server: str
 ) -> None:
     """A newsletter that scrolls sideways on a phone is unreadable; most opens are on phones."""
-    browser = _chromium()
+    browser = chromium_executable()
     for segment in ("free", "paid"):
         shown = preview(
             sample_content(image_server),
@@ -179,7 +172,7 @@ def test_the_default_theme_does_not_overflow_at_desktop_or_phone_width(
 
 def test_the_overflow_measurement_notices_a_page_that_overflows(tmp_path: Path) -> None:
     """The check above is only worth something if it can fail."""
-    browser = _chromium()
+    browser = chromium_executable()
     wide = '<html><body><div style="width:2000px">x</div></body></html>'
     measured = _measure(browser, tmp_path, wide, 375)
     assert isinstance(measured["scrollWidth"], int)

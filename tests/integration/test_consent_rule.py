@@ -22,7 +22,7 @@ IMPORT_EVIDENCE = "import:ops"
 events = st.one_of(
     st.builds(consent.Subscribe, st.sampled_from(Source), st.booleans()),
     st.builds(consent.ConfirmByLink, st.sampled_from(["192.0.2.1", None])),
-    st.builds(consent.ConfirmByPreferences),
+    st.builds(consent.SubscribeInPreferences),
     st.builds(consent.AssertConsent, st.just("key1")),
     st.sampled_from(SubscriptionState),  # an import row asking for this state
     st.builds(consent.Unsubscribe),

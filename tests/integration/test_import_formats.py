@@ -155,8 +155,16 @@ async def test_confirm_pending_queues_one_email_per_waiting_subscription_only(
     assert asked == 2
     assert progress[-1] == 2
     async with db.read() as conn:
-        queued = [row.payload["to"] for row in await conn.execute(select(jobs))]
-    assert sorted(queued) == ["ann@example.org", "dee@example.org"]
+        queued = [(row.kind, row.payload) for row in await conn.execute(select(jobs))]
+        address = {row.id: row.email for row in await conn.execute(select(subscribers))}
+    # Ids only: the link is minted, and the mail rendered, when the job sends it.
+    assert {(kind, payload["purpose"]) for kind, payload in queued} == {
+        ("send_subscriber_email", "confirmation")
+    }
+    assert sorted(address[payload["subscriber_id"]] for _, payload in queued) == [
+        "ann@example.org",
+        "dee@example.org",
+    ]
     with pytest.raises(NotFound):
         await PendingConfirmations(context).ask("nope", rate_per_second=10)
     with pytest.raises(InvalidInput):

@@ -25,6 +25,7 @@ def audience_context(db: Database, clock: Clock) -> AudienceContext:
         secret=lambda: SECRET,
         mailer=Mailer(db, queue),
         webhooks=Webhooks(db, queue, clock, rotation_overlap=timedelta(hours=1)),
+        queue=queue,
         public_url="https://news.example.org",
         site_name="Tidings test",
         confirm_token_ttl_hours=48,

@@ -13,7 +13,7 @@ states = st.sampled_from([None, *SubscriptionState])
 events = st.one_of(
     st.builds(consent.Subscribe, st.sampled_from(Source), st.booleans()),
     st.builds(consent.ConfirmByLink, st.sampled_from(["192.0.2.1", None])),
-    st.builds(consent.ConfirmByPreferences),
+    st.builds(consent.SubscribeInPreferences),
     st.builds(consent.AssertConsent, st.just("key1")),
     st.builds(
         consent.Import, st.sampled_from(SubscriptionState), st.just("import:ops"), st.booleans()
@@ -35,16 +35,14 @@ def test_every_new_confirmation_carries_its_evidence(
 
 @given(event=events)
 def test_only_the_person_or_their_mailbox_undoes_an_unsubscribe(event: consent.Event) -> None:
-    """A public subscribe revives to pending (a fresh confirmation); an import or an admin
-    never revives; a link from a mailbox (preferences) may confirm at once."""
+    """A public subscribe or a tick on the preferences page revives to pending (a fresh
+    confirmation); an import or an admin never revives."""
     decision = decide(UNSUBSCRIBED, event)
     if isinstance(decision, consent.Refusal):
         assert isinstance(event, consent.AssertConsent | consent.ConfirmByLink)
         return
-    if isinstance(event, consent.Subscribe):
+    if isinstance(event, consent.Subscribe | consent.SubscribeInPreferences):
         assert (decision.after, decision.ask_to_confirm) == (PENDING, True)
-    elif isinstance(event, consent.ConfirmByPreferences):
-        assert decision.after is CONFIRMED
         assert decision.revives
     else:
         assert decision.after is UNSUBSCRIBED
@@ -97,3 +95,18 @@ def test_unsubscribe_always_ends_mailing_and_counts_once(
     again = decide(UNSUBSCRIBED, consent.Unsubscribe())
     assert isinstance(again, consent.Transition)
     assert not again.changed
+
+
+@given(before=states)
+def test_a_tick_on_the_preferences_page_never_confirms(before: SubscriptionState | None) -> None:
+    """A forwarded email must not let its reader sign the recipient up (AUD-7): a newsletter
+    not yet confirmed gets a confirmation email, and only the link in it confirms."""
+    decision = decide(before, consent.SubscribeInPreferences())
+    assert isinstance(decision, consent.Transition)
+    assert not decision.confirms
+    if before is CONFIRMED:
+        assert not decision.changed
+    elif before is PENDING:
+        assert not decision.changed  # already waiting for its link: no second email
+    else:
+        assert (decision.after, decision.ask_to_confirm) == (PENDING, True)

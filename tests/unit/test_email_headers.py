@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidings.domain.audience import normalise_email
 from tidings.domain.email_headers import (
     MAX_DISPLAY_NAME,
+    address_problem,
     check_address,
     check_header_value,
     check_header_values,
     clean_display_name,
     feedback_id,
+    header_text_problem,
     list_id,
     list_unsubscribe,
     mailbox_header,
@@ -147,3 +150,48 @@ def test_a_non_ascii_list_name_is_encoded_in_list_id() -> None:
     assert value.isascii()
     registry = HeaderRegistry()
     assert str(registry("List-Id", value)) == "Café Notes <cafe.example.com>"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a\x0bb",
+        "a\x0cb",
+        "a\x1cb",
+        "a\x1db",
+        "a\x1eb",
+        "a\x85b",
+        "a\u2028b",
+        "a\u2029b",
+        "a\tb",
+        "a\x7fb",
+        "a\x9fb",
+        "a\ud800b",
+        "=?UTF-8?Q?=0A?=Bcc: all@example.org",
+        "Ann =?iso-8859-1*en?b?QQ==?=",
+    ],
+)
+def test_the_header_rule_refuses_every_line_end_control_and_encoded_word(value: str) -> None:
+    """The email package splits header values at any `str.splitlines` line end and decodes
+    encoded-words, so each of these could forge a header; the one rule refuses them all."""
+    assert header_text_problem(value) is not None
+    with pytest.raises(InvalidInput) as raised:
+        check_header_value("subject", value)
+    assert raised.value.field == "subject"
+
+
+@pytest.mark.parametrize("value", ["2+2=?", "Why =? not", "Zoë 👩‍💻", 'The "Ledger", No. 5'])
+def test_the_header_rule_accepts_text_that_only_looks_unusual(value: str) -> None:
+    """A bare `=?` is no encoded-word, and emoji sequences are ordinary subjects."""
+    assert header_text_problem(value) is None
+
+
+@pytest.mark.parametrize(
+    "address", ["a,b@example.com", 'x"<y>@example.com', "k@\x02example.com", "a@b@example.com"]
+)
+def test_an_address_is_exactly_one_addr_spec(address: str) -> None:
+    """Each of these is read as two mailboxes, a quoted local part or a control character by some
+    parser; refused as input, they cannot reach a To header."""
+    assert address_problem(address) is not None
+    with pytest.raises(InvalidInput):
+        normalise_email(address)

@@ -12,6 +12,8 @@ import pytest
 import typer
 
 from tests.factories import make_settings
+from tidings.audience.consent_requests import REQUEST_CONSENT
+from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container, build
 from tidings.campaigns.jobs import SEND_BATCH, SEND_KINDS
 from tidings.cli.context import run
@@ -38,7 +40,9 @@ async def test_every_job_kind_a_worker_runs_has_exactly_one_handler(tmp_path: Pa
         kinds = container.handler_registry().kinds()
     finally:
         await container.close()
-    assert sorted(kinds) == sorted({SEND_EMAIL, DELIVER_WEBHOOK, *SEND_KINDS})
+    assert sorted(kinds) == sorted(
+        {SEND_EMAIL, SEND_SUBSCRIBER_EMAIL, REQUEST_CONSENT, DELIVER_WEBHOOK, *SEND_KINDS}
+    )
     assert len(kinds) == len(set(kinds))
 
 

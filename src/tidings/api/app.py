@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
 from tidings.api import health
@@ -25,13 +27,16 @@ from tidings.api.admin import (
     suppressions,
     webhooks,
 )
-from tidings.api.deps import require_admin_key
-from tidings.api.errors import install_error_handlers
+from tidings.api.deps import require_accepted_media_type, require_admin_key
+from tidings.api.errors import document_problems, install_error_handlers
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
+from tidings.ui.app import ui_router
+
+DOCS_ASSETS = "/docs/assets"
 
 
 def create_app(
@@ -59,7 +64,10 @@ def create_app(
                 await workers  # drains in-flight jobs within queue.shutdown_grace_seconds
             await container.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets installed with the package, not a CDN: /docs must work
+    # on a machine with no internet (an air-gapped server, a laptop on a train).
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="tidings",
         version=__version__,
         summary="Newsletters with double opt-in, accounted sends and signed webhooks.",
@@ -67,19 +75,50 @@ def create_app(
     )
     app.state.container = container
     install_error_handlers(app)
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(fastapi_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(health.router)
-    app.include_router(public_json.router)
+    if settings.metrics.on_api_port:
+        app.include_router(health.metrics_router)
+    app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
     app.include_router(admin_router())
+    app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
-    routes = RouteTemplates(lambda: [*app.openapi()["paths"], "/openapi.json", "/docs"])
+    routes = RouteTemplates(
+        lambda: [
+            *app.openapi()["paths"],
+            "/openapi.json",
+            "/docs",
+            "/redoc",
+            DOCS_ASSETS + "/{file}",
+        ]
+    )
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
+    return app
+
+
+def create_metrics_app(container: Container) -> FastAPI:
+    """Only `/metrics`, for its own port (`metrics.port`): the API's app, or a worker, owns
+    and starts `container`; this app just reads it."""
+    app = FastAPI(title="tidings metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.container = container
+    app.include_router(health.metrics_router)
     return app
 
 
 def admin_router() -> APIRouter:
     """Every admin route hangs off this router, which requires an admin API key."""
-    router = APIRouter(prefix="/api/admin", dependencies=[Depends(require_admin_key)])
+    router = APIRouter(
+        prefix="/api/admin",
+        dependencies=[Depends(require_admin_key), Depends(require_accepted_media_type)],
+    )
     for module in (
         newsletters,
         audience_csv,  # before `subscribers`: /subscribers/export is not /subscribers/{id}

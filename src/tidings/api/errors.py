@@ -23,9 +23,19 @@ from tidings.domain.errors import (
     Unauthenticated,
 )
 from tidings.domain.identity import PlaceholderIdentity
+from tidings.domain.jobs import DatabaseBusy
 from tidings.observability.logging import get_logger
 
 PROBLEM_JSON = "application/problem+json"
+
+
+class UnsupportedMediaType(TidingsError):
+    """The body's Content-Type is not one the route reads (a JSON route sent a form post)."""
+
+    code = "unsupported_media_type"
+    title = "The body is not in a format this route accepts"
+
+
 STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     InvalidInput: 422,
     RetryRefused: 400,
@@ -37,8 +47,10 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     Conflict: 409,
     PlaceholderIdentity: 409,
     PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
     RateLimited: 429,
     NotReady: 503,
+    DatabaseBusy: 503,
     TidingsError: 500,
 }
 # Codes for errors that FastAPI/Starlette raise before a tidings use case runs.
@@ -88,7 +100,7 @@ async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited | DatabaseBusy):
         headers["Retry-After"] = str(exc.retry_after_seconds)
     extra: dict[str, Any] = exc.problem_fields()
     if exc.field:
@@ -125,3 +137,52 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
+
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "type": "object",
+    "description": "An RFC 9457 problem; `code` is stable (docs/api.md lists every one).",
+    "required": ["type", "title", "status", "code"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "code": {"type": "string"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def document_problems(openapi: dict[str, Any]) -> dict[str, Any]:
+    """Make the OpenAPI document say what the API answers on error: every operation's 422 and
+    every other error status (`default`) is an `application/problem+json` Problem, not
+    FastAPI's `HTTPValidationError`, so clients and schema-driven tests can rely on it. Pages
+    for people (`text/html`) answer with an error page, or a Problem when the request was
+    refused before the page ran (body too large, NUL)."""
+    openapi.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    problem_content = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    page_content = {"text/html": {"schema": {"type": "string"}}, **problem_content}
+    for operations in openapi.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            is_page = "text/html" in responses.get("200", {}).get("content", {})
+            response = {
+                "description": "An error page" if is_page else "A problem (RFC 9457)",
+                "content": page_content if is_page else problem_content,
+            }
+            if "422" in responses:
+                responses["422"] = {**response, "description": "Invalid input"}
+            responses["default"] = response
+    schemas = openapi["components"]["schemas"]
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return openapi

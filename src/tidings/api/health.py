@@ -1,4 +1,5 @@
-"""Liveness, readiness and metrics endpoints."""
+"""Liveness, readiness and metrics endpoints. Metrics have a router of their own: they are
+served on the API port only when `metrics.enabled`, or by a separate app on `metrics.port`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tidings.api.deps import ContainerDep
 from tidings.domain.errors import NotReady
 
 router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="The process is alive")
@@ -23,7 +25,7 @@ async def readyz(container: ContainerDep) -> dict[str, str]:
     return {"status": "ready", "database": container.db.dialect}
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@metrics_router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(container: ContainerDep) -> Response:
     # Queue depth is read from the rows at scrape time (PRI-7), never kept in memory. If the
     # database is down, /readyz says so; metrics still answer with what they have.

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import structlog
 
-from tidings.audience.consent import ConsentRecorder, owners_of
 from tidings.audience.context import AudienceContext
+from tidings.audience.subscriber_mail import queue_confirmation_email
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscriptions as subscription_queries
@@ -22,7 +22,6 @@ MAX_BATCH = 100
 class PendingConfirmations:
     def __init__(self, context: AudienceContext) -> None:
         self._ctx = context
-        self._consent = ConsentRecorder(context)
 
     async def ask(
         self,
@@ -46,16 +45,19 @@ class PendingConfirmations:
         started = loop.time()
         queued, after_id = 0, 0
         while True:
-            now = self._ctx.now()
             async with self._ctx.db.write() as conn:
                 page = await subscription_queries.pending_page(
                     conn, newsletter.id, after_id=after_id, limit=batch
                 )
                 for subscription in page:
-                    owners = await owners_of(conn, subscription)
-                    # The one function that queues a confirmation email (a fresh link; earlier
-                    # unexpired links stay valid).
-                    await self._consent._ask_to_confirm(conn, subscription, owners, now)
+                    # The one function that queues a confirmation email: the link is minted
+                    # when the job sends it, and earlier unexpired links stay valid.
+                    await queue_confirmation_email(
+                        self._ctx,
+                        conn,
+                        subscriber_id=subscription.subscriber_id,
+                        newsletter_id=subscription.newsletter_id,
+                    )
             if not page:
                 break
             queued += len(page)

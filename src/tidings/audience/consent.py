@@ -4,7 +4,7 @@ to write is decided by `tidings.domain.consent`; this module only carries it out
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -12,12 +12,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
-from tidings.delivery.email_jobs import TransactionalEmail
-from tidings.domain import tokens
+from tidings.audience.subscriber_mail import queue_confirmation_email, queue_welcome_email
 from tidings.domain.audience import Source
-from tidings.domain.consent import SubscriptionState, Transition, subscription_state
+from tidings.domain.consent import (
+    Subscribe,
+    SubscriptionState,
+    Transition,
+    decide,
+    subscription_state,
+)
 from tidings.domain.errors import NotFound
-from tidings.rendering.notice import render_confirmation_email
+from tidings.storage import confirmations
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
@@ -57,6 +62,30 @@ class ConsentRecorder:
         )
         return subscription, None if created else state_of(subscription)
 
+    async def request(
+        self,
+        conn: AsyncConnection,
+        subscriber: SubscriberRow,
+        newsletter: NewsletterRow,
+        *,
+        source: Source,
+        now: datetime,
+    ) -> SubscriptionRow:
+        """Someone asked to subscribe: create, revive or leave alone the subscription, and
+        queue a confirmation email if one is needed (AUD-5), or the welcome email when a
+        single opt-in newsletter is confirmed by the asking."""
+        subscription, before = await self.subscription(
+            conn, subscriber.id, newsletter.id, source=source, now=now
+        )
+        decision = decide(before, Subscribe(source, newsletter.double_opt_in))
+        assert isinstance(decision, Transition)  # subscribing is never refused
+        written = await self.record(
+            conn, subscription, decision, now=now, owners=(subscriber, newsletter)
+        )
+        if decision.confirms:
+            await queue_welcome_email(self._ctx, conn, written, newsletter)
+        return written
+
     async def record(
         self,
         conn: AsyncConnection,
@@ -73,6 +102,9 @@ class ConsentRecorder:
             subscription = await subscription_queries.update_subscription(
                 conn, subscription.id, unsubscribed_at=None, confirmed_at=None, updated_at=now
             )
+            # Links from before the unsubscribe belong to an earlier request: a revive asks
+            # afresh, so only the link it sends can confirm it.
+            await confirmations.forget(conn, subscription.id)
             log.info("subscription.revived", subscription_id=subscription.id)
         if transition.confirms:
             assert transition.evidence is not None
@@ -94,48 +126,15 @@ class ConsentRecorder:
             await subscriber_event(self._ctx, conn, event, *owners, **event_data)
             log.info(event.replace("subscriber.", "subscription."), subscription_id=written.id)
         if transition.ask_to_confirm:
-            written = await self._ask_to_confirm(
-                conn, written, owners or await owners_of(conn, written), now
+            # A fresh link, rendered and minted when the mail is sent; earlier unexpired
+            # links stay valid (AUD-5).
+            await queue_confirmation_email(
+                self._ctx,
+                conn,
+                subscriber_id=written.subscriber_id,
+                newsletter_id=written.newsletter_id,
             )
         return written
-
-    async def _ask_to_confirm(
-        self, conn: AsyncConnection, subscription: SubscriptionRow, owners: Owners, now: datetime
-    ) -> SubscriptionRow:
-        """A fresh link; earlier unexpired ones stay valid. The dedupe key is a fingerprint of
-        the token, so the raw token (a bearer secret) is never copied anywhere (AUD-5)."""
-        subscriber, newsletter = owners
-        token = tokens.new_confirmation_token()
-        token_hash = tokens.hash_token(token)
-        subscription = await subscription_queries.update_subscription(
-            conn,
-            subscription.id,
-            confirm_token_hash=token_hash,
-            confirm_token_expires_at=now + timedelta(hours=self._ctx.confirm_token_ttl_hours),
-            updated_at=now,
-        )
-        notice = render_confirmation_email(
-            site_name=self._ctx.site_name,
-            newsletter_name=newsletter.name,
-            confirm_url=self._ctx.confirm_url(token),
-            expires_hours=self._ctx.confirm_token_ttl_hours,
-            engine=self._ctx.templates,
-            theme=self._ctx.theme,
-        )
-        await self._ctx.mailer.queue_in(
-            conn,
-            TransactionalEmail(
-                to=subscriber.email,
-                subject=notice.subject,
-                text=notice.text,
-                html=notice.html,
-                sender=newsletter.sender_address,
-                sender_name=newsletter.sender_name,
-                reply_to=newsletter.reply_to,
-            ),
-            idempotency_key=tokens.confirmation_dedupe_key(token_hash),
-        )
-        return subscription
 
 
 async def owners_of(conn: AsyncConnection, subscription: SubscriptionRow) -> Owners:

@@ -1,5 +1,5 @@
 """What every audience use case needs: the database, the clock, the site secret, outbox
-writers (email and webhooks), the template engine and the public URL for links in mail."""
+writers (email, webhooks, the job queue), the template engine and the public URL for links."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from tidings.delivery.email_jobs import Mailer
 from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.clock import Clock
+from tidings.queue.service import JobQueue
 from tidings.rendering import DEFAULT_THEME, TemplateEngine, Theme
 from tidings.storage.database import Database
 
@@ -22,6 +23,7 @@ class AudienceContext:
     secret: Callable[[], str]  # loaded at start-up; read lazily
     mailer: Mailer
     webhooks: Webhooks
+    queue: JobQueue
     public_url: str  # no trailing slash
     site_name: str
     confirm_token_ttl_hours: int

@@ -7,12 +7,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tidings.audience.context import AudienceContext
+from tidings.domain.edits import UNSET, Unset
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.storage import newsletters as queries
 from tidings.storage.newsletters import NewsletterRow
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+OPTIONAL_FIELDS = frozenset({"reply_to", "welcome_subject", "welcome_body"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,18 +34,27 @@ class NewsletterFields:
 
 @dataclass(frozen=True, slots=True)
 class NewsletterChanges:
-    """Changes to a newsletter: a None field keeps its value."""
+    """Changes to a newsletter: an UNSET field keeps its value; None clears `reply_to` and the
+    welcome email (the optional fields) and is refused for the others."""
 
-    slug: str | None = None
-    name: str | None = None
-    sender_name: str | None = None
-    sender_address: str | None = None
-    description: str | None = None
-    reply_to: str | None = None
-    double_opt_in: bool | None = None
-    # "" clears the welcome email (both fields together).
-    welcome_subject: str | None = None
-    welcome_body: str | None = None
+    slug: str | Unset | None = UNSET
+    name: str | Unset | None = UNSET
+    sender_name: str | Unset | None = UNSET
+    sender_address: str | Unset | None = UNSET
+    description: str | Unset | None = UNSET
+    reply_to: str | Unset | None = UNSET
+    double_opt_in: bool | Unset | None = UNSET
+    # None or "" clears the welcome email (both fields together).
+    welcome_subject: str | Unset | None = UNSET
+    welcome_body: str | Unset | None = UNSET
+
+    def values(self) -> dict[str, Any]:
+        """Only the fields the edit sets; InvalidInput for a required one set to None."""
+        given = {key: value for key, value in asdict(self).items() if value is not UNSET}
+        for key, value in given.items():
+            if value is None and key not in OPTIONAL_FIELDS:
+                raise InvalidInput(f"{key} cannot be null", field=key)
+        return given
 
 
 MAX_WELCOME_BODY = 20_000
@@ -107,10 +118,10 @@ class Newsletters:
         return found
 
     async def update(self, current_slug: str, edit: NewsletterChanges) -> NewsletterRow:
-        given = {key: value for key, value in asdict(edit).items() if value is not None}
+        given = edit.values()
         current = await self.get(current_slug)
         welcome = {key: given[key] for key in ("welcome_subject", "welcome_body") if key in given}
-        if len(welcome) == 1:  # changing one half keeps the other; "" turns the email off
+        if len(welcome) == 1:  # changing one half keeps the other; ""/None turns the email off
             ((given_key, value),) = welcome.items()
             other = "welcome_body" if given_key == "welcome_subject" else "welcome_subject"
             given[other] = getattr(current, other) if value else ""

@@ -8,24 +8,23 @@ campaign send reads, so an unsubscribe never waits on a send in progress.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.consent import ConsentRecorder, owners_of, state_of
+from tidings.audience.consent_requests import ConsentRequest, queue_consent_request
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
 from tidings.audience.ratelimit import SubscribeRateLimiter
-from tidings.audience.welcome import queue_welcome
+from tidings.audience.subscriber_mail import queue_welcome_email
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
+from tidings.storage import confirmations
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
-from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
 from tidings.storage.subscriptions import SubscriptionRow
 
@@ -57,7 +56,8 @@ class Preference:
     newsletter_id: int
     name: str
     description: str
-    subscribed: bool
+    subscribed: bool  # confirmed and not left
+    awaiting_confirmation: bool = False  # asked for; the emailed link has not been used yet
 
 
 class PublicFlows:
@@ -77,7 +77,8 @@ class PublicFlows:
         source: Source,
         client_ip: str | None,
     ) -> None:
-        """Answers the same whether the address is new, pending, confirmed or unsubscribed.
+        """Answers the same, after the same work, whether the address is new, pending,
+        confirmed, unsubscribed or suppressed: it records the address and queues the request.
         Rate-limited per client and per target address (429 with Retry-After)."""
         address = normalise_email(email)
         name = validate_name(name)
@@ -87,7 +88,7 @@ class PublicFlows:
             newsletter = await newsletter_queries.get_by_slug(conn, newsletter_slug)
             if newsletter is None:
                 raise NotFound(f"no newsletter called {newsletter_slug!r}", field="newsletter")
-            subscriber, created = await subscriber_queries.insert_if_absent(
+            subscriber_id, created = await subscriber_queries.ensure(
                 conn,
                 email=address.email,
                 email_key=address.key,
@@ -98,41 +99,13 @@ class PublicFlows:
                 created_at=now,
                 updated_at=now,
             )
-            if created:
-                await subscriber_event(
-                    self._ctx,
-                    conn,
-                    "subscriber.created",
-                    subscriber,
-                    newsletter,
-                    source=source.value,
-                )
-            if await suppression_queries.is_suppressed(conn, subscriber.email_hash):
-                log.info("subscribe.suppressed_address", subscriber_id=subscriber.id)
-                return
-            await self.request_consent(conn, subscriber, newsletter, source=source, now=now)
-
-    async def request_consent(
-        self,
-        conn: AsyncConnection,
-        subscriber: SubscriberRow,
-        newsletter: NewsletterRow,
-        *,
-        source: Source,
-        now: datetime,
-    ) -> SubscriptionRow:
-        """Create, revive or leave alone the subscription; queue a confirmation if needed."""
-        subscription, before = await self._consent.subscription(
-            conn, subscriber.id, newsletter.id, source=source, now=now
-        )
-        decision = consent.decide(before, consent.Subscribe(source, newsletter.double_opt_in))
-        assert isinstance(decision, consent.Transition)  # subscribing is never refused
-        written = await self._consent.record(
-            conn, subscription, decision, now=now, owners=(subscriber, newsletter)
-        )
-        if decision.confirms:  # a single opt-in newsletter: confirmed by asking
-            await queue_welcome(self._ctx, conn, written, (subscriber, newsletter))
-        return written
+            # The rest depends on the address's state, so it is deferred to the queue: the
+            # request does the same work for every address (AUD-5, no enumeration by timing).
+            await queue_consent_request(
+                self._ctx,
+                conn,
+                ConsentRequest(subscriber_id, newsletter.id, source, new_subscriber=created),
+            )
 
     # -- confirm (AUD-6) ------------------------------------------------------------------
 
@@ -152,7 +125,8 @@ class PublicFlows:
                 raise LinkProblem("invalid")  # left since: this link no longer applies
             written = await self._consent.record(conn, subscription, decision, now=now)
             if decision.confirms:
-                await queue_welcome(self._ctx, conn, written, await owners_of(conn, written))
+                _, newsletter = await owners_of(conn, written)
+                await queue_welcome_email(self._ctx, conn, written, newsletter)
             return await self._target(conn, subscription)
 
     async def _subscription_for_confirmation(
@@ -160,11 +134,11 @@ class PublicFlows:
     ) -> SubscriptionRow:
         if not tokens.is_well_formed_confirmation_token(token):
             raise LinkProblem("invalid")
-        subscription = await subscription_queries.get_by_token_hash(conn, tokens.hash_token(token))
-        if subscription is None:
+        found = await confirmations.find(conn, tokens.hash_token(token))
+        if found is None:
             raise LinkProblem("invalid")
-        expires = subscription.confirm_token_expires_at
-        if subscription.confirmed_at is None and (expires is None or expires < self._ctx.now()):
+        subscription, expires = found
+        if subscription.confirmed_at is None and expires < self._ctx.now():
             raise LinkProblem("expired")
         return subscription
 
@@ -225,17 +199,24 @@ class PublicFlows:
         if await subscriber_queries.get(conn, subscriber_id) is None:
             raise LinkProblem("invalid")
         current = {
-            row.newsletter_id: row.confirmed_at is not None and row.unsubscribed_at is None
+            row.newsletter_id: state_of(row)
             for row, _, _ in await subscription_queries.of_subscriber(conn, subscriber_id)
         }
         return [
-            Preference(n.id, n.name, n.description, current.get(n.id, False))
+            Preference(
+                n.id,
+                n.name,
+                n.description,
+                subscribed=current.get(n.id) is consent.SubscriptionState.CONFIRMED,
+                awaiting_confirmation=current.get(n.id) is consent.SubscriptionState.PENDING,
+            )
             for n in await newsletter_queries.list_newsletters(conn)
         ]
 
     async def update_preferences(self, token: str, wanted: set[int]) -> list[Preference]:
-        """Unsubscribe from unticked newsletters; subscribe to ticked ones. The link arrived
-        by email, which proves the address, so a ticked newsletter is confirmed at once."""
+        """Unsubscribe from unticked newsletters; ask to subscribe to ticked ones. A ticked
+        newsletter not yet confirmed gets a confirmation email (AUD-7): the page is reached
+        from an email, and whoever it was forwarded to must not sign its recipient up."""
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             subscriber = await self._subscriber_for_preferences(conn, token)
@@ -245,16 +226,17 @@ class PublicFlows:
                 row.newsletter_id: row
                 for row, _, _ in await subscription_queries.of_subscriber(conn, subscriber_id)
             }
+            suppressed = await suppression_queries.is_suppressed(conn, subscriber.email_hash)
             for newsletter_id in newsletter_ids:
                 subscription = existing.get(newsletter_id)
-                if newsletter_id in wanted:
+                if newsletter_id in wanted and not suppressed:
                     subscription, before = await self._consent.subscription(
                         conn, subscriber_id, newsletter_id, source=Source.FORM, now=now
                     )
-                    decision = consent.decide(before, consent.ConfirmByPreferences())
+                    decision = consent.decide(before, consent.SubscribeInPreferences())
                     assert isinstance(decision, consent.Transition)
                     await self._consent.record(conn, subscription, decision, now=now)
-                elif subscription is not None:
+                elif newsletter_id not in wanted and subscription is not None:
                     await self.unsubscribe_in(conn, subscription)
             return await self._preferences(conn, subscriber_id)
 

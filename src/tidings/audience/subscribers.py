@@ -185,7 +185,7 @@ class Subscribers:
                 "the address is suppressed; lift the suppression first", field="subscriptions"
             )
         if not asserted:
-            await self._flows.request_consent(conn, row, newsletter, source=Source.ADMIN, now=now)
+            await self._consent.request(conn, row, newsletter, source=Source.ADMIN, now=now)
             return
         subscription, before = await self._consent.subscription(
             conn, row.id, newsletter.id, source=Source.ADMIN, now=now
@@ -252,9 +252,15 @@ class Subscribers:
             return await self._view(conn, row)
 
     async def export(self, subscriber_id: int) -> dict[str, Any]:
-        """Everything stored about one person (AUD-10), as JSON-ready data."""
-        view = await self.get(subscriber_id)
-        row = view.subscriber
+        """Everything stored about one person (AUD-10), as JSON-ready data: the audience
+        rows, jobs to or about them (mail, subscribe requests), mail captured for them and
+        webhook deliveries about them."""
+        async with self._ctx.db.read() as conn:
+            row = await queries.get(conn, subscriber_id)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            view = await self._view(conn, row)
+            traces = await privacy.traces_of(conn, subscriber_id=row.id, email_key=row.email_key)
         return {
             "subscriber": {
                 "id": row.id,
@@ -266,14 +272,11 @@ class Subscribers:
                 "created_at": row.created_at.isoformat(),
                 "updated_at": row.updated_at.isoformat(),
             },
-            "subscriptions": [
-                {
-                    key: (value.isoformat() if hasattr(value, "isoformat") else value)
-                    for key, value in asdict(s).items()
-                }
-                for s in view.subscriptions
-            ],
+            "subscriptions": [_json_ready(asdict(s)) for s in view.subscriptions],
             "suppressed": view.suppressed,
+            "jobs": [_json_ready(job) for job in traces["jobs"]],
+            "captured_mail": [_captured(message) for message in traces["captured"]],
+            "webhook_deliveries": [_json_ready(d) for d in traces["webhook_deliveries"]],
         }
 
     async def delete(self, subscriber_id: int) -> None:
@@ -283,13 +286,27 @@ class Subscribers:
             row = await queries.get(conn, subscriber_id)
             if row is None:
                 raise NotFound(f"no subscriber with id {subscriber_id}")
-            # Unsent mail to them and webhook payloads about them go too (AUD-10).
-            await privacy.erase_queued_traces(conn, subscriber_id=row.id, email=row.email)
+            # Mail to and about them, queued or captured, and webhook payloads about them
+            # go too (AUD-10).
+            await privacy.erase_traces(conn, subscriber_id=row.id, email_key=row.email_key)
             await self._ctx.webhooks.publish(
                 conn, "subscriber.deleted", {"subscriber_id": subscriber_id}
             )
             await queries.delete_subscriber(conn, subscriber_id)
         log.info("subscriber.deleted", subscriber_id=subscriber_id)
+
+
+def _json_ready(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: (value.isoformat() if hasattr(value, "isoformat") else value)
+        for key, value in values.items()
+    }
+
+
+def _captured(message: dict[str, Any]) -> dict[str, Any]:
+    """A captured message with its raw bytes as text (mail is 7-bit or UTF-8 in practice)."""
+    raw: bytes = message["raw"]
+    return _json_ready({**message, "raw": raw.decode("utf-8", errors="replace")})
 
 
 def _checked_attributes(attributes: dict[str, Any]) -> dict[str, Any]:

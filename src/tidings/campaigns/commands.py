@@ -5,17 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from typing import Any, Literal
 
-
-class Unset(Enum):
-    """A field an edit leaves alone (None would clear it)."""
-
-    UNSET = "unset"
-
-
-UNSET = Unset.UNSET
+from tidings.domain.edits import UNSET, Unset
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.delivery.email_jobs import Mailer, RawEmail
 from tidings.domain import tokens
 from tidings.domain.audience import normalise_email
-from tidings.domain.clock import Clock
+from tidings.domain.clock import Clock, require_timezone
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.identity import NOT_CHECKED, SendingIdentity
@@ -95,6 +95,7 @@ def _validated(values: dict[str, Any]) -> dict[str, Any]:
             field="body",
         )
     audience = parse_filter(values.get("audience_filter"))
+    require_timezone("scheduled_at", values.get("scheduled_at"))
     check_header_values(
         {"sender_name": values.get("sender_name"), "reply_to": values.get("reply_to")}
     )

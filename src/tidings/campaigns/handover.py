@@ -2,10 +2,11 @@
 SND-13): each recipient is marked in flight before its message is handed over, and each
 outcome is settled on its own row, so a failure at recipient 40 never undoes the 39 before it.
 
-Recipients go in chunks of `in_flight_chunk`: one fenced write marks a chunk `sending`, its
-messages are handed over concurrently, one fenced write settles every outcome of the chunk.
-A worker killed mid-chunk leaves at most that chunk `sending`; whoever reclaims the batch
-turns those rows `uncertain` (never resent automatically) — the documented duplicate window.
+Recipients go in chunks of `in_flight_chunk`: one fenced write settles every outcome of the
+chunk before and marks the next chunk `sending`, its messages are handed over concurrently,
+and the last chunk's outcomes are written with the batch's own. A worker killed mid-chunk
+leaves at most that chunk `sending`; whoever reclaims the batch turns those rows `uncertain`
+(never resent automatically) — the documented duplicate window.
 """
 
 from __future__ import annotations
@@ -136,29 +137,33 @@ class PerRecipientHandover:
         If the provider cannot be reached at all for a whole chunk, the chunk goes back to
         `pending` and the job retries later. At shutdown the chunk in hand is finished and
         settled, and no new one is started."""
+        settled_later: list[Outcome] = []  # the chunk just handed over, settled with the next
         for start in range(0, len(deliveries), self._chunk):
-            stop_requested(writes)
-            now = writes.context.now()
-            chunk = [
-                _parcel(rendering, sender, delivery, now)
-                for delivery in deliveries[start : start + self._chunk]
-            ]
+            try:
+                stop_requested(writes)
+                now = writes.context.now()
+                chunk = [
+                    _parcel(rendering, sender, delivery, now)
+                    for delivery in deliveries[start : start + self._chunk]
+                ]
+            except BaseException:
+                await writes.settle(settled_later)  # what went out is recorded before leaving
+                raise
             ids = [parcel.recipient_id for parcel in chunk]
-            await writes.mark_sending(ids)
+            await writes.settle_and_mark(settled_later, ids)
             outcomes = await self._hand_over(chunk)
             unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
             if len(unreachable) == len(chunk):
                 await writes.unmark(ids)
                 raise RetryLater(f"{self.provider.name} unreachable")
-            await writes.settle(
-                [
-                    (parcel.recipient_id, RecipientState.FAILED, outcome.reason)
-                    if isinstance(outcome, _Deferred)
-                    else (parcel.recipient_id, *outcome)
-                    for parcel, outcome in zip(chunk, outcomes, strict=True)
-                ]
-            )
-        return HandoverResult()
+            settled_later = [
+                (parcel.recipient_id, RecipientState.FAILED, outcome.reason)
+                if isinstance(outcome, _Deferred)
+                else (parcel.recipient_id, *outcome)
+                for parcel, outcome in zip(chunk, outcomes, strict=True)
+            ]
+        # The last chunk's outcomes are written with the batch's own outcome (one transaction).
+        return HandoverResult(outcomes=tuple(settled_later))
 
     async def _hand_over(
         self, chunk: list[Parcel]

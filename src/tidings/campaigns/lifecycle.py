@@ -10,6 +10,7 @@ import structlog
 
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import SendCampaign
+from tidings.domain.clock import require_timezone
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.sending import CampaignStatus
 from tidings.storage import batches as batch_queries
@@ -41,10 +42,7 @@ class CampaignSends:
 
     async def schedule(self, campaign_id: int, at: datetime) -> SendAccepted:
         """Send a draft at `at` (a scheduled job, due then; not a polling loop)."""
-        if at.tzinfo is None:
-            raise InvalidInput(
-                "scheduled_at needs a timezone (e.g. 2026-12-01T09:00:00Z)", field="scheduled_at"
-            )
+        require_timezone("scheduled_at", at)
         if at < self._ctx.now() + MIN_SCHEDULE_LEAD:
             raise InvalidInput(
                 "scheduled_at must be at least 30 seconds in the future", field="scheduled_at"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from datetime import datetime
+from typing import NamedTuple
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -78,6 +79,15 @@ class Renderings:
         return found
 
 
+class Claimed(NamedTuple):
+    """A batch this worker holds, as read in the claiming transaction."""
+
+    draft: CampaignDraft
+    batch: BatchRow
+    rows: list[RecipientRow]
+    deliver_at: datetime | None
+
+
 class BatchSubmitter:
     def __init__(self, context: SendingContext, handover: Handover, *, worker: str = "") -> None:
         self._ctx = context
@@ -90,10 +100,10 @@ class BatchSubmitter:
         with structlog.contextvars.bound_contextvars(
             campaign_id=step.campaign_id, batch_id=step.batch_id
         ):
-            batch = await self._claim(job, step)
-            if batch is not None:
+            claimed = await self._claim(job, step)
+            if claimed is not None:
                 try:
-                    await self._submit(job, step, batch)
+                    await self._submit(job, step, claimed)
                 except VerificationFailed as exc:
                     await self._fail_batch(job, step, exc)
                 except HandoverStopped:
@@ -101,8 +111,11 @@ class BatchSubmitter:
                     raise Defer("the worker is shutting down", seconds=0) from None
             await self._maybe_finalise(step)
 
-    async def _claim(self, job: Job, step: SendBatch) -> BatchRow | None:
+    async def _claim(self, job: Job, step: SendBatch) -> Claimed | None:
+        """The batch, claimed for this job, with its recipients read in the same transaction
+        (one round of the database per batch, not two), or None when there is nothing to do."""
         token = str(job.claim_token)
+        draft = await self._renderings.draft(step.campaign_id)
         async with self._ctx.queue.fenced(job) as conn:
             send = await send_queries.get(conn, step.campaign_id)
             if send is None or send.attempt != step.attempt:
@@ -147,13 +160,12 @@ class BatchSubmitter:
                         "reached the provider. Reconcile it before any retry.",
                     )
                     return None
-            return batch
-
-    async def _submit(self, job: Job, step: SendBatch, batch: BatchRow) -> None:
-        draft = await self._renderings.draft(step.campaign_id)
-        async with self._ctx.db.read() as conn:
             rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
             deliver_at = await self._deliver_at(conn, batch)
+        return Claimed(draft, batch, rows, deliver_at)
+
+    async def _submit(self, job: Job, step: SendBatch, claimed: Claimed) -> None:
+        draft, batch, rows, deliver_at = claimed
         check_count(
             "batch_recipient_read",
             expected=batch.recipient_count,

@@ -14,6 +14,7 @@ from rich.table import Table
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.cli import campaign_repair, campaign_send, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.cli.options import email_address, header_text
 from tidings.rendering import Preview
 
 app = typer.Typer(
@@ -62,9 +63,11 @@ def _show(draft: Any, as_json: bool) -> None:
 def create(
     ctx: typer.Context,
     newsletter: str = typer.Option(..., "--newsletter", "-n", help="Newsletter slug."),
-    subject: str = typer.Option(..., "--subject", "-s", help="Subject line."),
+    subject: str = typer.Option(..., "--subject", "-s", help="Subject line.", callback=header_text),
     from_file: Path | None = FromFile,
-    preheader: str = typer.Option("", "--preheader", help="Preview text shown after the subject."),
+    preheader: str = typer.Option(
+        "", "--preheader", help="Preview text shown after the subject.", callback=header_text
+    ),
     audience: str = typer.Option("", "--audience", help="Filter, e.g. tier:paid or label:beta."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -88,9 +91,13 @@ def create(
 def edit(
     ctx: typer.Context,
     campaign_id: int = typer.Argument(..., help="The campaign's id."),
-    subject: str | None = typer.Option(None, "--subject", "-s", help="New subject line."),
+    subject: str | None = typer.Option(
+        None, "--subject", "-s", help="New subject line.", callback=header_text
+    ),
     from_file: Path | None = FromFile,
-    preheader: str | None = typer.Option(None, "--preheader", help="New preview text."),
+    preheader: str | None = typer.Option(
+        None, "--preheader", help="New preview text.", callback=header_text
+    ),
     audience: str | None = typer.Option(None, "--audience", help="New audience filter."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -164,14 +171,16 @@ def preview(
         print(rendered)
     else:
         out.write_text(rendered, encoding="utf-8")
-        err_console.print(f"Wrote the {shown.segment} version to {out}.")
+        out_console.print(f"Wrote the {shown.segment} version to {out}.")
 
 
 @app.command("test-send")
 def send_test(
     ctx: typer.Context,
     campaign_id: int = typer.Argument(..., help="The campaign's id."),
-    to: list[str] = typer.Option(..., "--to", help="Recipient (repeat for up to 10)."),
+    to: list[str] = typer.Option(
+        ..., "--to", help="Recipient (repeat for up to 10).", callback=email_address
+    ),
     segment: str | None = typer.Option(None, "--segment", help="free, paid or comped."),
 ) -> None:
     """Send a segment's real message to test addresses; the campaign is left untouched."""
@@ -179,7 +188,7 @@ def send_test(
     async def go() -> None:
         async with container_for(ctx) as container:
             job_ids = await container.campaigns.test_send(campaign_id, to, segment)
-        err_console.print(
+        out_console.print(
             f"Queued {len(job_ids)} test message(s): jobs "
             f"{', '.join(map(str, job_ids))}. A worker (or `tidings serve`) sends them."
         )

@@ -11,7 +11,7 @@ import typer
 
 from tidings.api.admin.campaign_repairs import AttemptQueued, ReconcileResult
 from tidings.campaigns.retry import AttemptStarted
-from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.sending import BatchStatus, RecipientState
 
 
@@ -39,7 +39,7 @@ def _started(started: AttemptStarted, what: str, as_json: bool) -> None:
     if as_json:
         print(AttemptQueued.of(started).model_dump_json())
         return
-    err_console.print(
+    out_console.print(
         f"{what} campaign {started.campaign_id}: attempt {started.attempt} queued "
         f"({started.batches} batch(es) and {started.recipients} recipient(s) back to pending). "
         f"Follow it with `tidings campaign status {started.campaign_id} --follow`.",

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
                         )
                     )
                 else:
-                    err_console.print(
+                    out_console.print(
                         f"Queued campaign {campaign_id} for {accepted.preflight_email_count} "
                         "recipient(s)."
                     )
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
                 count = await container.sends.audience_size(campaign_id)
                 _confirm(draft.campaign.subject, count, f"at {when.isoformat()}", yes)
                 accepted = await container.sends.schedule(campaign_id, when)
-            err_console.print(
+            out_console.print(
                 f"Scheduled campaign {campaign_id} for {when.isoformat()} "
                 f"({accepted.preflight_email_count} recipient(s) today)."
             )
@@ -137,6 +137,6 @@ def register(app: typer.Typer) -> None:
         async def go() -> None:
             async with container_for(ctx) as container:
                 await container.sends.cancel(campaign_id)
-            err_console.print(f"Cancelled campaign {campaign_id}.")
+            out_console.print(f"Cancelled campaign {campaign_id}.")
 
         run(go)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 import socket
 import sys
@@ -21,9 +22,13 @@ from tidings.domain.errors import TidingsError
 from tidings.observability.logging import configure_logging
 from tidings.observability.sentry import configure_sentry
 from tidings.storage import migrate
+from tidings.storage.errors import DatabaseUnreachable
 
 T = TypeVar("T")
 EXIT_CONFIG = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# One-shot commands keep log events out of their output and progress bars unless asked.
+QUIET_LOG_LEVEL = "warning"
 err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
 
@@ -31,16 +36,22 @@ out_console = Console(highlight=False)
 @dataclass
 class CliState:
     config_file: Path | None = None
+    log_level: str | None = None  # --log-level, over everything
     overrides: dict[str, Any] = field(default_factory=dict)
     _settings: Settings | None = None
 
-    def settings(self) -> Settings:
+    def settings(self, *, long_running: bool = False) -> Settings:
+        """The settings, loaded once; logging is set up then. Servers and workers log at
+        log.level; other commands at warning and up, unless --log-level says otherwise."""
         if self._settings is None:
             try:
                 self._settings = load_settings(self.config_file, **self.overrides)
             except ConfigurationError as exc:
                 fail(str(exc), code=EXIT_CONFIG)
-            configure_logging(self._settings.log.level, self._settings.log.format)
+            level = self.log_level or self._settings.log.level
+            if not self.log_level and not long_running:
+                level = max(level, QUIET_LOG_LEVEL, key=LOG_LEVELS.index)
+            configure_logging(level, self._settings.log.format)
             dsn = self._settings.log.sentry_dsn
             configure_sentry(dsn.get_secret_value() if dsn else None)
         return self._settings
@@ -62,19 +73,52 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def bind_port(host: str, port: int, *, setting: str) -> socket.socket:
+    """A socket bound to host:port for a server this command runs, taken before anything
+    starts; a port in use (or an address that cannot be had) is one line naming `setting`,
+    exit code 2. Not listening yet: connections are refused until the server is ready."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        cannot_listen(host, port, exc, setting=setting)
+    return sock
+
+
+def cannot_listen(host: str, port: int, error: OSError, *, setting: str) -> NoReturn:
+    """Exit 2 with one line: the address, why it cannot be had, and what to change."""
+    if error.errno == errno.EADDRINUSE:
+        fail(
+            f"cannot listen on {host}:{port}: the port is already in use (another tidings, "
+            f"or another program). Stop that, or choose another port: {setting}.",
+            code=EXIT_CONFIG,
+        )
+    fail(
+        f"cannot listen on {host}:{port}: {error.strerror or error}. Check the address and "
+        f"port: {setting}.",
+        code=EXIT_CONFIG,
+    )
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     raise typer.Exit(code)
 
 
 def run(coroutine_factory: Callable[[], Awaitable[T]]) -> T:
-    """Run async work; tidings errors become a one-line message and exit code 1."""
+    """Run async work; tidings errors become a one-line message and exit code 1, a database
+    that cannot be reached exit code 2 (like any configuration problem)."""
 
     async def guarded() -> T:
         return await coroutine_factory()
 
     try:
         return asyncio.run(guarded())
+    except DatabaseUnreachable as exc:
+        fail(exc.diagnosis, code=EXIT_CONFIG)
     except TidingsError as exc:
         field_note = f" ({exc.field})" if exc.field else ""
         # Placeholder identity is a configuration problem: the settings to change are named.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tidings.cli.context import err_console, wait_for_stop_signal
+from tidings.cli.context import cannot_listen, err_console, wait_for_stop_signal
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 
@@ -115,8 +115,7 @@ def dev_provider(
         try:
             await server.start()
         except OSError as exc:
-            err_console.print(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-            raise typer.Exit(1) from None
+            cannot_listen(host, port, exc, setting="--host and --port")
         err_console.print(
             f"Batch provider listening on {server.base_url}"
             + (f", storing to {store}" if store else "")

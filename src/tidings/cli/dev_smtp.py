@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from tidings.bootstrap import utcnow
-from tidings.cli.context import err_console, wait_for_stop_signal
+from tidings.cli.context import cannot_listen, err_console, wait_for_stop_signal
 from tidings.delivery.sink import Faults, SmtpSink
 
 
@@ -51,7 +51,10 @@ def dev_smtp(
 
     async def go() -> None:
         sink = SmtpSink(clock=utcnow, host=host, port=port, faults=faults, store_dir=store)
-        await sink.start()
+        try:
+            await sink.start()
+        except OSError as exc:
+            cannot_listen(host, port, exc, setting="--host and --port")
         err_console.print(
             f"SMTP sink listening on {host}:{sink.port}"
             + (f", storing to {store}" if store else "")

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from tidings.cli.context import container_for, err_console, out_console, run
+from tidings.cli.context import container_for, out_console, run
 from tidings.domain.jobs import JobStatus
 
 app = typer.Typer(help="Inspect background jobs and replay dead ones.", no_args_is_help=True)
@@ -85,6 +85,6 @@ def replay(ctx: typer.Context, job_id: int = typer.Argument(..., help="The job's
     async def go() -> None:
         async with container_for(ctx) as container:
             job = await container.queue.replay(job_id)
-        err_console.print(f"Job {job.id} is due again.")
+        out_console.print(f"Job {job.id} is due again.")
 
     run(go)

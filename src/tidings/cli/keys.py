@@ -84,6 +84,6 @@ def revoke(ctx: typer.Context, key_id: str = typer.Argument(..., help="The key's
     async def go() -> None:
         async with container_for(ctx) as container:
             await container.api_keys.revoke(key_id)
-        err_console.print(f"Revoked key {key_id}.")
+        out_console.print(f"Revoked key {key_id}.")
 
     run(go)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from tidings import __version__
 from tidings.cli import (
+    admins,
     campaign,
     config_cmd,
     demo,
@@ -32,6 +34,13 @@ app = typer.Typer(
 )
 
 
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"tidings {__version__}")
@@ -48,11 +57,18 @@ def root(
         envvar="TIDINGS_CONFIG",
         help="TOML configuration file. Environment variables (TIDINGS_*) override it.",
     ),
+    log_level: LogLevel | None = typer.Option(
+        None,
+        "--log-level",
+        case_sensitive=False,
+        help="Lowest level of log events written to stderr. Default: log.level for `serve`, "
+        "`api` and `worker`; warning for every other command, so that output stays clean.",
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    ctx.obj = CliState(config_file=config)
+    ctx.obj = CliState(config_file=config, log_level=log_level.value if log_level else None)
 
 
 app.command()(serve.serve)
@@ -66,6 +82,7 @@ app.add_typer(newsletters.app, name="newsletters")
 app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")
 app.add_typer(keys.app, name="keys")
+app.add_typer(admins.app, name="admins")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(outbox.app, name="outbox")
 app.add_typer(bench.app, name="bench")

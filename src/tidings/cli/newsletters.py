@@ -10,6 +10,8 @@ from rich.table import Table
 
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
+from tidings.cli.options import email_address, header_text
+from tidings.domain.edits import UNSET
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 
@@ -18,16 +20,25 @@ app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 def create(
     ctx: typer.Context,
     slug: str = typer.Argument(..., help="URL name: lowercase letters, digits, dashes."),
-    name: str = typer.Option(..., "--name", help="Display name."),
-    sender_name: str = typer.Option(..., "--sender-name", help="From: display name."),
-    sender_address: str = typer.Option(..., "--sender-address", help="From: address."),
-    reply_to: str | None = typer.Option(None, "--reply-to", help="Reply-To address."),
+    name: str = typer.Option(..., "--name", help="Display name.", callback=header_text),
+    sender_name: str = typer.Option(
+        ..., "--sender-name", help="From: display name.", callback=header_text
+    ),
+    sender_address: str = typer.Option(
+        ..., "--sender-address", help="From: address.", callback=email_address
+    ),
+    reply_to: str | None = typer.Option(
+        None, "--reply-to", help="Reply-To address.", callback=email_address
+    ),
     description: str = typer.Option("", "--description", help="Shown on signup pages."),
     single_opt_in: bool = typer.Option(
         False, "--single-opt-in", help="Skip the confirmation email (not recommended)."
     ),
     welcome_subject: str | None = typer.Option(
-        None, "--welcome-subject", help="Send a welcome email with this subject on confirming."
+        None,
+        "--welcome-subject",
+        help="Send a welcome email with this subject on confirming.",
+        callback=header_text,
     ),
     welcome_file: Path | None = typer.Option(
         None, "--welcome-file", help="The welcome email's text (paragraphs of plain text)."
@@ -70,7 +81,9 @@ def _read_text(path: Path | None) -> str | None:
 def welcome(
     ctx: typer.Context,
     slug: str = typer.Argument(..., help="The newsletter's slug."),
-    subject: str | None = typer.Option(None, "--subject", help="The welcome email's subject."),
+    subject: str | None = typer.Option(
+        None, "--subject", help="The welcome email's subject.", callback=header_text
+    ),
     file: Path | None = typer.Option(
         None, "--file", help="The welcome email's text (paragraphs of plain text)."
     ),
@@ -81,14 +94,18 @@ def welcome(
     admin-confirmed subscribers."""
     if off == bool(subject or file):
         fail("give --subject and/or --file, or --off", code=EXIT_CONFIG)
-    body = "" if off else _read_text(file)
+    if off:
+        changes = NewsletterChanges(welcome_subject=None, welcome_body=None)
+    else:  # an option not given keeps that half as it is
+        body = _read_text(file)
+        changes = NewsletterChanges(
+            welcome_subject=UNSET if subject is None else subject,
+            welcome_body=UNSET if body is None else body,
+        )
 
     async def go() -> None:
         async with container_for(ctx) as container:
-            row = await container.newsletters.update(
-                slug,
-                NewsletterChanges(welcome_subject="" if off else subject, welcome_body=body),
-            )
+            row = await container.newsletters.update(slug, changes)
         state = (
             f"welcome email: {row.welcome_subject}" if row.welcome_subject else "no welcome email"
         )

@@ -3,7 +3,8 @@
 
 `import` exits 0 when every row imported and 1 when any row failed (the others are imported
 all the same) or the file could not be imported at all (unknown columns, unknown newsletter,
-not UTF-8). The summary and the errors go to stderr; `--json` prints the report to stdout.
+not UTF-8). The summary and the rows not imported go to stdout (`> report.txt` keeps them),
+or the report as JSON with `--json`; the progress bar and errors that stop it, to stderr.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.table import Table
 
 from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
-from tidings.cli.context import container_for, err_console, fail, run
+from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
@@ -123,7 +124,7 @@ def import_file(
     else:
         _print_report(report)
         if asked is not None:
-            err_console.print(f"Queued {asked} confirmation email(s).")
+            out_console.print(f"Queued {asked} confirmation email(s).")
     raise typer.Exit(1 if report.failed_rows else 0)
 
 
@@ -157,7 +158,7 @@ def confirm_pending(
     if as_json:
         print(json.dumps({"confirmations_queued": asked}))
     else:
-        err_console.print(f"Queued {asked} confirmation email(s) for {newsletter}.")
+        out_console.print(f"Queued {asked} confirmation email(s) for {newsletter}.")
 
 
 def _print_report(report: ImportReport) -> None:
@@ -175,8 +176,8 @@ def _print_report(report: ImportReport) -> None:
             )
         )
     )
-    err_console.print(summary)
-    err_console.print(
+    out_console.print(summary)
+    out_console.print(
         f"{report.mailable} row(s) mailable now; {report.awaiting_confirmation} wait for the "
         "person to confirm"
         + (
@@ -187,16 +188,16 @@ def _print_report(report: ImportReport) -> None:
         )
     )
     if report.ignored_columns:
-        err_console.print(
+        out_console.print(
             f"Ignored column(s): {', '.join(report.ignored_columns)} "
             "(--map COLUMN=FIELD reads one as a field)."
         )
     if report.suppressed:
-        err_console.print(
+        out_console.print(
             f"{report.suppressed} suppressed address(es) were stored but will not be mailed."
         )
     if report.kept_unsubscribed:
-        err_console.print(
+        out_console.print(
             f"{report.kept_unsubscribed} row(s) asked for a subscription that the person had "
             "unsubscribed from; they stay unsubscribed."
         )
@@ -205,10 +206,10 @@ def _print_report(report: ImportReport) -> None:
     errors = Table("line", "field", "problem", title="Rows not imported")
     for error in report.errors[:ERRORS_SHOWN]:
         errors.add_row(str(error.line), error.field, error.message)
-    err_console.print(errors)
+    out_console.print(errors)
     hidden = report.failed_rows - min(len(report.errors), ERRORS_SHOWN)
     if hidden > 0:
-        err_console.print(f"… and {hidden} more failed row(s); --json lists them.")
+        out_console.print(f"… and {hidden} more failed row(s); --json lists them.")
 
 
 @app.command("export")
@@ -245,4 +246,5 @@ def export_file(
             Path(partial).replace(out)
         finally:
             Path(partial).unlink(missing_ok=True)
-    err_console.print(f"Exported {rows} row(s).")
+    # The count goes beside the CSV, never into it.
+    (err_console if out is None else out_console).print(f"Exported {rows} row(s).")

@@ -132,10 +132,14 @@ class EmailJobHandler:
         self._domain = domain
 
     async def __call__(self, job: Job) -> None:
+        await self.deliver(email_of(job), idempotency_key=job.idempotency_key)
+
+    async def deliver(self, email: TransactionalEmail | RawEmail, *, idempotency_key: str) -> None:
+        """Hand one message to the provider, mapping its failure classes onto the queue's
+        retry rules. Also used by handlers that render their message at send time."""
         # Stable across retries, so a provider or receiver can recognise a repeat; in the
         # sender's domain, which is the one the message is signed and sent for.
-        email = email_of(job)
-        digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()[:32]
+        digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
         domain = email.sender.rpartition("@")[2] or self._domain
         envelope = email.envelope(default_message_id=f"<{digest}@{domain}>", now=self._clock())
         try:

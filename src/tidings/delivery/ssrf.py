@@ -122,6 +122,27 @@ def _ipv4_reason(ip: IPv4Address) -> str | None:
     return None if ip.is_global else RESERVED
 
 
+def refusal(ip: IPAddress | str, *, allow_private_networks: bool) -> str | None:
+    """Why the guard's policy refuses this address ("loopback", ...), or None."""
+    reason = is_forbidden_address(ip)
+    # Relaxing for self-hosted networks still never reaches the cloud's credential service.
+    if allow_private_networks and reason not in (CLOUD_METADATA, UNPARSEABLE):
+        return None
+    return reason
+
+
+def literal_host_refusal(host: str, *, allow_private_networks: bool) -> str | None:
+    """For a URL being saved: why its host, if an IP literal (in any form a resolver reads),
+    would be refused at connect time; None for a name (checked when dialed) or an allowed IP."""
+    try:
+        literal = address_literal(host)
+    except AddressBlocked as blocked:
+        return blocked.reason
+    if literal is None:
+        return None
+    return refusal(literal, allow_private_networks=allow_private_networks)
+
+
 def _embedded_ipv4(ip: IPv6Address) -> IPv4Address | None:
     """The IPv4 address an IPv6 form delivers to: mapped, compatible, translated, 6to4, NAT64."""
     if ip.ipv4_mapped is not None:
@@ -184,11 +205,7 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
 
     def _refusal(self, ip: IPAddress | str) -> str | None:
         """The reason to refuse this address under this guard's policy, or None."""
-        reason = is_forbidden_address(ip)
-        # Relaxing for self-hosted networks still never reaches the cloud's credential service.
-        if self._allow_private_networks and reason not in (CLOUD_METADATA, UNPARSEABLE):
-            return None
-        return reason
+        return refusal(ip, allow_private_networks=self._allow_private_networks)
 
     async def connect_tcp(
         self,

@@ -19,10 +19,15 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.signing import generate_secret, sign_headers
+from tidings.delivery.ssrf import CLOUD_METADATA, UNPARSEABLE, literal_host_refusal
 from tidings.delivery.webhook_client import Outcome, WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
-from tidings.domain.events import WEBHOOK_EVENT_TYPES, validate_event_types
+from tidings.domain.events import (
+    WEBHOOK_EVENT_TYPES,
+    validate_event_types,
+    webhook_delivery_key,
+)
 from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
 from tidings.queue import store as job_store
 from tidings.queue.job import Job, JobPayload
@@ -39,19 +44,44 @@ log = structlog.get_logger("tidings.webhooks")
 
 @dataclass(frozen=True, slots=True)
 class DeliverWebhook(JobPayload):
-    """The `deliver_webhook` job: which delivery row to attempt (it holds event and payload)."""
+    """The `deliver_webhook` job: which delivery row to attempt (it holds event and payload).
+
+    `event_id` pins the row: on SQLite a deleted delivery's id can come back on a new row, and
+    a job left over from the old one must not deliver the new one."""
 
     kind: ClassVar[str] = DELIVER_WEBHOOK
     delivery_id: int
+    event_id: str | None = None  # None in jobs queued before it was recorded
 
 
-def _validated_url(url: str) -> str:
+def _validated_url(url: str, *, allow_private_networks: bool) -> str:
+    """An absolute http(s) URL without credentials whose host, if an IP literal, the SSRF guard
+    would dial. Names are checked when dialed (DNS can change); a literal never will."""
     url = url.strip()
-    parts = urlsplit(url)
-    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname, _port = parts.hostname, parts.port  # both raise on `[zz]` or `:99999`
+    except ValueError:
+        raise InvalidInput(
+            "url is not a valid URL (check the host and port)", field="url"
+        ) from None
+    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not hostname:
         raise InvalidInput("url must be an absolute http(s) URL", field="url")
     if parts.username or parts.password:
         raise InvalidInput("url must not carry credentials", field="url")
+    if any(not ch.isprintable() or ch.isspace() for ch in url):
+        raise InvalidInput("url must not contain spaces or control characters", field="url")
+    reason = literal_host_refusal(hostname, allow_private_networks=allow_private_networks)
+    if reason is not None:
+        hint = (
+            ""
+            if reason in (CLOUD_METADATA, UNPARSEABLE)
+            else "; a self-hosted receiver on a private network needs "
+            "webhooks.allow_private_networks = true"
+        )
+        raise InvalidInput(
+            f"url points at a {reason} address, which webhooks never reach{hint}", field="url"
+        )
     return url
 
 
@@ -70,11 +100,16 @@ class Webhooks:
         now: Clock,
         *,
         rotation_overlap: timedelta,
+        allow_private_networks: bool = False,
     ) -> None:
         self._db = db
         self._queue = queue
         self._now = now
         self._rotation_overlap = rotation_overlap
+        self._allow_private_networks = allow_private_networks
+
+    def _url(self, url: str) -> str:
+        return _validated_url(url, allow_private_networks=self._allow_private_networks)
 
     # -- endpoints ---------------------------------------------------------------------
 
@@ -85,7 +120,7 @@ class Webhooks:
         async with self._db.write() as conn:
             return await queries.insert_endpoint(
                 conn,
-                url=_validated_url(url),
+                url=self._url(url),
                 description=description,
                 event_types=_validated_events(event_types),
                 enabled=True,
@@ -116,7 +151,7 @@ class Webhooks:
     ) -> EndpointRow:
         values: dict[str, Any] = {"updated_at": self._now()}
         if url is not None:
-            values["url"] = _validated_url(url)
+            values["url"] = self._url(url)
         if event_types is not None:
             values["event_types"] = _validated_events(event_types)
         if description is not None:
@@ -198,8 +233,9 @@ class Webhooks:
                 created_at=now,
                 updated_at=now,
             )
-            job = DeliverWebhook(delivery.id)
-            await self._queue.enqueue(conn, job.kind, f"webhook:{delivery.id}", job.to_payload())
+            job = DeliverWebhook(delivery.id, event_id)
+            key = webhook_delivery_key(event_id, endpoint.id)
+            await self._queue.enqueue(conn, job.kind, key, job.to_payload())
             deliveries.append(delivery)
         return deliveries
 
@@ -231,14 +267,15 @@ class Webhooks:
             delivery = await queries.get_delivery(conn, delivery_id)
             if delivery is None:
                 raise NotFound(f"no webhook delivery with id {delivery_id}")
-            job = await job_store.get_by_key(conn, f"webhook:{delivery_id}")
+            key = webhook_delivery_key(delivery.event_id, delivery.endpoint_id)
+            job = await job_store.get_by_key(conn, key)
             if job is not None and job.status is JobStatus.RUNNING:
                 raise Conflict("the delivery is being attempted right now; try again shortly")
             await queries.reset_delivery(conn, delivery_id, now=now)
             if job is None:  # pruned after retention: a fresh job, same delivery and webhook-id
-                fresh = DeliverWebhook(delivery_id)
-                key = f"webhook:{delivery_id}:replay:{uuid.uuid4().hex}"
-                await self._queue.enqueue(conn, fresh.kind, key, fresh.to_payload())
+                fresh = DeliverWebhook(delivery_id, delivery.event_id)
+                replay_key = f"{key}:replay:{uuid.uuid4().hex}"
+                await self._queue.enqueue(conn, fresh.kind, replay_key, fresh.to_payload())
             else:
                 await job_store.replay(conn, job.id, now=now)
             refreshed = await queries.get_delivery(conn, delivery_id)
@@ -255,9 +292,12 @@ class WebhookJobHandler:
         self._now = now
 
     async def __call__(self, job: Job) -> None:
-        delivery_id = DeliverWebhook.from_job(job).delivery_id
+        payload = DeliverWebhook.from_job(job)
+        delivery_id = payload.delivery_id
         async with self._db.read() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
+            if delivery is not None and payload.event_id not in (None, delivery.event_id):
+                delivery = None  # the job's delivery was deleted and its id reused
             endpoint = (
                 None if delivery is None else await queries.get_endpoint(conn, delivery.endpoint_id)
             )

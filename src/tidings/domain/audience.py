@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tidings.domain.email_headers import address_problem, header_text_problem
 from tidings.domain.errors import InvalidInput
 
 MAX_EMAIL_LENGTH = 320
@@ -35,8 +36,9 @@ class Address:
 
 
 def normalise_email(raw: str, *, field: str = "email") -> Address:
-    """Loose on purpose (AUD-2): one `@`, no whitespace or control characters, length limits.
-    The confirmation email arriving is the real check."""
+    """Loose on purpose (AUD-2): one `@`, no whitespace or control characters, length limits,
+    and one plain addr-spec (it is written into To headers). The confirmation email arriving
+    is the real check."""
     candidate = raw.strip()
     local, at, domain = candidate.rpartition("@")
     problem = None
@@ -48,6 +50,8 @@ def normalise_email(raw: str, *, field: str = "email") -> Address:
         problem = "must not contain spaces or control characters"
     elif "." not in domain or domain.startswith(".") or domain.endswith("."):
         problem = "must have a domain like example.org"
+    else:  # it goes into To headers: one plain addr-spec, the rule every address meets
+        problem = address_problem(candidate)
     if problem:
         raise InvalidInput(f"{field} {problem}", field=field)
     email = f"{local}@{domain.lower()}"
@@ -55,8 +59,8 @@ def normalise_email(raw: str, *, field: str = "email") -> Address:
 
 
 def validate_name(name: str | None, *, field: str = "name") -> str | None:
-    """A display name: trimmed, at most 200 characters, no line breaks or control characters
-    (names end up in email headers)."""
+    """A display name: trimmed, at most 200 characters, printable, and header text by the one
+    header rule (names end up in To headers: no encoded-words either)."""
     if name is None:
         return None
     name = name.strip()
@@ -68,4 +72,7 @@ def validate_name(name: str | None, *, field: str = "name") -> str | None:
         raise InvalidInput(
             f"{field} must not contain line breaks or control characters", field=field
         )
+    problem = header_text_problem(name)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}", field=field)
     return name

@@ -61,8 +61,9 @@ class ConfirmByLink:
 
 
 @dataclass(frozen=True, slots=True)
-class ConfirmByPreferences:
-    """A newsletter ticked on the preferences page, reached by a link sent to the address."""
+class SubscribeInPreferences:
+    """A newsletter ticked on the preferences page. The page is reached by a link in an email,
+    and emails get forwarded: the tick alone is not the person's consent (AUD-7)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ class Unsubscribe:
     """The person (one-click, preferences), an admin or an import ended the subscription."""
 
 
-Event = Subscribe | ConfirmByLink | ConfirmByPreferences | AssertConsent | Import | Unsubscribe
+Event = Subscribe | ConfirmByLink | SubscribeInPreferences | AssertConsent | Import | Unsubscribe
 
 
 # -- decisions ---------------------------------------------------------------------------
@@ -148,9 +149,13 @@ def decide(before: SubscriptionState | None, event: Event) -> Transition | Refus
             if not active:
                 return Refusal("the subscription was left since the link was sent")
             return _confirmed(before, f"link:{origin or 'unknown'}")
-        case ConfirmByPreferences():
-            # The link came by email to the address, which is the proof double opt-in asks for.
-            return _confirmed(before, "preferences_link")
+        case SubscribeInPreferences():
+            # Whoever holds a forwarded email must not sign its recipient up: a newsletter not
+            # yet confirmed gets a confirmation email (double opt-in, whatever the list's
+            # setting). One already confirmed, or already waiting for its link, is left alone.
+            if before is confirmed or before is pending:
+                return Transition(before, before)
+            return Transition(before, pending, ask_to_confirm=True)
         case AssertConsent(actor=actor):
             if before is unsubscribed:
                 return Refusal("the subscriber unsubscribed; only they can undo that")

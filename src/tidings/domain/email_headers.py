@@ -17,10 +17,17 @@ from email.utils import formataddr
 
 from tidings.domain.errors import InvalidInput
 
-# Everything `str.splitlines` treats as a line end, plus NUL. The standard library's email
-# code splits header values with `splitlines`, so U+2028 or a form feed would be as good as a
-# CRLF to an attacker; refusing them all closes that door.
-_LINE_BREAKS = re.compile("[\r\n\x00\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# The one rule for header-bound text (subjects, names, addresses, reply-to, from): C0 and C1
+# controls (tab, vertical tab, form feed, the file/group/record separators and NEL included:
+# `str.splitlines` and so the email package treat several of them as line ends), DEL, the
+# Unicode line and paragraph separators, and lone surrogates (they cannot be encoded at all).
+_NOT_HEADER_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# An RFC 2047 encoded-word opener (`=?charset?Q?` or `?B?`): a reader decodes the word, so
+# `=?utf-8?q?a=0D=0AX:_y?=` is as good as a raw CRLF. A bare `=?` ("2+2=?") is plain text.
+_ENCODED_WORD = re.compile(r"=\?[^?]*\?[bq]\?", re.IGNORECASE)
+# The character rule as a JSON-schema pattern for the OpenAPI document (which has no
+# lookaround for the encoded-word rule; that one is enforced all the same).
+HEADER_TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]*$"
 # Other C0/C1 controls have no business in a display name; they are replaced, not refused,
 # because names arrive from subscribers (imports, forms) long before a campaign is composed.
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -28,20 +35,40 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*")
 _ASCII_ADDRESS = re.compile(rf"[A-Za-z0-9.!#$%&'*+/=?^_`{{|}}~-]{{1,64}}@{_LABEL}(?:\.{_LABEL})*")
 _ATOM = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MAX_ADDRESS_LENGTH = 254
 # A display name longer than this is noise; capping keeps a quoted ASCII name on one
 # header line far below SMTP's 998-octet limit.
 MAX_DISPLAY_NAME = 200
 MESSAGE_ID_HASH_LENGTH = 32
+NOT_HEADER_TEXT = "must be one line of text: no control characters or line separators"
+ENCODED_WORD = "must not contain an encoded-word (=?charset?Q?...?=); write the text as it is"
+NOT_ONE_ADDRESS = "must be one plain email address like name@example.org"
 
 
-def check_header_value(field: str, value: str) -> None:
-    """Refuse a value bound for a header if it holds CR, LF, NUL or another line break, or an
-    RFC 2047 encoded-word opener: the email parser decodes `=?utf-8?q?a=0D=0AX:_y?=` into a
-    real line break, so an encoded word is as good as a raw CRLF to an attacker."""
-    if _LINE_BREAKS.search(value):
-        raise InvalidInput(f"{field} must be a single line (no CR, LF or NUL)", field=field)
-    if "=?" in value:
-        raise InvalidInput(f"{field} must not contain '=?' (an encoded-word)", field=field)
+def header_text_problem(value: str) -> str | None:
+    """Why `value` may not go into a header, or None: the one rule every entry point (API
+    schemas, CLI options, use cases) applies to header-bound text."""
+    if _NOT_HEADER_TEXT.search(value):
+        return NOT_HEADER_TEXT
+    if _ENCODED_WORD.search(value):
+        return ENCODED_WORD
+    return None
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not exactly one ASCII addr-spec (`local@domain`, no display name, no
+    second address, no quoting), or None."""
+    if len(address) > MAX_ADDRESS_LENGTH or not _ASCII_ADDRESS.fullmatch(address):
+        return NOT_ONE_ADDRESS
+    return None
+
+
+def check_header_value(field: str, value: str) -> str:
+    """`value` if it may go into a header; else InvalidInput naming `field`."""
+    problem = header_text_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}", field=field)
+    return value
 
 
 def check_header_values(values: dict[str, str | None]) -> None:
@@ -53,8 +80,8 @@ def check_header_values(values: dict[str, str | None]) -> None:
 
 def check_address(field: str, address: str) -> str:
     """An ASCII addr-spec with nothing that could end a header or open a second address."""
-    if not _ASCII_ADDRESS.fullmatch(address) or len(address) > 254:
-        raise InvalidInput(f"{field} is not a plain email address", field=field)
+    if address_problem(address) is not None:
+        raise InvalidInput(f"{field} {NOT_ONE_ADDRESS}", field=field)
     return address
 
 

@@ -26,3 +26,14 @@ def validate_event_types(requested: list[str]) -> list[str]:
     if not requested:
         raise ValueError("subscribe to at least one event type (or '*')")
     return list(dict.fromkeys(requested))
+
+
+def webhook_delivery_key(event_id: str, endpoint_id: int) -> str:
+    """The idempotency key of the job that delivers one event to one endpoint.
+
+    Built from the event's random id, never from a row id alone: SQLite hands a deleted row's
+    id to the next insert, so `webhook:<delivery id>` of a re-created endpoint's first delivery
+    would collide with the old, finished job and the new delivery would never be sent. The
+    event id is unique for the life of the database; the endpoint id tells apart the endpoints
+    one event goes to."""
+    return f"webhook:{event_id}:{endpoint_id}"

@@ -25,6 +25,22 @@ class RetryLater(TidingsError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class DatabaseBusy(RetryLater):
+    """The database could not take the work now: SQLite's write lock stayed held past the busy
+    timeout, or PostgreSQL gave up on a lock, a deadlock or the connection pool. Nothing was
+    written. An API request answers 503 with Retry-After; a job handler that meets it is a
+    `RetryLater` like any other, retried with backoff instead of counted as a crash."""
+
+    code = "database_busy"
+    title = "The database is busy"
+
+    def __init__(self, *, retry_after_seconds: int = 2) -> None:
+        super().__init__(
+            "the database is busy; try again shortly", retry_after_seconds=retry_after_seconds
+        )
+        self.retry_after_seconds: int = retry_after_seconds
+
+
 class GiveUp(TidingsError):
     """A handler's permanent failure: the job goes straight to `dead`."""
 

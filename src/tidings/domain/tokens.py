@@ -1,6 +1,7 @@
 """Tokens in links people get by email (AUD-6, AUD-7).
 
-Confirmation tokens are random, expire, and are stored only as hashes. Unsubscribe and
+Confirmation tokens are random, expire, and are stored only as hashes; they are minted when
+the email carrying them is rendered for sending, so the queue never holds one. Unsubscribe and
 preferences tokens are HMAC-signed ids scoped to one purpose: they must keep working in mail
 that is already out (API-1), so they are derived, not stored. All comparisons are constant-time.
 """
@@ -29,12 +30,6 @@ def hash_token(token: str) -> str:
 
 def is_well_formed_confirmation_token(token: str) -> bool:
     return bool(_RANDOM.match(token))
-
-
-def confirmation_dedupe_key(token_hash: str) -> str:
-    """The outbox dedupe key for a confirmation email: a fingerprint of the token, so asking
-    again (a new token) sends again, and the token itself is never copied anywhere."""
-    return "confirm:" + hashlib.sha256(b"dedupe:" + token_hash.encode()).hexdigest()[:40]
 
 
 def _signature(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:

@@ -26,12 +26,14 @@ LinkProblem = Literal["expired", "invalid"]
 
 @dataclass(frozen=True, slots=True)
 class PreferenceItem:
-    """One newsletter on the preferences page, ticked when the reader is subscribed."""
+    """One newsletter on the preferences page, ticked when the reader is subscribed or has
+    asked to be and has yet to use the emailed link (`awaiting_confirmation`)."""
 
     newsletter_id: int
     name: str
     description: str
     subscribed: bool
+    awaiting_confirmation: bool = False
 
 
 class Pages:

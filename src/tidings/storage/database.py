@@ -15,9 +15,15 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from tidings.storage.errors import unstorable_values
+from tidings.storage.errors import (
+    busy_as_retry_later,
+    missing_sqlite_folder,
+    unreachable_database,
+    unstorable_values,
+)
 
 _IMMEDIATE = "tidings_sqlite_immediate"
 
@@ -34,11 +40,13 @@ def async_url(url: str) -> str:
 
 
 class Database:
-    """An engine plus the two kinds of transaction tidings uses: `read()` and `write()`."""
+    """An engine plus the two kinds of transaction tidings uses: `read()` and `write()`.
+    A connection that cannot be made raises `DatabaseUnreachable`, naming `shown_url`."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, shown_url: str | None = None) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.shown_url = shown_url or engine.url.render_as_string(hide_password=True)
         self._writer = asyncio.Lock() if self.is_sqlite else None
 
     @property
@@ -52,29 +60,51 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read transaction: one consistent snapshot, no write lock."""
-        with unstorable_values():
-            async with self.engine.connect() as conn, conn.begin():
+        with busy_as_retry_later(), unstorable_values():
+            async with self._connect() as conn, conn.begin():
                 yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction, committed on exit and rolled back on error."""
-        with unstorable_values():
+        """A write transaction, committed on exit and rolled back on error. A lock that stays
+        taken past the busy timeout raises `DatabaseBusy`."""
+        with busy_as_retry_later(), unstorable_values():
             if self._writer is None:
-                async with self.engine.connect() as conn, conn.begin():
+                async with self._connect() as conn, conn.begin():
                     yield conn
                 return
-            async with self._writer, self.engine.connect() as conn:
+            async with self._writer, self._connect() as conn:
                 conn = await conn.execution_options(**{_IMMEDIATE: True})
                 async with conn.begin():
                     yield conn
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection; failing to make one is `DatabaseUnreachable`, while errors of the
+        work done on it pass unchanged."""
+        if self.is_sqlite and missing_sqlite_folder(self.engine.url):
+            # Not left to the driver: aiosqlite's failed connect races the loop's closing and
+            # prints a thread traceback after our message.
+            raise unreachable_database(self.engine.url, self.shown_url, FileNotFoundError())
+        connected = False
+        try:
+            async with self.engine.connect() as conn:
+                connected = True
+                yield conn
+        except (DBAPIError, OSError) as exc:
+            if connected:
+                raise
+            raise unreachable_database(self.engine.url, self.shown_url, exc) from None
 
     async def dispose(self) -> None:
         await self.engine.dispose()
 
 
-def create_database(url: str, *, busy_timeout_ms: int = 30_000, pool_size: int = 10) -> Database:
-    """Build the engine for `url` with tidings' per-dialect connection settings."""
+def create_database(
+    url: str, *, busy_timeout_ms: int = 30_000, pool_size: int = 10, shown_url: str | None = None
+) -> Database:
+    """Build the engine for `url` with tidings' per-dialect connection settings. `shown_url`
+    is how errors name it (the password masked); SQLAlchemy's masking when not given."""
     driver_url = async_url(url)
     kwargs: dict[str, Any] = {}
     if make_url(driver_url).get_backend_name() == "sqlite":
@@ -86,7 +116,7 @@ def create_database(url: str, *, busy_timeout_ms: int = 30_000, pool_size: int =
     engine = create_async_engine(driver_url, **kwargs)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, busy_timeout_ms)
-    return Database(engine)
+    return Database(engine, shown_url)
 
 
 def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:

@@ -18,17 +18,33 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import ForeignKeyConstraint, PrimaryKeyConstraint, Table, UniqueConstraint
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError, StatementError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import (
+    DataError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+    StatementError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from tidings.domain.errors import InvalidInput, NotReady, TidingsError
+from tidings.domain.jobs import DatabaseBusy
 from tidings.storage.tables import metadata
 
 ErrorFactory = Callable[[], TidingsError]
 _SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (.+)")
 _SQLITE_CHECK = re.compile(r"CHECK constraint failed: (\w+)")
 _SQLITE_FOREIGN_KEY = "FOREIGN KEY constraint failed"
+# SQLite's primary result codes for "another connection holds the lock" (extended codes such
+# as SQLITE_BUSY_SNAPSHOT carry them in the low byte).
+_SQLITE_BUSY_CODES = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+# PostgreSQL: lock_not_available, serialization_failure, deadlock_detected. Each means "the
+# same request again, a little later, will do".
+_POSTGRES_BUSY_STATES = frozenset({"55P03", "40001", "40P01"})
 _STATEMENT_TABLE = re.compile(r"^\s*(INSERT INTO|UPDATE|DELETE FROM)\s+\"?(\w+)", re.IGNORECASE)
 
 
@@ -134,6 +150,77 @@ def unstorable_values() -> Iterator[None]:
         if not refused_value:
             raise
         raise UnstorableValue() from None
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether `error` says the database was too busy for the statement, not that it failed."""
+    if isinstance(error, PoolTimeout):
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _SQLITE_BUSY_CODES
+    return getattr(error.orig, "sqlstate", None) in _POSTGRES_BUSY_STATES
+
+
+@contextmanager
+def busy_as_retry_later() -> Iterator[None]:
+    """A busy database becomes `DatabaseBusy` (503 with Retry-After in the API, a retry for a
+    job); every other error passes unchanged."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        if not is_busy(exc):
+            raise
+        raise DatabaseBusy() from None
+
+
+class DatabaseUnreachable(NotReady):
+    """No connection to the database could be made. `detail` is what an API client sees;
+    `diagnosis` is the operator's one line: the URL (password masked), what the driver
+    said, and what to check."""
+
+    def __init__(self, diagnosis: str) -> None:
+        super().__init__("the database is not reachable")
+        self.diagnosis = diagnosis
+
+
+def unreachable_database(url: URL, shown_url: str, error: BaseException) -> DatabaseUnreachable:
+    """Describe a failed connection to `url` (shown to people as `shown_url`)."""
+    setting = "database.url, TIDINGS_DATABASE_URL"
+    if url.get_backend_name() == "sqlite":
+        if folder := missing_sqlite_folder(url):
+            reason = f"the directory {folder} does not exist"
+            advice = "Create it, or point the URL at a file in an existing directory"
+        else:
+            reason = _driver_message(error)
+            advice = "Check that the file is an SQLite database this user may read and write"
+    else:
+        reason = _driver_message(error)
+        advice = (
+            f"Check that PostgreSQL is running on {url.host or 'localhost'}:{url.port or 5432}, "
+            f"that the user {url.username or '(none)'} may log in and that the database "
+            f"{url.database or '(none)'} exists"
+        )
+    return DatabaseUnreachable(
+        f"cannot connect to the database {shown_url}: {reason}. {advice} ({setting})."
+    )
+
+
+def missing_sqlite_folder(url: URL) -> Path | None:
+    """The directory an SQLite database file should be in, when it does not exist."""
+    folder = Path(url.database or ".").parent
+    return None if folder.is_dir() else folder
+
+
+def _driver_message(error: BaseException) -> str:
+    """The driver's own words, on one line: `FATAL: database "x" does not exist`."""
+    original = getattr(error, "orig", None) or error
+    first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
+    # psycopg: 'connection failed: connection to server at "h", port 5432 failed: FATAL: ...'
+    message = re.sub(r"^.*\bfailed: ", "", first_line)
+    return " ".join(message.split()) or type(original).__name__
 
 
 @contextmanager

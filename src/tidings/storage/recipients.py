@@ -141,9 +141,11 @@ async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list
         .where(campaign_recipients.c.batch_id == batch_id)
         .order_by(campaign_recipients.c.position)
     )
+    # Positional: the columns are selected in the dataclass's field order (the hot path
+    # reads 1,000 rows per batch; building a mapping per row cost more than the query).
     return [
-        RecipientRow(**{**row._mapping, "mailable": bool(row.mailable)})
-        for row in await conn.execute(query)
+        RecipientRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]))
+        for r in await conn.execute(query)
     ]
 
 

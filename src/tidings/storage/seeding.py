@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.segments import AudienceFilter
 from tidings.storage.candidates import audience
+from tidings.storage.importing import refresh_statistics
 from tidings.storage.tables import (
     campaign_recipients,
     campaign_sends,
@@ -95,6 +96,9 @@ async def seed_audience(
             ),
         )
     )
+    # As an import does: the planner must see the grown tables, or it answers each batch's
+    # 1,000-row lookup with a scan of the whole audience.
+    await refresh_statistics(conn)
     return first_id
 
 

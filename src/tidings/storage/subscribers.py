@@ -65,6 +65,20 @@ async def insert_if_absent(conn: AsyncConnection, **values: Any) -> tuple[Subscr
     return existing, False
 
 
+async def ensure(conn: AsyncConnection, **values: Any) -> tuple[int, bool]:
+    """The id of the subscriber with this address, inserted if absent; (id, created). The
+    same two statements whether or not the address exists (AUD-5: no timing difference)."""
+    inserted = await conn.execute(
+        insert_for(conn, subscribers)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["email_key"])
+        .returning(subscribers.c.id)
+    )
+    created = inserted.first() is not None
+    query = select(subscribers.c.id).where(subscribers.c.email_key == values["email_key"])
+    return int((await conn.execute(query)).scalar_one()), created
+
+
 async def update_subscriber(
     conn: AsyncConnection, subscriber_id: int, **values: Any
 ) -> SubscriberRow | None:

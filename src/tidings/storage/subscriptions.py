@@ -28,8 +28,6 @@ class SubscriptionRow:
     unsubscribed_at: datetime | None
     unsubscribe_count: int
     last_unsubscribed_at: datetime | None
-    confirm_token_hash: str | None
-    confirm_token_expires_at: datetime | None
 
 
 def _row(row: Any) -> SubscriptionRow:
@@ -49,12 +47,6 @@ async def get(
 
 async def get_by_id(conn: AsyncConnection, subscription_id: int) -> SubscriptionRow | None:
     query = select(subscriptions).where(subscriptions.c.id == subscription_id)
-    row = (await conn.execute(query)).first()
-    return None if row is None else _row(row)
-
-
-async def get_by_token_hash(conn: AsyncConnection, token_hash: str) -> SubscriptionRow | None:
-    query = select(subscriptions).where(subscriptions.c.confirm_token_hash == token_hash)
     row = (await conn.execute(query)).first()
     return None if row is None else _row(row)
 

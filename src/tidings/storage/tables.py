@@ -245,12 +245,8 @@ subscriptions = Table(
     Column("unsubscribed_at", UTCDateTime(), nullable=True),
     Column("unsubscribe_count", Integer, nullable=False, server_default="0"),
     Column("last_unsubscribed_at", UTCDateTime(), nullable=True),
-    # Only a hash of the confirmation token is kept; the token itself is a bearer secret.
-    Column("confirm_token_hash", String(64), nullable=True),
-    Column("confirm_token_expires_at", UTCDateTime(), nullable=True),
     # Not partial: a re-subscribe revives this row, keeping its creation date and history.
     UniqueConstraint("subscriber_id", "newsletter_id"),
-    UniqueConstraint("confirm_token_hash"),
     CheckConstraint("source IN ('form', 'api', 'import', 'admin')", name="source"),
     CheckConstraint(
         "unsubscribed_at IS NULL OR (unsubscribe_count >= 1 AND last_unsubscribed_at IS NOT NULL)",
@@ -258,6 +254,24 @@ subscriptions = Table(
     ),
 )
 Index(None, subscriptions.c.newsletter_id, subscriptions.c.subscriber_id)
+
+# One row per confirmation link sent (AUD-5, AUD-6): asking again adds a link and leaves the
+# earlier ones valid until they expire. Only a hash is kept: the token is a bearer secret, and
+# it is minted when the email is rendered for sending, so only the sent mail holds it.
+confirmation_tokens = Table(
+    "confirmation_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column(
+        "subscription_id",
+        BigId,
+        ForeignKey("subscriptions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+)
+Index(None, confirmation_tokens.c.subscription_id)
 
 suppressions = Table(
     "suppressions",
@@ -469,3 +483,28 @@ send_interventions = Table(
     CheckConstraint("action IN ('retry', 'reconcile', 'resend')", name="action"),
 )
 Index(None, send_interventions.c.campaign_id, send_interventions.c.id)
+
+# Admin UI accounts (UI-1): one row per operator, the password as an argon2id hash only.
+admin_accounts = Table(
+    "admin_accounts",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("email", String(320), nullable=False, comment="lower-cased sign-in name"),
+    Column("password_hash", String(255), nullable=False, comment="argon2id, PHC string"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_sign_in_at", UTCDateTime(), nullable=True),
+    UniqueConstraint("email"),
+)
+
+# Server-side admin sessions: the cookie carries a random token, the table its SHA-256 only,
+# so a copy of the database signs nobody in. Deleting the rows signs the operator out.
+admin_sessions = Table(
+    "admin_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("admin_id", BigId, ForeignKey("admin_accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("csrf_token", String(64), nullable=False, comment="per-session form token"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_seen_at", UTCDateTime(), nullable=False),
+)
+Index(None, admin_sessions.c.admin_id)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
+from tidings.api.schemas import AwareDateTime
 from tidings.campaigns.lifecycle import SendAccepted
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
@@ -16,7 +17,7 @@ CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 
 
 class ScheduleRequest(BaseModel):
-    scheduled_at: datetime = Field(
+    scheduled_at: AwareDateTime = Field(
         description="When to send, with a timezone (e.g. `2026-12-01T09:00:00Z`); at least 30 "
         "seconds ahead."
     )

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.api.schemas import RecordView
+from tidings.api.schemas import AwareDateTime, EmailAddress, HeaderText, RecordView
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.drafts import CampaignDraft
 
@@ -20,8 +20,8 @@ MAX_BODY = 1_000_000
 
 
 class CampaignFields(BaseModel):
-    subject: str = Field(min_length=1, max_length=998)
-    preheader: str = Field(default="", max_length=500)
+    subject: HeaderText = Field(min_length=1, max_length=998)
+    preheader: HeaderText = Field(default="", max_length=500)
     body: str = Field(max_length=MAX_BODY, description="Markdown (default) or HTML.")
     body_format: Literal["markdown", "html"] = "markdown"
     audience_filter: str = Field(
@@ -30,9 +30,9 @@ class CampaignFields(BaseModel):
         description="e.g. `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`; "
         "`,` separates alternatives. Empty: the whole newsletter.",
     )
-    sender_name: str | None = Field(default=None, max_length=200)
-    reply_to: str | None = Field(default=None, max_length=320)
-    scheduled_at: datetime | None = None
+    sender_name: HeaderText | None = Field(default=None, max_length=200)
+    reply_to: EmailAddress | None = None
+    scheduled_at: AwareDateTime | None = None
 
 
 class CampaignCreate(CampaignFields):
@@ -40,14 +40,14 @@ class CampaignCreate(CampaignFields):
 
 
 class CampaignUpdate(BaseModel):
-    subject: str | None = Field(default=None, min_length=1, max_length=998)
-    preheader: str | None = Field(default=None, max_length=500)
+    subject: HeaderText | None = Field(default=None, min_length=1, max_length=998)
+    preheader: HeaderText | None = Field(default=None, max_length=500)
     body: str | None = Field(default=None, max_length=MAX_BODY)
     body_format: Literal["markdown", "html"] | None = None
     audience_filter: str | None = Field(default=None, max_length=500)
-    sender_name: str | None = Field(default=None, max_length=200)
-    reply_to: str | None = Field(default=None, max_length=320)
-    scheduled_at: datetime | None = None
+    sender_name: HeaderText | None = Field(default=None, max_length=200, description="null clears.")
+    reply_to: EmailAddress | None = Field(default=None, description="null clears it.")
+    scheduled_at: AwareDateTime | None = None
 
 
 class CampaignSummary(RecordView):
@@ -61,10 +61,20 @@ class CampaignSummary(RecordView):
     updated_at: datetime
 
 
-class CampaignPublic(CampaignFields):
+class CampaignPublic(BaseModel):
+    """What is stored, as stored: input rules are not re-applied to answers."""
+
     id: int
     newsletter: str
     status: str
+    subject: str
+    preheader: str
+    body: str
+    body_format: Literal["markdown", "html"]
+    audience_filter: str
+    sender_name: str | None
+    reply_to: str | None
+    scheduled_at: datetime | None
     segments: list[str] = Field(description="Tiers the audience filter can reach.")
     created_at: datetime
     updated_at: datetime
@@ -91,7 +101,7 @@ class CampaignPublic(CampaignFields):
 
 
 class TestSend(BaseModel):
-    to: list[str] = Field(min_length=1, max_length=10)
+    to: list[EmailAddress] = Field(min_length=1, max_length=10)
     segment: str | None = Field(default=None, max_length=16)
 
 

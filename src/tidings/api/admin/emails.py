@@ -6,14 +6,15 @@ from fastapi import APIRouter, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
+from tidings.api.schemas import EmailAddress, HeaderText
 from tidings.delivery.email_jobs import TransactionalEmail
 
 router = APIRouter(prefix="/emails", tags=["admin: transactional email"])
 
 
 class EmailCreate(BaseModel):
-    to: str = Field(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
-    subject: str = Field(min_length=1, max_length=998, pattern=r"^[^\r\n\x00]*$")
+    to: EmailAddress
+    subject: HeaderText = Field(min_length=1, max_length=998)
     text: str = Field(min_length=1, max_length=500_000)
     html: str | None = Field(default=None, max_length=500_000)
     idempotency_key: str | None = Field(

@@ -9,26 +9,24 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
-from tidings.api.schemas import RecordView
+from tidings.api.schemas import EmailAddress, HeaderText, RecordView
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 
 router = APIRouter(prefix="/newsletters", tags=["admin: newsletters"])
 Slug = Annotated[str, Path(max_length=64)]
-SingleLine = r"^[^\r\n\x00]*$"
 
 
 class NewsletterCreate(BaseModel):
     slug: str = Field(max_length=64, description="URL name: lowercase letters, digits, dashes.")
-    name: str = Field(min_length=1, max_length=200, pattern=SingleLine)
+    name: HeaderText = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=2000)
-    sender_name: str = Field(min_length=1, max_length=200, pattern=SingleLine)
-    sender_address: str = Field(max_length=320)
-    reply_to: str | None = Field(default=None, max_length=320)
+    sender_name: HeaderText = Field(min_length=1, max_length=200)
+    sender_address: EmailAddress
+    reply_to: EmailAddress | None = None
     double_opt_in: bool = Field(default=True, description="Require a confirmation click.")
-    welcome_subject: str | None = Field(
+    welcome_subject: HeaderText | None = Field(
         default=None,
         max_length=200,
-        pattern=SingleLine,
         description="Subject of the welcome email sent once a person confirms (with "
         "welcome_body); unset: no welcome email.",
     )
@@ -41,17 +39,16 @@ class NewsletterCreate(BaseModel):
 
 class NewsletterUpdate(BaseModel):
     slug: str | None = Field(default=None, max_length=64)
-    name: str | None = Field(default=None, min_length=1, max_length=200, pattern=SingleLine)
+    name: HeaderText | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
-    sender_name: str | None = Field(default=None, min_length=1, max_length=200, pattern=SingleLine)
-    sender_address: str | None = Field(default=None, max_length=320)
-    reply_to: str | None = Field(default=None, max_length=320)
+    sender_name: HeaderText | None = Field(default=None, min_length=1, max_length=200)
+    sender_address: EmailAddress | None = None
+    reply_to: EmailAddress | None = Field(default=None, description="null clears it.")
     double_opt_in: bool | None = None
-    welcome_subject: str | None = Field(
+    welcome_subject: HeaderText | None = Field(
         default=None,
         max_length=200,
-        pattern=SingleLine,
-        description='"" turns the welcome email off.',
+        description='"" or null turns the welcome email off.',
     )
     welcome_body: str | None = Field(default=None, max_length=20_000)
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
+from tidings.api.schemas import EmailAddress, HeaderText
 from tidings.audience.subscribers import SubscriberView
 from tidings.domain.consent import SubscriptionState
 
@@ -30,8 +31,8 @@ class SubscriptionRequest(BaseModel):
 
 
 class SubscriberCreate(BaseModel):
-    email: str = Field(max_length=320)
-    name: str | None = Field(default=None, max_length=200)
+    email: EmailAddress
+    name: HeaderText | None = Field(default=None, max_length=200)
     tier: str = Field(default="free", max_length=16)
     labels: Labels = Field(default_factory=list)
     attributes: dict[str, Any] = Field(default_factory=dict)
@@ -39,7 +40,7 @@ class SubscriberCreate(BaseModel):
 
 
 class SubscriberUpdate(BaseModel):
-    name: str | None = Field(default=None, max_length=200)
+    name: HeaderText | None = Field(default=None, max_length=200)
     tier: str | None = Field(default=None, max_length=16)
     labels: Labels | None = None
     attributes: dict[str, Any] | None = None

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Request, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
+from tidings.api.schemas import EmailAddress, HeaderText
 from tidings.domain.audience import Source
 
 router = APIRouter(prefix="/api", tags=["public"])
@@ -17,8 +18,8 @@ ACCEPTED = "If the address can be subscribed, a confirmation email is on its way
 
 
 class SubscribeRequest(BaseModel):
-    email: str = Field(max_length=320)
-    name: str | None = Field(default=None, max_length=200)
+    email: EmailAddress
+    name: HeaderText | None = Field(default=None, max_length=200)
     newsletter: str = Field(max_length=64, description="The newsletter's slug.")
 
 
@@ -40,7 +41,10 @@ class PreferenceItem(BaseModel):
     newsletter_id: int
     name: str
     description: str
-    subscribed: bool
+    subscribed: bool = Field(description="Confirmed and not left.")
+    awaiting_confirmation: bool = Field(
+        default=False, description="Asked for; the emailed confirmation link is not used yet."
+    )
 
 
 class PreferencesUpdate(BaseModel):

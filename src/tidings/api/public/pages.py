@@ -217,6 +217,7 @@ def _items(preferences: list[Preference]) -> list[PreferenceItem]:
             name=p.name,
             description=p.description,
             subscribed=p.subscribed,
+            awaiting_confirmation=p.awaiting_confirmation,
         )
         for p in preferences
     ]

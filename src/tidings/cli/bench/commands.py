@@ -12,7 +12,9 @@ from tidings.cli.bench.importing import bench_import
 from tidings.cli.bench.prepare import bench_prepare
 from tidings.cli.bench.queue import bench_queue
 from tidings.cli.bench.send import bench_send
+from tidings.cli.bench.subscribe import bench_subscribe
 from tidings.cli.context import state_of
+from tidings.observability.logging import configure_logging
 from tidings.rendering.bench import run_render_benchmark
 
 app = typer.Typer(
@@ -109,3 +111,17 @@ def send(
         providers=tuple(provider),
     )
     print(json.dumps(asyncio.run(result), indent=2))
+
+
+@app.command("subscribe")
+def subscribe(
+    ctx: typer.Context,
+    requests: int = typer.Option(50, "--requests", min=1, max=10_000, help="Requests per case."),
+) -> None:
+    """Median time of a public subscribe request for a new, pending, confirmed, unsubscribed
+    and suppressed address (AUD-5: no enumeration by timing; target: the slowest median
+    under 1.2x the fastest), through the real app on a scratch database of the configured
+    kind."""
+    url = state_of(ctx).settings().database.url
+    configure_logging(level="warning")  # a log line per request would be timed too
+    print(json.dumps(asyncio.run(bench_subscribe(url, requests=requests)), indent=2))

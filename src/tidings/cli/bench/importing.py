@@ -62,6 +62,7 @@ def _context(db: Database) -> AudienceContext:
         secret=lambda: "bench-secret",
         mailer=Mailer(db, queue),
         webhooks=Webhooks(db, queue, utcnow, rotation_overlap=timedelta(hours=1)),
+        queue=queue,
         public_url="https://bench.invalid",
         site_name="bench",
         confirm_token_ttl_hours=48,

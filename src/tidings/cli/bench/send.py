@@ -218,6 +218,15 @@ async def bare_http_client(port: int, count: int, *, concurrency: int) -> dict[s
     }
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU the process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _peak_rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -276,14 +285,20 @@ async def tidings_send(
             for _ in range(workers)
         ]
         started = time.perf_counter()
+        cpu_at_prepared: list[float | None] | None = None
         try:
             while True:
                 status = (await container.campaigns.get(draft.campaign.id)).campaign.status
                 if status in ("submitted", "failed"):
                     break
+                if cpu_at_prepared is None:
+                    prepared = await container.sends.get_send(draft.campaign.id)
+                    if prepared is not None and prepared.prepared_at is not None:
+                        cpu_at_prepared = [_cpu_seconds(process.pid) for process in processes]
                 await asyncio.sleep(0.2)
             wall = time.perf_counter() - started
             rss = [_peak_rss_mb(process.pid) for process in processes]
+            cpu_done = [_cpu_seconds(process.pid) for process in processes]
         finally:
             for process in processes:
                 if process.returncode is None:
@@ -304,7 +319,19 @@ async def tidings_send(
         "per_second": round(count / seconds, 1) if seconds else None,
         "per_second_per_worker": round(count / seconds / workers, 1) if seconds else None,
         "worker_peak_rss_mb": rss,
+        # CPU the workers spent per recipient once the campaign was prepared: unlike the rate,
+        # barely moved by other load on the machine, so it compares runs on a busy host.
+        "worker_cpu_us_per_recipient": _cpu_per_recipient(cpu_at_prepared, cpu_done, count),
     }
+
+
+def _cpu_per_recipient(
+    before: list[float | None] | None, after: list[float | None], count: int
+) -> float | None:
+    if before is None or None in before or None in after or not count:
+        return None
+    spent = sum(a or 0.0 for a in after) - sum(b or 0.0 for b in before)
+    return round(spent / count * 1_000_000, 1)
 
 
 def _ratio(ours: dict[str, Any], bare: dict[str, Any]) -> float | None:

@@ -1,0 +1,114 @@
+"""What `serve`, `api` and `worker` say when they have started: where the data is, where mail
+goes, what runs in the process, and the addresses to open."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from tidings import __version__
+from tidings.config import Settings, mask_url_password
+
+CAPTURE_NOTE = "mail is captured locally; see `tidings outbox`"
+METRICS_OFF = "off (metrics.enabled, or metrics.port for a port of their own)"
+
+
+@dataclass(frozen=True)
+class Revision:
+    """The database's migration revision, and whether it is the latest this code knows."""
+
+    current: str
+    latest: str
+
+    def describe(self) -> str:
+        if self.current == self.latest:
+            return f"revision {self.current} (the latest)"
+        return f"revision {self.current}, not the latest ({self.latest}): run `tidings migrate`"
+
+
+def database_line(settings: Settings) -> str:
+    """The SQLite file's path, or the URL with its password masked."""
+    url = settings.database.url
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return f"SQLite {Path(parsed.database).resolve()}"
+    return f"PostgreSQL {mask_url_password(url)}"
+
+
+def email_line(settings: Settings) -> str:
+    provider = settings.email.provider
+    if provider == "capture":
+        return f"capture: {CAPTURE_NOTE}"
+    if provider == "smtp":
+        smtp = settings.smtp
+        return f"SMTP relay {smtp.host}:{smtp.port} ({smtp.security})"
+    return f"Mailgun, domain {settings.mailgun.domain} ({settings.mailgun.api_base_url})"
+
+
+def workers_line(settings: Settings) -> str:
+    queue, bulk = settings.queue, settings.bulk_email
+    return (
+        f"started in this process: email ×{queue.email_concurrency}, "
+        f"webhooks ×{queue.webhook_concurrency}, campaign batches ×{bulk.concurrency}"
+    )
+
+
+def base_url(host: str, port: int) -> str:
+    """The address to open for a server listening on `host` (all addresses: this machine)."""
+    if host in {"0.0.0.0", ""}:  # noqa: S104 - naming the wildcard, not binding to it
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@dataclass(frozen=True)
+class ServerBanner:
+    """Everything `tidings serve` / `tidings api` reports once it listens."""
+
+    settings: Settings
+    revision: Revision
+    url: str
+    embedded: bool
+    metrics_url: str | None
+    admin_ui: bool
+
+    def lines(self) -> list[str]:
+        what = "API and workers in one process" if self.embedded else "API only"
+        rows = [
+            ("database", f"{database_line(self.settings)}, {self.revision.describe()}"),
+            ("email", email_line(self.settings)),
+            (
+                "workers",
+                workers_line(self.settings)
+                if self.embedded
+                else "none in this process: run `tidings worker` beside it",
+            ),
+            ("subscribe", f"{self.url}/subscribe"),
+            ("API docs", f"{self.url}/docs"),
+        ]
+        if self.admin_ui:
+            rows.append(("admin", f"{self.url}/admin"))
+        rows.append(("metrics", self.metrics_url or METRICS_OFF))
+        public_url = str(self.settings.site.public_url).rstrip("/")
+        if public_url != self.url:
+            rows.append(("in emails", f"links point at {public_url} (site.public_url)"))
+        return [f"tidings {__version__}: {what}, listening on {self.url}", *_table(rows)]
+
+
+def worker_lines(settings: Settings, revision: Revision, metrics_url: str | None) -> list[str]:
+    rows = [
+        ("database", f"{database_line(settings)}, {revision.describe()}"),
+        ("email", email_line(settings)),
+        ("workers", workers_line(settings)),
+    ]
+    if metrics_url:
+        rows.append(("metrics", metrics_url))
+    return [f"tidings {__version__}: worker", *_table(rows)]
+
+
+def _table(rows: list[tuple[str, str]]) -> list[str]:
+    width = max(len(name) for name, _ in rows)
+    return [f"  {name.ljust(width)}  {value}" for name, value in rows]

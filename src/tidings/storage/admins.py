@@ -1,0 +1,139 @@
+"""Named queries for admin UI accounts and their server-side sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.domain.errors import Conflict
+from tidings.storage.errors import constraint_errors
+from tidings.storage.tables import admin_accounts, admin_sessions
+
+
+@dataclass(frozen=True, slots=True)
+class AdminRow:
+    id: int
+    email: str
+    password_hash: str
+    created_at: datetime
+    last_sign_in_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    token_hash: str
+    admin_id: int
+    csrf_token: str
+    created_at: datetime
+    last_seen_at: datetime
+
+
+async def insert_admin(
+    conn: AsyncConnection, *, email: str, password_hash: str, now: datetime
+) -> AdminRow:
+    """Conflict (field `email`) when an account with the address exists."""
+    taken = {
+        "uq_admin_accounts_email": lambda: Conflict(
+            "an admin account with this email exists", field="email"
+        )
+    }
+    with constraint_errors(taken):
+        result = await conn.execute(
+            insert(admin_accounts)
+            .values(email=email, password_hash=password_hash, created_at=now)
+            .returning(admin_accounts)
+        )
+    return AdminRow(**result.one()._mapping)
+
+
+async def get_admin_by_email(conn: AsyncConnection, email: str) -> AdminRow | None:
+    found = (
+        await conn.execute(select(admin_accounts).where(admin_accounts.c.email == email))
+    ).first()
+    return None if found is None else AdminRow(**found._mapping)
+
+
+async def get_admin(conn: AsyncConnection, admin_id: int) -> AdminRow | None:
+    found = (
+        await conn.execute(select(admin_accounts).where(admin_accounts.c.id == admin_id))
+    ).first()
+    return None if found is None else AdminRow(**found._mapping)
+
+
+async def list_admins(conn: AsyncConnection) -> list[AdminRow]:
+    rows = await conn.execute(select(admin_accounts).order_by(admin_accounts.c.id))
+    return [AdminRow(**row._mapping) for row in rows]
+
+
+async def record_sign_in(
+    conn: AsyncConnection, admin_id: int, *, now: datetime, password_hash: str | None
+) -> None:
+    """Stamp the sign-in; `password_hash` replaces the stored one when its parameters aged."""
+    values: dict[str, object] = {"last_sign_in_at": now}
+    if password_hash is not None:
+        values["password_hash"] = password_hash
+    await conn.execute(
+        update(admin_accounts).where(admin_accounts.c.id == admin_id).values(**values)
+    )
+
+
+async def set_password(conn: AsyncConnection, admin_id: int, password_hash: str) -> None:
+    await conn.execute(
+        update(admin_accounts)
+        .where(admin_accounts.c.id == admin_id)
+        .values(password_hash=password_hash)
+    )
+
+
+async def insert_session(
+    conn: AsyncConnection, *, token_hash: str, admin_id: int, csrf_token: str, now: datetime
+) -> None:
+    await conn.execute(
+        insert(admin_sessions).values(
+            token_hash=token_hash,
+            admin_id=admin_id,
+            csrf_token=csrf_token,
+            created_at=now,
+            last_seen_at=now,
+        )
+    )
+
+
+async def get_session(conn: AsyncConnection, token_hash: str) -> SessionRow | None:
+    found = (
+        await conn.execute(select(admin_sessions).where(admin_sessions.c.token_hash == token_hash))
+    ).first()
+    return None if found is None else SessionRow(**found._mapping)
+
+
+async def touch_session(conn: AsyncConnection, token_hash: str, *, now: datetime) -> None:
+    await conn.execute(
+        update(admin_sessions)
+        .where(admin_sessions.c.token_hash == token_hash)
+        .values(last_seen_at=now)
+    )
+
+
+async def delete_session(conn: AsyncConnection, token_hash: str) -> None:
+    await conn.execute(delete(admin_sessions).where(admin_sessions.c.token_hash == token_hash))
+
+
+async def delete_sessions_of(conn: AsyncConnection, admin_id: int) -> int:
+    result = await conn.execute(delete(admin_sessions).where(admin_sessions.c.admin_id == admin_id))
+    return int(result.rowcount)
+
+
+async def delete_sessions_before(
+    conn: AsyncConnection, *, seen_before: datetime, created_before: datetime
+) -> int:
+    """Expired sessions: idle since `seen_before`, or begun before `created_before`."""
+    result = await conn.execute(
+        delete(admin_sessions).where(
+            (admin_sessions.c.last_seen_at < seen_before)
+            | (admin_sessions.c.created_at < created_before)
+        )
+    )
+    return int(result.rowcount)

@@ -1,0 +1,133 @@
+"""Signing in and out of the admin UI: the sign-in form (CSRF double-submitted before a session
+exists), rate-limited attempts, sign-out here and sign-out everywhere."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from tidings.domain.errors import RateLimited, Unauthenticated
+from tidings.ui.guard import (
+    CSRF_FIELD,
+    PRE_SESSION_COOKIE,
+    CsrfRejected,
+    Session,
+    clear_session_cookie,
+    container_of,
+    guard,
+    pre_session_token,
+    require_session,
+    set_pre_session_cookie,
+    set_session_cookie,
+)
+from tidings.ui.templating import UiRoute, render
+
+public = APIRouter(prefix="/admin", route_class=UiRoute, include_in_schema=False)
+router = APIRouter(route_class=UiRoute)
+
+
+def safe_return_path(candidate: str | None) -> str:
+    """Only a path inside the admin UI: never another site (an open redirect)."""
+    if (
+        candidate
+        and candidate.startswith("/admin")
+        and "//" not in candidate
+        and "\\" not in candidate
+        and candidate.isprintable()
+    ):
+        return candidate
+    return "/admin"
+
+
+def _sign_in_page(
+    request: Request,
+    *,
+    next_path: str,
+    email: str = "",
+    error: str | None = None,
+    status_code: int = 200,
+    signed_out: bool = False,
+) -> Response:
+    token = pre_session_token(request)
+    response = render(
+        request,
+        "sign_in.html",
+        status_code=status_code,
+        pre_session_token=token,
+        next=next_path,
+        email=email,
+        error=error,
+        signed_out=signed_out,
+    )
+    set_pre_session_cookie(response, container_of(request), token)
+    return response
+
+
+@public.get("/sign-in")
+async def sign_in_form(
+    request: Request,
+    next_path: Annotated[str | None, Query(alias="next", max_length=2000)] = None,
+    signed_out: bool = False,
+) -> Response:
+    return _sign_in_page(request, next_path=safe_return_path(next_path), signed_out=signed_out)
+
+
+@public.post("/sign-in")
+async def sign_in(
+    request: Request,
+    email: Annotated[str, Form(max_length=320)],
+    password: Annotated[str, Form(max_length=1024)],
+    csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=100)] = "",
+    next_path: Annotated[str | None, Form(alias="next", max_length=2000)] = None,
+) -> Response:
+    cookie = request.cookies.get(PRE_SESSION_COOKIE, "")
+    if not cookie or not hmac.compare_digest(cookie.encode(), csrf_token.encode()):
+        raise CsrfRejected()
+    container = container_of(request)
+    next_path = safe_return_path(next_path)
+    client_ip = request.client.host if request.client else None
+    try:
+        started = await container.admins.sign_in(email, password, client_ip=client_ip)
+    except Unauthenticated as refused:
+        return _sign_in_page(
+            request, next_path=next_path, email=email, error=refused.detail, status_code=401
+        )
+    except RateLimited as limited:
+        response = _sign_in_page(
+            request,
+            next_path=next_path,
+            email=email,
+            error="Too many sign-in attempts. Wait a while and try again.",
+            status_code=429,
+        )
+        response.headers["Retry-After"] = str(limited.retry_after_seconds)
+        return response
+    response = RedirectResponse(next_path, status_code=303)
+    set_session_cookie(response, container, started.token)
+    response.delete_cookie(PRE_SESSION_COOKIE, path="/admin")
+    return response
+
+
+@router.post("/sign-out", dependencies=[Depends(guard)])
+async def sign_out(request: Request, session: Session) -> Response:
+    container = container_of(request)
+    await container.admins.sign_out(session)
+    response = RedirectResponse("/admin/sign-in?signed_out=true", status_code=303)
+    clear_session_cookie(response, container)
+    return response
+
+
+@router.post("/sign-out-everywhere", dependencies=[Depends(guard)])
+async def sign_out_everywhere(request: Request, session: Session) -> Response:
+    """Ends every session of this operator, on every device, this one included."""
+    container = container_of(request)
+    await container.admins.sign_out_everywhere(session.admin_id)
+    response = RedirectResponse("/admin/sign-in?signed_out=true", status_code=303)
+    clear_session_cookie(response, container)
+    return response
+
+
+__all__ = ["public", "require_session", "router"]

@@ -1,0 +1,134 @@
+"""A campaign once it is sent: live progress (phase, processed/total, ETA), the failure banner
+with the reason and whether a retry is safe, retry, the reconcile form, and when it is done
+the verification summary and the recipients by state."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Path, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from tidings.campaigns.drafts import CampaignDraft
+from tidings.campaigns.reconcile import ReconcileRefused
+from tidings.campaigns.retry import RetryRefused
+from tidings.domain.errors import InvalidInput, NotFound
+from tidings.domain.send_status import SendingStatus
+from tidings.domain.sending import ACTIVE, BatchStatus, CampaignStatus, RecipientState
+from tidings.ui.guard import Session, container_of
+from tidings.ui.templating import UiRoute, page
+
+router = APIRouter(prefix="/campaigns", route_class=UiRoute)
+CampaignId = Annotated[int, Path(ge=1, le=2**62)]
+RECIPIENTS_SHOWN = 200
+
+
+def eta_words(seconds: int | None) -> str:
+    """An ETA as an operator reads it: `about 3 min`, or a dash before there is one."""
+    if seconds is None:
+        return "estimating…"
+    if seconds < 60:
+        return f"about {seconds} s"
+    if seconds < 3600:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds // 3600} h {round(seconds % 3600 / 60)} min"
+
+
+def progress_labels(status: SendingStatus) -> dict[str, str]:
+    phase = status.phase.value if status.phase else status.status.value
+    return {
+        "phase": phase,
+        "counts": f"{status.completed} of {status.total} recipients processed",
+        "eta": eta_words(status.eta_seconds),
+    }
+
+
+async def status_page(
+    request: Request,
+    session: Session,
+    draft: CampaignDraft,
+    state: str,
+    *,
+    error: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    container = container_of(request)
+    campaign_id = draft.campaign.id
+    status = await container.send_status.status(campaign_id)
+    shown_state = state if state in {s.value for s in RecipientState} else ""
+    if not shown_state and status.status == CampaignStatus.SUBMITTED:
+        shown_state = RecipientState.FAILED.value if status.recipients.failed else ""
+    recipients = []
+    if shown_state:
+        recipients = await container.send_status.recipients(
+            campaign_id, RecipientState(shown_state), after_id=None, limit=RECIPIENTS_SHOWN
+        )
+    return page(
+        request,
+        session,
+        "campaign_status.html",
+        status_code=status_code,
+        draft=draft,
+        status=status,
+        active=status.status in ACTIVE,
+        labels=progress_labels(status),
+        states=[s.value for s in RecipientState],
+        shown_state=shown_state,
+        recipients=recipients,
+        error=error,
+    )
+
+
+@router.get("/{campaign_id}/progress")
+async def progress(request: Request, session: Session, campaign_id: CampaignId) -> JSONResponse:
+    status = await container_of(request).send_status.status(campaign_id)
+    return JSONResponse(
+        {
+            "done": status.status not in ACTIVE,
+            "status": status.status.value,
+            "completed": status.completed,
+            "total": status.total,
+            "labels": progress_labels(status),
+        },
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def _refused(
+    request: Request, session: Session, campaign_id: CampaignId, message: str
+) -> HTMLResponse:
+    draft = await container_of(request).campaigns.get(campaign_id)
+    return await status_page(request, session, draft, "", error=message, status_code=409)
+
+
+@router.post("/{campaign_id}/retry")
+async def retry(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    container = container_of(request)
+    try:
+        await container.retries.retry(campaign_id, actor=f"ui:{session.admin_id}")
+    except RetryRefused as refused:
+        return await _refused(request, session, campaign_id, refused.detail)
+    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
+
+
+@router.post("/{campaign_id}/reconcile")
+async def reconcile(
+    request: Request,
+    session: Session,
+    campaign_id: CampaignId,
+    batch_id: Annotated[int, Form(ge=1, le=2**62)],
+    outcome: Annotated[Literal["submitted", "failed"], Form()],
+    note: Annotated[str, Form(min_length=1, max_length=500)],
+) -> Response:
+    container = container_of(request)
+    try:
+        await container.reconciler.reconcile(
+            campaign_id,
+            batch_id,
+            BatchStatus(outcome),
+            note=note,
+            actor=f"ui:{session.admin_id}",
+        )
+    except (ReconcileRefused, NotFound, InvalidInput) as refused:
+        return await _refused(request, session, campaign_id, refused.detail)
+    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)

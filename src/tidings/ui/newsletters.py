@@ -1,0 +1,95 @@
+"""Newsletters: the list, a form to create one and the same form to edit it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, Path, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
+from tidings.domain.errors import Conflict, InvalidInput
+from tidings.ui.guard import Session, container_of
+from tidings.ui.templating import UiRoute, page
+
+router = APIRouter(prefix="/newsletters", route_class=UiRoute)
+Slug = Annotated[str, Path(max_length=64)]
+
+
+class NewsletterForm:
+    """The posted fields, as the form names them (an unticked checkbox posts nothing)."""
+
+    def __init__(
+        self,
+        slug: Annotated[str, Form(max_length=64)],
+        name: Annotated[str, Form(max_length=200)],
+        sender_name: Annotated[str, Form(max_length=200)],
+        sender_address: Annotated[str, Form(max_length=320)],
+        description: Annotated[str, Form(max_length=2000)] = "",
+        reply_to: Annotated[str, Form(max_length=320)] = "",
+        double_opt_in: Annotated[str | None, Form(max_length=8)] = None,
+    ) -> None:
+        self.slug = slug.strip()
+        self.name = name.strip()
+        self.sender_name = sender_name.strip()
+        self.sender_address = sender_address.strip()
+        self.description = description.strip()
+        self.reply_to = reply_to.strip() or None
+        self.double_opt_in = double_opt_in is not None
+
+
+@router.get("")
+async def list_newsletters(request: Request, session: Session) -> HTMLResponse:
+    newsletters = await container_of(request).newsletters.list()
+    return page(request, session, "newsletters.html", newsletters=newsletters)
+
+
+@router.get("/new")
+async def new_newsletter(request: Request, session: Session) -> HTMLResponse:
+    return page(request, session, "newsletter_form.html", newsletter=None, error=None)
+
+
+@router.post("/new")
+async def create_newsletter(
+    request: Request, session: Session, form: Annotated[NewsletterForm, Depends()]
+) -> Response:
+    try:
+        await container_of(request).newsletters.create(NewsletterFields(**vars(form)))
+    except (InvalidInput, Conflict) as refused:
+        return page(
+            request,
+            session,
+            "newsletter_form.html",
+            status_code=422,
+            newsletter=form,
+            error=refused.detail,
+        )
+    return RedirectResponse("/admin/newsletters", status_code=303)
+
+
+@router.get("/{current}")
+async def edit_newsletter(request: Request, session: Session, current: Slug) -> HTMLResponse:
+    newsletter = await container_of(request).newsletters.get(current)
+    return page(
+        request, session, "newsletter_form.html", newsletter=newsletter, editing=current, error=None
+    )
+
+
+@router.post("/{current}")
+async def update_newsletter(
+    request: Request, session: Session, current: Slug, form: Annotated[NewsletterForm, Depends()]
+) -> Response:
+    changes = NewsletterChanges(**vars(form))
+    try:
+        await container_of(request).newsletters.update(current, changes)
+    except (InvalidInput, Conflict) as refused:
+        return page(
+            request,
+            session,
+            "newsletter_form.html",
+            status_code=422,
+            newsletter=form,
+            editing=current,
+            error=refused.detail,
+        )
+    return RedirectResponse("/admin/newsletters", status_code=303)

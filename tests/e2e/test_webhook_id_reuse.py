@@ -1,0 +1,82 @@
+"""Webhook jobs stay tied to their delivery when SQLite hands a deleted row's id to a new one
+(issue 12, item 5)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_delivery_engine import FAST_QUEUE, Receiver, eventually, serving
+from tests.factories import admin_headers, api_client, make_settings
+from tidings.delivery.webhooks import DELIVER_WEBHOOK
+from tidings.domain.events import webhook_delivery_key
+from tidings.domain.jobs import GiveUp, JobStatus
+
+
+async def test_a_recreated_endpoint_with_a_reused_id_gets_its_test_delivery(
+    database_url: str,
+) -> None:
+    """An admin who deletes an endpoint and adds it again must see the next test delivered, not
+    stuck `pending` behind the old endpoint's finished job."""
+    settings = make_settings(
+        database_url, queue=FAST_QUEUE, webhooks={"allow_private_networks": True}
+    )
+    async with Receiver() as receiver, serving(settings) as (client, container):
+        headers = await admin_headers(container)
+        definition = {"url": receiver.url, "event_types": ["webhook.test"]}
+
+        async def delivered_once(endpoint_id: int) -> list[dict[str, Any]]:
+            log = await client.get(f"/api/admin/webhooks/{endpoint_id}/deliveries", headers=headers)
+            return [d for d in log.json()["items"] if d["status"] == "delivered"]
+
+        first = (await client.post("/api/admin/webhooks", headers=headers, json=definition)).json()
+        await client.post(f"/api/admin/webhooks/{first['id']}/test", headers=headers)
+        (old_delivery,) = await eventually(lambda: delivered_once(first["id"]))
+        deleted = await client.delete(f"/api/admin/webhooks/{first['id']}", headers=headers)
+        assert deleted.status_code == 204
+
+        again = (await client.post("/api/admin/webhooks", headers=headers, json=definition)).json()
+        test = (
+            await client.post(f"/api/admin/webhooks/{again['id']}/test", headers=headers)
+        ).json()
+        if container.db.is_sqlite:  # the situation this guards against: both ids come back
+            assert (again["id"], test["id"]) == (first["id"], old_delivery["id"])
+        (delivery,) = await eventually(lambda: delivered_once(again["id"]))
+        assert delivery["id"] == test["id"]
+        assert len(receiver.requests) == 2
+
+
+async def test_a_job_left_from_a_deleted_delivery_never_delivers_the_row_reusing_its_id(
+    database_url: str,
+) -> None:
+    """A job still queued for a deleted endpoint must not send another endpoint's event that
+    happens to get the same delivery id: that receiver would get it twice."""
+    settings = make_settings(database_url, webhooks={"allow_private_networks": True})
+    async with Receiver() as receiver, api_client(settings) as (client, container):
+        headers = await admin_headers(container)
+        definition = {"url": receiver.url, "event_types": ["webhook.test"]}
+        first = (await client.post("/api/admin/webhooks", headers=headers, json=definition)).json()
+        old = (await client.post(f"/api/admin/webhooks/{first['id']}/test", headers=headers)).json()
+        old_job, _ = await container.queue.get_by_key(
+            webhook_delivery_key(old["event_id"], first["id"])
+        )
+        await client.delete(f"/api/admin/webhooks/{first['id']}", headers=headers)
+        again = (await client.post("/api/admin/webhooks", headers=headers, json=definition)).json()
+        new = (await client.post(f"/api/admin/webhooks/{again['id']}/test", headers=headers)).json()
+        if container.db.is_sqlite:
+            assert new["id"] == old["id"]
+        new_job, _ = await container.queue.get_by_key(
+            webhook_delivery_key(new["event_id"], again["id"])
+        )
+        assert new_job.id != old_job.id
+        assert new_job.status is JobStatus.PENDING
+
+        (handler,) = [r.handler for r in container.handler_registry() if r.kind == DELIVER_WEBHOOK]
+        with pytest.raises(GiveUp):
+            await handler(old_job)
+        assert receiver.requests == []
+        await handler(new_job)
+        await eventually(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
+        assert receiver.requests[0][0]["webhook-id"] == new["event_id"]

@@ -1,0 +1,67 @@
+"""Admin UI helpers for tests: an operator account, a signed-in client, CSRF tokens from pages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import httpx
+from asgi_lifespan import LifespanManager
+
+from tidings.api.app import create_app
+from tidings.bootstrap import Container, build, utcnow
+from tidings.config import Settings
+from tidings.domain.clock import Clock
+
+PASSWORD = "correct horse battery staple"
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_from(page: httpx.Response) -> str:
+    """The CSRF token of the first form on `page`."""
+    found = _CSRF.search(page.text)
+    assert found is not None, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+async def sign_in(
+    client: httpx.AsyncClient,
+    email: str = "operator@example.org",
+    password: str = PASSWORD,
+) -> httpx.Response:
+    """Post the sign-in form the way a browser does: fetch it (its token and cookie), post."""
+    form = await client.get("/admin/sign-in")
+    return await client.post(
+        "/admin/sign-in",
+        data={"email": email, "password": password, "csrf_token": csrf_from(form)},
+    )
+
+
+async def signed_in(
+    client: httpx.AsyncClient, container: Container, email: str = "operator@example.org"
+) -> str:
+    """Create an operator, sign `client` in, return the session's CSRF token."""
+    await container.admins.create(email, PASSWORD)
+    answer = await sign_in(client, email)
+    assert answer.status_code == 303, answer.text
+    return csrf_from(await client.get("/admin"))
+
+
+@asynccontextmanager
+async def ui_app(
+    settings: Settings, *, clock: Clock = utcnow
+) -> AsyncIterator[tuple[Callable[[str], httpx.AsyncClient], Container]]:
+    """The real app with its lifespan, and a factory of browsers-to-be: each call gives a
+    client with its own cookie jar at `base_url` (https for Secure cookies)."""
+    container = build(settings, clock=clock)
+    app = create_app(settings, apply_migrations=True, container=container)
+    async with LifespanManager(app) as manager, AsyncExitStack() as clients:
+        transport = httpx.ASGITransport(app=manager.app)
+
+        def client(base_url: str = "http://tidings.test") -> httpx.AsyncClient:
+            made = httpx.AsyncClient(transport=transport, base_url=base_url)
+            clients.push_async_callback(made.aclose)
+            return made
+
+        yield client, container
