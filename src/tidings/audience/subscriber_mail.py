@@ -73,8 +73,10 @@ async def queue_welcome_email(
     """Queue the newsletter's welcome email, if it has one, in the transaction that confirmed
     `subscription` (PRI-6): by the emailed link, or by subscribing to a single opt-in
     newsletter. Never for imports or admin assertions: those people did nothing just now.
-    Keyed by the confirmation's time, so one confirmation welcomes once, and a person who
-    leaves and confirms again later is welcomed again."""
+    Callers queue it only on the transition that confirms, so once per confirmation (a second
+    click confirms nothing), and a person who leaves and confirms again is welcomed again.
+    The key names the subscription and the confirmation's time; a reused id never meets an
+    old key, as the privacy delete drops the person's jobs with them."""
     if not (newsletter.welcome_subject and newsletter.welcome_body):
         return
     if subscription.confirmed_at is None:
