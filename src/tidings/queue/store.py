@@ -1,21 +1,25 @@
-"""Named queries on the job table: enqueue, claim, settle, replay, prune (DLV-1..4).
+"""Named queries on the job table: enqueue, claim, settle, reap, replay, prune (DLV-1..4).
 
 Every outcome is written only where the claim token still matches: a worker that overran its
 lease, whose job another worker reclaimed, has its late write refused (the fencing token).
+Leases and due times are judged by the database's clock (`database_timestamp`), so a worker
+machine with a wrong clock cannot take a live job or start a scheduled one early; the `now`
+passed in by callers is only recorded (created, updated, finished times).
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import String, cast, delete, func, insert, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
 from tidings.queue.job import Job
+from tidings.storage.clock import database_timestamp
 from tidings.storage.tables import job_attempts, jobs
 from tidings.storage.upsert import insert_for
 
@@ -52,7 +56,7 @@ async def enqueue(
         "status": JobStatus.PENDING.value,
         "attempts": 0,
         "max_attempts": max_attempts,
-        "run_at": run_at or now,
+        "run_at": run_at or database_timestamp(),
         "created_at": now,
         "updated_at": now,
     }
@@ -61,7 +65,7 @@ async def enqueue(
     if revive:
         statement = statement.on_conflict_do_update(
             index_elements=["idempotency_key"],
-            set_=_due_again(now, run_at or now),
+            set_=_due_again(now, run_at),
             where=jobs.c.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]),
         )
     else:
@@ -78,173 +82,223 @@ async def enqueue(
     return _job(existing.one()), False
 
 
-def _due_again(now: datetime, run_at: datetime) -> dict[str, Any]:
-    """The values that make a finished job due again with a fresh attempt budget."""
+def _due_again(now: datetime, run_at: datetime | None) -> dict[str, Any]:
+    """The values that make a finished job due again with a fresh attempt budget; without an
+    explicit `run_at` it is due at once, by the database's clock."""
     return {
         "status": JobStatus.PENDING.value,
         "attempts": 0,
-        "run_at": run_at,
+        "run_at": run_at or database_timestamp(),
         "finished_at": None,
         "updated_at": now,
     }
 
 
-def _claimable(now: datetime) -> Any:
-    return or_(
-        and_(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= now),
-        and_(jobs.c.status == JobStatus.RUNNING.value, jobs.c.locked_until < now),
-    )
+def _fresh_token(conn: AsyncConnection) -> Any:
+    """A new random claim token per row, made by the database (32 hex digits)."""
+    if conn.dialect.name == "postgresql":
+        return func.replace(cast(func.gen_random_uuid(), String()), "-", "")
+    return func.lower(func.hex(func.randomblob(16)))
 
 
 async def claim(
     conn: AsyncConnection, *, kinds: list[str], limit: int, now: datetime, lease: timedelta
 ) -> list[Job]:
-    """Claim up to `limit` due jobs (or jobs whose lease expired) under a fresh token each.
+    """Claim up to `limit` due jobs of `kinds` in one statement, each under its own fresh
+    token (each outcome is fenced separately), oldest due first.
 
-    On PostgreSQL `FOR UPDATE SKIP LOCKED` lets many workers claim at once without blocking or
-    double-claiming; on SQLite the caller's `BEGIN IMMEDIATE` transaction is the only writer,
-    which gives the same guarantee (the clause is not rendered there). Commit before working.
-    """
-    await bury_abandoned(conn, kinds=kinds, now=now)
-    candidates = (
+    Due-ness and the lease are judged by the database's clock, never the caller's: `now` is
+    only recorded (`updated_at`, the attempt's start). On PostgreSQL `FOR UPDATE SKIP LOCKED`
+    lets many workers claim at once without blocking or double-claiming (the picked ids are
+    materialised, so the LIMIT holds however the plan joins them); on SQLite the caller's
+    `BEGIN IMMEDIATE` transaction is the only writer, which gives the same guarantee. Jobs
+    whose lease ran out are made pending again by `reap_expired`, not here. Commit before
+    working."""
+    picked = (
         select(jobs.c.id)
-        .where(jobs.c.kind.in_(kinds), _claimable(now))
+        .where(
+            jobs.c.kind.in_(kinds),
+            jobs.c.status == JobStatus.PENDING.value,
+            jobs.c.run_at <= database_timestamp(),
+        )
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
+        .cte("picked")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
     )
-    ids = list((await conn.execute(candidates)).scalars())
-    claimed = []
-    for job_id in ids:  # one token per job: each outcome is fenced separately
-        result = await conn.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id)
-            .values(
-                status=JobStatus.RUNNING.value,
-                claim_token=secrets.token_hex(16),
-                locked_until=now + lease,
-                attempts=jobs.c.attempts + 1,
-                updated_at=now,
-            )
-            .returning(jobs)
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id.in_(select(picked.c.id)))
+        .values(
+            status=JobStatus.RUNNING.value,
+            claim_token=_fresh_token(conn),
+            locked_until=database_timestamp(lease.total_seconds()),
+            attempts=jobs.c.attempts + 1,
+            updated_at=now,
         )
-        claimed.append(_job(result.one()))
+        .returning(jobs)
+    )
+    claimed = [_job(row) for row in result]
+    claimed.sort(key=lambda job: (job.run_at, job.id))
     return claimed
 
 
-async def _settle(
-    conn: AsyncConnection,
-    job: Job,
-    *,
-    status: JobStatus,
-    outcome: str,
-    now: datetime,
-    error: str | None,
-    run_at: datetime | None = None,
-) -> bool:
-    values: dict[str, Any] = {
-        "status": status.value,
-        "claim_token": None,
-        "locked_until": None,
-        "updated_at": now,
-        "last_error": error,
-    }
-    if status in (JobStatus.DONE, JobStatus.DEAD):
-        values["finished_at"] = now
-    if run_at is not None:
-        values["run_at"] = run_at
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one claimed job, to be written under its claim token. `delay_seconds`
+    (retry, deferred) is counted from the database's clock when the outcome is written."""
+
+    job: Job
+    result: Literal["done", "retry", "dead", "deferred"]
+    error: str | None = None
+    delay_seconds: float = 0.0
+
+
+_FINISHED = {"done": JobStatus.DONE, "dead": JobStatus.DEAD}
+_SETTLE_CHUNK = 500  # (id, token) pairs per statement, well inside SQLite's variable limit
+
+
+async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: datetime) -> set[int]:
+    """Write many jobs' outcomes in the caller's transaction, each only where the job's claim
+    token still matches, with one attempt row per counted attempt. Returns the ids written;
+    a job missing from it had lost its lease to another worker and nothing of it was changed.
+    Successes, the common case, go in one statement per chunk; the rest one by one."""
+    written: set[int] = set()
+    done = [outcome for outcome in outcomes if outcome.result == "done"]
+    for start in range(0, len(done), _SETTLE_CHUNK):
+        chunk = done[start : start + _SETTLE_CHUNK]
+        result = await conn.execute(
+            update(jobs)
+            .where(
+                tuple_(jobs.c.id, jobs.c.claim_token).in_(
+                    [(outcome.job.id, outcome.job.claim_token) for outcome in chunk]
+                )
+            )
+            .values(**_released(JobStatus.DONE, now), last_error=None, finished_at=now)
+            .returning(jobs.c.id)
+        )
+        written.update(result.scalars())
+    for outcome in outcomes:
+        if outcome.result != "done" and await _settle_one(conn, outcome, now=now):
+            written.add(outcome.job.id)
+    attempts = [
+        {
+            "job_id": outcome.job.id,
+            "attempt": outcome.job.attempts,
+            "started_at": outcome.job.updated_at,
+            "finished_at": now,
+            "outcome": outcome.result,
+            "error": outcome.error,
+        }
+        for outcome in outcomes
+        if outcome.job.id in written and outcome.result != "deferred"
+    ]
+    if attempts:
+        await conn.execute(insert(job_attempts), attempts)
+    return written
+
+
+def _released(status: JobStatus, now: datetime) -> dict[str, Any]:
+    return {"status": status.value, "claim_token": None, "locked_until": None, "updated_at": now}
+
+
+async def _settle_one(conn: AsyncConnection, outcome: Outcome, *, now: datetime) -> bool:
+    job = outcome.job
+    if outcome.result in _FINISHED:
+        values = {
+            **_released(_FINISHED[outcome.result], now),
+            "last_error": outcome.error,
+            "finished_at": now,
+        }
+    else:
+        values = {
+            **_released(JobStatus.PENDING, now),
+            "run_at": database_timestamp(outcome.delay_seconds),
+        }
+        if outcome.result == "retry":
+            values["last_error"] = outcome.error
+        else:  # deferred: the claim is given back unspent, the attempt not counted
+            values["attempts"] = jobs.c.attempts - 1
     result = await conn.execute(
         update(jobs)
         .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
         .values(**values)
     )
-    if result.rowcount != 1:
-        return False  # the lease was lost and another worker owns the job now
-    await conn.execute(
-        insert(job_attempts).values(
-            job_id=job.id,
-            attempt=job.attempts,
-            started_at=job.updated_at,
-            finished_at=now,
-            outcome=outcome,
-            error=error,
-        )
-    )
-    return True
-
-
-async def complete(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
-    return await _settle(conn, job, status=JobStatus.DONE, outcome="done", now=now, error=None)
-
-
-async def retry(
-    conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime, error: str
-) -> bool:
-    return await _settle(
-        conn, job, status=JobStatus.PENDING, outcome="retry", now=now, error=error, run_at=run_at
-    )
-
-
-async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
-    return await _settle(conn, job, status=JobStatus.DEAD, outcome="dead", now=now, error=error)
-
-
-async def defer(conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime) -> bool:
-    """Give the claim back unspent: due again at `run_at`, the attempt not counted."""
-    result = await conn.execute(
-        update(jobs)
-        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
-        .values(
-            status=JobStatus.PENDING.value,
-            claim_token=None,
-            locked_until=None,
-            attempts=jobs.c.attempts - 1,
-            run_at=run_at,
-            updated_at=now,
-        )
-    )
     return result.rowcount == 1
 
 
-async def bury_abandoned(conn: AsyncConnection, *, kinds: list[str], now: datetime) -> int:
-    """Jobs whose lease ran out on their last attempt are dead, not reclaimed: a job that
-    kills its worker every time (out of memory, a crash) must not loop forever."""
-    result = await conn.execute(
-        update(jobs)
-        .where(
-            jobs.c.kind.in_(kinds),
-            jobs.c.status == JobStatus.RUNNING.value,
-            jobs.c.locked_until < now,
-            jobs.c.attempts >= jobs.c.max_attempts,
+async def complete(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
+    return job.id in await settle(conn, [Outcome(job, "done")], now=now)
+
+
+async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
+    return job.id in await settle(conn, [Outcome(job, "dead", error)], now=now)
+
+
+async def reap_expired(conn: AsyncConnection, *, kinds: list[str], now: datetime) -> int:
+    """Running jobs whose lease ran out, by the database's clock: their worker is gone or
+    stuck. On their last attempt they are dead, not run again (a job that kills its worker
+    every time — out of memory, a crash — must not loop forever); otherwise they are due
+    again at once and the next claim takes them under a new token, which fences off any late
+    write of the old worker. Rows another transaction holds (a fenced write, a renewal) are
+    skipped, not waited for. Returns how many jobs it changed."""
+
+    def expired(*conditions: Any) -> Any:
+        ids = (
+            select(jobs.c.id)
+            .where(
+                jobs.c.kind.in_(kinds),
+                jobs.c.status == JobStatus.RUNNING.value,
+                jobs.c.locked_until < database_timestamp(),
+                *conditions,
+            )
+            .with_for_update(skip_locked=True)
+            .cte("expired")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
         )
+        return jobs.c.id.in_(select(ids.c.id))
+
+    buried = await conn.execute(
+        update(jobs)
+        .where(expired(jobs.c.attempts >= jobs.c.max_attempts))
         .values(
-            status=JobStatus.DEAD.value,
-            claim_token=None,
-            locked_until=None,
+            **_released(JobStatus.DEAD, now),
             finished_at=now,
-            updated_at=now,
             last_error="lease expired on the final attempt (worker lost)",
         )
+        .returning(jobs.c.id)  # counted from rows: SQLite reports no rowcount after WITH
     )
-    return int(result.rowcount)
+    released = await conn.execute(
+        update(jobs)
+        .where(expired())
+        .values(**_released(JobStatus.PENDING, now))
+        .returning(jobs.c.id)
+    )
+    return len(buried.all()) + len(released.all())
 
 
 async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease: timedelta) -> bool:
-    """Renew a live worker's lease; False when the job is no longer ours."""
+    """Renew a live worker's lease, to `lease` from the database's clock; False when the job
+    is no longer ours."""
     result = await conn.execute(
         update(jobs)
-        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
-        .values(locked_until=now + lease, updated_at=now)
+        .where(
+            jobs.c.id == job.id,
+            jobs.c.claim_token == job.claim_token,
+            jobs.c.status == JobStatus.RUNNING.value,
+        )
+        .values(locked_until=database_timestamp(lease.total_seconds()), updated_at=now)
     )
     return result.rowcount == 1
 
 
 async def hold(conn: AsyncConnection, job: Job) -> bool:
     """Inside a write transaction: confirm `job`'s claim is still ours and keep it ours until
-    commit. On PostgreSQL a shared row lock (FOR SHARE): a reclaim, which locks the row for
-    update, waits or skips it, while the job's own fenced transactions (preparation pages
-    written side by side) do not wait for each other. On SQLite the single writer does it.
-    False when another worker reclaimed the job: the caller must write nothing."""
+    commit. On PostgreSQL a shared row lock (FOR SHARE): the reaper, which locks rows for
+    update, skips it, while the job's own fenced transactions (preparation pages written side
+    by side) do not wait for each other. On SQLite the single writer does it. False when
+    another worker reclaimed the job: the caller must write nothing."""
     held = await conn.execute(
         select(jobs.c.id)
         .where(
@@ -262,7 +316,7 @@ async def live_keys(
 ) -> list[str]:
     """Idempotency keys of the pending or running jobs of `kinds` whose key matches one of
     `key_patterns`, where `%` stands for any run of characters (everything else is literal).
-    A running job counts whatever its lease says: the claim loop reclaims or buries it."""
+    A running job counts whatever its lease says: the reaper releases or buries it."""
     if not key_patterns:
         return []
     query = select(jobs.c.idempotency_key).where(
@@ -322,7 +376,7 @@ async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | 
     result = await conn.execute(
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.status != JobStatus.RUNNING.value)
-        .values(**_due_again(now, now))
+        .values(**_due_again(now, None))
         .returning(jobs)
     )
     row = result.first()
