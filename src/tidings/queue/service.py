@@ -139,6 +139,11 @@ class JobQueue:
         async with self.db.write() as conn:
             return await store.reap_expired(conn, kinds=list(kinds), now=self._now())
 
+    async def unfinished(self, kinds: Sequence[str]) -> int:
+        """How many jobs of `kinds` are pending or running."""
+        async with self.db.read() as conn:
+            return await store.count_unfinished(conn, kinds=kinds)
+
     async def depth(self) -> list[tuple[str, str, int, float]]:
         """Jobs per kind and status, read from the rows; `NotReady` if the database is down."""
         with unreachable_as_not_ready():

@@ -9,12 +9,24 @@ passed in by callers is only recorded (created, updated, finished times).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import String, cast, delete, func, insert, or_, select, text, tuple_, update
+from sqlalchemy import (
+    String,
+    cast,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
@@ -104,17 +116,38 @@ def _fresh_token(conn: AsyncConnection) -> Any:
 async def claim(
     conn: AsyncConnection, *, kinds: list[str], limit: int, now: datetime, lease: timedelta
 ) -> list[Job]:
-    """Claim up to `limit` due jobs of `kinds` in one statement, each under its own fresh
-    token (each outcome is fenced separately), oldest due first.
+    """Claim up to `limit` due jobs of any of `kinds` (see `claim_by_kind`)."""
+    return await _claim(conn, [(kinds, limit)], now=now, lease=lease)
+
+
+async def claim_by_kind(
+    conn: AsyncConnection, *, limits: Mapping[str, int], now: datetime, lease: timedelta
+) -> list[Job]:
+    """Claim up to `limits[kind]` due jobs of each kind, in one statement, each job under its
+    own fresh token (each outcome is fenced separately), oldest due first.
 
     Due-ness and the lease are judged by the database's clock, never the caller's: `now` is
     only recorded (`updated_at`, the attempt's start). On PostgreSQL `FOR UPDATE SKIP LOCKED`
     lets many workers claim at once without blocking or double-claiming (the picked ids are
-    materialised, so the LIMIT holds however the plan joins them); on SQLite the caller's
+    materialised, so each LIMIT holds however the plan joins them); on SQLite the caller's
     `BEGIN IMMEDIATE` transaction is the only writer, which gives the same guarantee. Jobs
     whose lease ran out are made pending again by `reap_expired`, not here. Commit before
     working."""
-    picked = (
+    return await _claim(
+        conn, [([kind], limit) for kind, limit in limits.items() if limit > 0], now=now, lease=lease
+    )
+
+
+async def _claim(
+    conn: AsyncConnection,
+    groups: Sequence[tuple[list[str], int]],
+    *,
+    now: datetime,
+    lease: timedelta,
+) -> list[Job]:
+    if not groups:
+        return []
+    picked = [
         select(jobs.c.id)
         .where(
             jobs.c.kind.in_(kinds),
@@ -124,12 +157,14 @@ async def claim(
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
-        .cte("picked")
+        .cte(f"picked_{number}")
         .prefix_with("MATERIALIZED", dialect="postgresql")
-    )
+        for number, (kinds, limit) in enumerate(groups)
+    ]
+    picked_ids = union_all(*(select(group.c.id) for group in picked))
     result = await conn.execute(
         update(jobs)
-        .where(jobs.c.id.in_(select(picked.c.id)))
+        .where(jobs.c.id.in_(picked_ids if len(picked) > 1 else select(picked[0].c.id)))
         .values(
             status=JobStatus.RUNNING.value,
             claim_token=_fresh_token(conn),
@@ -160,10 +195,16 @@ _SETTLE_CHUNK = 500  # (id, token) pairs per statement, well inside SQLite's var
 
 
 async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: datetime) -> set[int]:
-    """Write many jobs' outcomes in the caller's transaction, each only where the job's claim
-    token still matches, with one attempt row per counted attempt. Returns the ids written;
-    a job missing from it had lost its lease to another worker and nothing of it was changed.
-    Successes, the common case, go in one statement per chunk; the rest one by one."""
+    """Write many jobs' outcomes, each only where the job's claim token still matches, with
+    one attempt row per counted attempt, atomically. Returns the ids written; a job missing
+    from it had lost its lease to another worker and nothing of it was changed.
+
+    PostgreSQL: one statement (it may run outside a transaction). SQLite: in the caller's
+    write transaction, successes (the common case) in one statement, the rest one by one."""
+    if not outcomes:
+        return set()
+    if conn.dialect.name == "postgresql":
+        return await _settle_in_one_statement(conn, outcomes, now=now)
     written: set[int] = set()
     done = [outcome for outcome in outcomes if outcome.result == "done"]
     for start in range(0, len(done), _SETTLE_CHUNK):
@@ -197,6 +238,64 @@ async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: dat
     if attempts:
         await conn.execute(insert(job_attempts), attempts)
     return written
+
+
+# The same rules as `_settle_one` and the attempt rows of `settle`, for a whole batch at once:
+# data-modifying CTEs make the job updates and their attempt rows one atomic statement.
+_SETTLE_STATEMENT = text(
+    """
+WITH outcome AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:results AS text[]),
+        CAST(:errors AS text[]), CAST(:delays AS float8[]), CAST(:attempts AS integer[]),
+        CAST(:started AS timestamptz[])
+    ) AS o(id, token, result, error, delay, attempt, started_at)
+),
+settled AS (
+    UPDATE jobs SET
+        status = CASE outcome.result
+            WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
+        claim_token = NULL,
+        locked_until = NULL,
+        updated_at = :now,
+        attempts = CASE WHEN outcome.result = 'deferred'
+            THEN jobs.attempts - 1 ELSE jobs.attempts END,
+        last_error = CASE WHEN outcome.result = 'deferred'
+            THEN jobs.last_error ELSE outcome.error END,
+        finished_at = CASE WHEN outcome.result IN ('done', 'dead')
+            THEN :now ELSE jobs.finished_at END,
+        run_at = CASE WHEN outcome.result IN ('retry', 'deferred')
+            THEN statement_timestamp() + make_interval(secs => outcome.delay) ELSE jobs.run_at END
+    FROM outcome
+    WHERE jobs.id = outcome.id AND jobs.claim_token = outcome.token
+    RETURNING jobs.id, outcome.result, outcome.error, outcome.attempt, outcome.started_at
+),
+logged AS (
+    INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, error)
+    SELECT id, attempt, started_at, :now, result, error FROM settled WHERE result <> 'deferred'
+)
+SELECT id FROM settled
+"""
+)
+
+
+async def _settle_in_one_statement(
+    conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: datetime
+) -> set[int]:
+    result = await conn.execute(
+        _SETTLE_STATEMENT,
+        {
+            "ids": [outcome.job.id for outcome in outcomes],
+            "tokens": [outcome.job.claim_token for outcome in outcomes],
+            "results": [outcome.result for outcome in outcomes],
+            "errors": [outcome.error for outcome in outcomes],
+            "delays": [float(outcome.delay_seconds) for outcome in outcomes],
+            "attempts": [outcome.job.attempts for outcome in outcomes],
+            "started": [outcome.job.updated_at for outcome in outcomes],
+            "now": now,
+        },
+    )
+    return {int(job_id) for job_id in result.scalars()}
 
 
 def _released(status: JobStatus, now: datetime) -> dict[str, Any]:
@@ -410,6 +509,15 @@ async def prune(conn: AsyncConnection, *, finished_before: datetime, batch: int)
 
 async def count(conn: AsyncConnection, *, kind: str, status: JobStatus) -> int:
     query = select(func.count()).where(jobs.c.kind == kind, jobs.c.status == status.value)
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def count_unfinished(conn: AsyncConnection, *, kinds: Sequence[str]) -> int:
+    """Pending and running jobs of `kinds` (what a drain still has to do)."""
+    query = select(func.count()).where(
+        jobs.c.kind.in_(list(kinds)),
+        jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]),
+    )
     return int((await conn.execute(query)).scalar_one())
 
 

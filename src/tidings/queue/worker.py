@@ -16,6 +16,7 @@ import structlog
 from tidings.domain.backoff import is_exhausted, retry_delay
 from tidings.domain.jobs import ClaimLost, Defer, GiveUp, RetryLater
 from tidings.queue import store
+from tidings.queue.connection import RoundConnection
 from tidings.queue.job import Job
 from tidings.queue.outcomes import OutcomeWriter
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
@@ -47,37 +48,62 @@ class Worker:
         self._running: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
-        self._outcomes = OutcomeWriter(db, now, longest_pause_seconds=policy.lease_seconds / 10)
+        # Kinds that may have due jobs: a claim that finds fewer than it asked for drops its
+        # kind until something says there may be more (NOTIFY, the poll, the reaper), so
+        # rounds that only write outcomes do not query idle kinds.
+        self._armed = set(registry.kinds())
+        self._connection = RoundConnection(db)
+        self._outcomes = OutcomeWriter(
+            db, now, wake=self._wakeup.set, longest_pause_seconds=policy.lease_seconds / 10
+        )
 
     def wake(self) -> None:
-        """Claim now instead of at the next poll (called on NOTIFY and when a slot frees)."""
+        """Look for due jobs of every kind now instead of at the next poll (on NOTIFY, after
+        the reaper released jobs)."""
+        self._armed.update(self._registry.kinds())
         self._wakeup.set()
 
     async def claim_round(self) -> int:
-        """Claim and start as many due jobs as free slots allow, every kind in one
-        transaction and each kind in one statement; returns how many started."""
-        wanted = [
-            (registration, registration.concurrency - self._running[registration.kind])
+        """Write the outcomes reported since the last round, then claim and start as many due
+        jobs as free slots allow (every kind in one statement); returns how many started.
+        On SQLite both in one transaction; on PostgreSQL each statement is atomic alone."""
+        taken = self._outcomes.take()
+        # Jobs whose outcome is written here have finished their handlers: their slots are
+        # free for this claim, though their tasks only end once the outcome is resolved.
+        freed = Counter(outcome.job.kind for outcome, _ in taken)
+        free = {
+            registration.kind: registration.concurrency
+            - self._running[registration.kind]
+            + freed[registration.kind]
             for registration in self._registry
-        ]
-        wanted = [(registration, free) for registration, free in wanted if free > 0]
-        if not wanted:
+            if registration.kind in self._armed
+        }
+        if not taken and not any(slots > 0 for slots in free.values()):
             return 0
-        claimed: list[tuple[Registration, list[Job]]] = []
-        async with self._db.write() as conn:
-            for registration, free in wanted:
-                jobs = await store.claim(
-                    conn,
-                    kinds=[registration.kind],
-                    limit=free,
-                    now=self._now(),
-                    lease=self._policy.lease,
+        claimed: list[Job] = []
+        try:
+            async with self._connection.round() as conn:
+                written = await store.settle(
+                    conn, [outcome for outcome, _ in taken], now=self._now()
                 )
-                claimed.append((registration, jobs))
-        for registration, jobs in claimed:
-            for job in jobs:
-                self._start(registration, job)
-        return sum(len(jobs) for _, jobs in claimed)
+                if any(slots > 0 for slots in free.values()):
+                    try:
+                        claimed = await store.claim_by_kind(
+                            conn, limits=free, now=self._now(), lease=self._policy.lease
+                        )
+                    except Exception as exc:  # the outcomes are written all the same
+                        log.warning("queue.claim_failed", error_type=type(exc).__name__)
+                        free = {}
+        except BaseException:
+            self._outcomes.give_back(taken)
+            raise
+        self._outcomes.resolve(taken, written)
+        found = Counter(job.kind for job in claimed)
+        self._armed.difference_update(kind for kind, slots in free.items() if found[kind] < slots)
+        registrations = {registration.kind: registration for registration in self._registry}
+        for job in claimed:
+            self._start(registrations[job.kind], job)
+        return len(claimed)
 
     def _start(self, registration: Registration, job: Job) -> None:
         self._running[registration.kind] += 1
@@ -87,7 +113,10 @@ class Worker:
         def finished(done: asyncio.Task[None]) -> None:
             self._tasks.discard(done)
             self._running[registration.kind] -= 1
-            self.wake()
+            if self._db.is_postgresql:
+                self._wakeup.set()  # a slot is free; NOTIFY says when new jobs come
+            else:
+                self.wake()  # no NOTIFY: the job may have enqueued others, look at every kind
 
         task.add_done_callback(finished)
 
@@ -96,6 +125,7 @@ class Worker:
         within the grace period. Jobs still running after it are cancelled: their leases
         expire and another worker reclaims them (at-least-once, never lost)."""
         stop_watch = asyncio.create_task(self._wake_on(stop))
+        self._outcomes.attach()
         try:
             while not stop.is_set():
                 self._wakeup.clear()
@@ -106,11 +136,14 @@ class Worker:
                     started = 0
                 if started or stop.is_set():
                     continue
-                with contextlib.suppress(TimeoutError):
+                try:
                     async with asyncio.timeout(self._policy.poll_interval_seconds):
                         await self._wakeup.wait()
+                except TimeoutError:
+                    self._armed.update(self._registry.kinds())  # the poll: due times pass
         finally:
             stop_watch.cancel()
+            self._outcomes.detach()
         await self.drain(self._policy.shutdown_grace_seconds)
 
     async def _wake_on(self, stop: asyncio.Event) -> None:
@@ -129,6 +162,7 @@ class Worker:
                 await asyncio.wait(still_running)
                 log.warning("queue.drain_cancelled", cancelled=len(still_running))
         await self._outcomes.close()
+        await self._connection.close()
 
     async def _execute(self, registration: Registration, job: Job) -> None:
         with structlog.contextvars.bound_contextvars(job_id=job.id, job_kind=job.kind):
