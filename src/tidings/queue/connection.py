@@ -1,5 +1,5 @@
-"""Where a worker's claim rounds run. On PostgreSQL every statement of a round (the outcome
-write, the claim) is atomic by itself, so the rounds share one connection kept open in
+"""Where a worker's claim rounds run. On PostgreSQL a round (the outcome write and the claim)
+is one statement, atomic by itself, so the rounds share one connection kept open in
 autocommit mode: no pool checkout, ping, BEGIN or COMMIT per round. On SQLite each round is
 one `BEGIN IMMEDIATE` write transaction, as every write is."""
 

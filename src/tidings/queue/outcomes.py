@@ -60,7 +60,8 @@ class OutcomeWriter:
             self._wake()
         else:
             self._write_soon()
-        return await asyncio.shield(future)
+        # Cancelling the caller cancels only its wait: the outcome is written all the same.
+        return await future
 
     def attach(self) -> None:
         """The claim loop takes the outcomes from now on (`take`, `resolve`)."""

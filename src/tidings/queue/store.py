@@ -15,8 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import (
-    String,
-    cast,
     delete,
     func,
     insert,
@@ -39,7 +37,10 @@ NOTIFY_CHANNEL = "tidings_jobs"
 
 
 def _job(row: Any) -> Job:
-    values = dict(row._mapping)
+    return _job_from(dict(row._mapping))
+
+
+def _job_from(values: dict[str, Any]) -> Job:
     values["status"] = JobStatus(values["status"])
     return Job(**values)
 
@@ -106,60 +107,61 @@ def _due_again(now: datetime, run_at: datetime | None) -> dict[str, Any]:
     }
 
 
-def _fresh_token(conn: AsyncConnection) -> Any:
-    """A new random claim token per row, made by the database (32 hex digits)."""
-    if conn.dialect.name == "postgresql":
-        return func.replace(cast(func.gen_random_uuid(), String()), "-", "")
-    return func.lower(func.hex(func.randomblob(16)))
-
-
 async def claim(
     conn: AsyncConnection, *, kinds: list[str], limit: int, now: datetime, lease: timedelta
 ) -> list[Job]:
-    """Claim up to `limit` due jobs of any of `kinds` (see `claim_by_kind`)."""
-    return await _claim(conn, [(kinds, limit)], now=now, lease=lease)
+    """Claim up to `limit` due jobs of each of `kinds` (see `settle_and_claim`)."""
+    _written, claimed = await settle_and_claim(
+        conn, [], limits=dict.fromkeys(kinds, limit), now=now, lease=lease
+    )
+    return claimed
 
 
-async def claim_by_kind(
-    conn: AsyncConnection, *, limits: Mapping[str, int], now: datetime, lease: timedelta
-) -> list[Job]:
-    """Claim up to `limits[kind]` due jobs of each kind, in one statement, each job under its
-    own fresh token (each outcome is fenced separately), oldest due first.
+async def settle_and_claim(
+    conn: AsyncConnection,
+    outcomes: Sequence[Outcome],
+    *,
+    limits: Mapping[str, int],
+    now: datetime,
+    lease: timedelta,
+) -> tuple[set[int], list[Job]]:
+    """Write `outcomes` (see `settle`), then claim up to `limits[kind]` due jobs of each kind,
+    each job under its own fresh token (each outcome is fenced separately), oldest due first.
+    Returns the ids of the outcomes written and the jobs claimed.
 
     Due-ness and the lease are judged by the database's clock, never the caller's: `now` is
-    only recorded (`updated_at`, the attempt's start). On PostgreSQL `FOR UPDATE SKIP LOCKED`
-    lets many workers claim at once without blocking or double-claiming (the picked ids are
-    materialised, so each LIMIT holds however the plan joins them); on SQLite the caller's
-    `BEGIN IMMEDIATE` transaction is the only writer, which gives the same guarantee. Jobs
-    whose lease ran out are made pending again by `reap_expired`, not here. Commit before
-    working."""
-    return await _claim(
-        conn, [([kind], limit) for kind, limit in limits.items() if limit > 0], now=now, lease=lease
-    )
+    only recorded (`updated_at`, the attempt's start). On PostgreSQL all of it is one
+    statement (atomic alone, so it may run outside a transaction) and `FOR UPDATE SKIP
+    LOCKED` lets many workers claim at once without blocking or double-claiming; on SQLite
+    the caller's `BEGIN IMMEDIATE` transaction is the only writer, which gives the same
+    guarantee. Jobs whose lease ran out are made pending again by `reap_expired`, not here.
+    Commit before working."""
+    limits = {kind: limit for kind, limit in limits.items() if limit > 0}
+    if conn.dialect.name == "postgresql":
+        return await _settle_and_claim_in_one_statement(
+            conn, outcomes, limits=limits, now=now, lease=lease
+        )
+    written = await settle(conn, outcomes, now=now)
+    return written, await _claim(conn, limits, now=now, lease=lease)
 
 
 async def _claim(
-    conn: AsyncConnection,
-    groups: Sequence[tuple[list[str], int]],
-    *,
-    now: datetime,
-    lease: timedelta,
+    conn: AsyncConnection, limits: Mapping[str, int], *, now: datetime, lease: timedelta
 ) -> list[Job]:
-    if not groups:
+    """The claim as SQLite runs it: one CTE per kind, each with its own LIMIT."""
+    if not limits:
         return []
     picked = [
         select(jobs.c.id)
         .where(
-            jobs.c.kind.in_(kinds),
+            jobs.c.kind == kind,
             jobs.c.status == JobStatus.PENDING.value,
             jobs.c.run_at <= database_timestamp(),
         )
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(limit)
-        .with_for_update(skip_locked=True)
         .cte(f"picked_{number}")
-        .prefix_with("MATERIALIZED", dialect="postgresql")
-        for number, (kinds, limit) in enumerate(groups)
+        for number, (kind, limit) in enumerate(limits.items())
     ]
     picked_ids = union_all(*(select(group.c.id) for group in picked))
     result = await conn.execute(
@@ -167,7 +169,7 @@ async def _claim(
         .where(jobs.c.id.in_(picked_ids if len(picked) > 1 else select(picked[0].c.id)))
         .values(
             status=JobStatus.RUNNING.value,
-            claim_token=_fresh_token(conn),
+            claim_token=func.lower(func.hex(func.randomblob(16))),
             locked_until=database_timestamp(lease.total_seconds()),
             attempts=jobs.c.attempts + 1,
             updated_at=now,
@@ -199,12 +201,16 @@ async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: dat
     one attempt row per counted attempt, atomically. Returns the ids written; a job missing
     from it had lost its lease to another worker and nothing of it was changed.
 
-    PostgreSQL: one statement (it may run outside a transaction). SQLite: in the caller's
-    write transaction, successes (the common case) in one statement, the rest one by one."""
+    PostgreSQL: one statement (`_ROUND_STATEMENT`, claiming nothing; it may run outside a
+    transaction). SQLite: in the caller's write transaction, successes (the common case) in
+    one statement, the rest one by one."""
     if not outcomes:
         return set()
     if conn.dialect.name == "postgresql":
-        return await _settle_in_one_statement(conn, outcomes, now=now)
+        settled, _none = await _settle_and_claim_in_one_statement(
+            conn, outcomes, limits={}, now=now, lease=timedelta(0)
+        )
+        return settled
     written: set[int] = set()
     done = [outcome for outcome in outcomes if outcome.result == "done"]
     for start in range(0, len(done), _SETTLE_CHUNK):
@@ -240,9 +246,13 @@ async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: dat
     return written
 
 
-# The same rules as `_settle_one` and the attempt rows of `settle`, for a whole batch at once:
-# data-modifying CTEs make the job updates and their attempt rows one atomic statement.
-_SETTLE_STATEMENT = text(
+# PostgreSQL's whole round in one statement. `settled` follows the rules of `_settle_one` and
+# `settle`'s attempt rows; `picked` takes each kind's due jobs (a LATERAL subquery per kind,
+# each with its own LIMIT, locked and skipped by other workers' claims); `claimed` gives each
+# a fresh token. Data-modifying CTEs see one snapshot and touch disjoint rows (running jobs
+# holding our tokens, pending ones), and the statement is atomic. One row always comes back:
+# the settled ids, beside each claimed job (or none).
+_ROUND_STATEMENT = text(
     """
 WITH outcome AS (
     SELECT * FROM unnest(
@@ -273,29 +283,70 @@ settled AS (
 logged AS (
     INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, error)
     SELECT id, attempt, started_at, :now, result, error FROM settled WHERE result <> 'deferred'
+),
+picked AS MATERIALIZED (
+    SELECT due.id
+    FROM unnest(CAST(:kinds AS text[]), CAST(:limits AS integer[])) AS wanted(kind, slots)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id FROM jobs
+        WHERE jobs.kind = wanted.kind AND jobs.status = 'pending'
+            AND jobs.run_at <= statement_timestamp()
+        ORDER BY jobs.run_at, jobs.id
+        LIMIT wanted.slots
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+),
+claimed AS (
+    UPDATE jobs SET
+        status = 'running',
+        claim_token = replace(CAST(gen_random_uuid() AS text), '-', ''),
+        locked_until = statement_timestamp() + make_interval(secs => :lease_seconds),
+        attempts = jobs.attempts + 1,
+        updated_at = :now
+    WHERE jobs.id IN (SELECT id FROM picked)
+    RETURNING jobs.*
 )
-SELECT id FROM settled
+SELECT settled_ids.ids AS settled_ids, claimed.*
+FROM (SELECT array_agg(id) AS ids FROM settled) AS settled_ids
+LEFT JOIN claimed ON true
 """
 )
 
 
-async def _settle_in_one_statement(
-    conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: datetime
-) -> set[int]:
-    result = await conn.execute(
-        _SETTLE_STATEMENT,
-        {
-            "ids": [outcome.job.id for outcome in outcomes],
-            "tokens": [outcome.job.claim_token for outcome in outcomes],
-            "results": [outcome.result for outcome in outcomes],
-            "errors": [outcome.error for outcome in outcomes],
-            "delays": [float(outcome.delay_seconds) for outcome in outcomes],
-            "attempts": [outcome.job.attempts for outcome in outcomes],
-            "started": [outcome.job.updated_at for outcome in outcomes],
-            "now": now,
-        },
-    )
-    return {int(job_id) for job_id in result.scalars()}
+async def _settle_and_claim_in_one_statement(
+    conn: AsyncConnection,
+    outcomes: Sequence[Outcome],
+    *,
+    limits: Mapping[str, int],
+    now: datetime,
+    lease: timedelta,
+) -> tuple[set[int], list[Job]]:
+    rows = (
+        await conn.execute(
+            _ROUND_STATEMENT,
+            {
+                "ids": [outcome.job.id for outcome in outcomes],
+                "tokens": [outcome.job.claim_token for outcome in outcomes],
+                "results": [outcome.result for outcome in outcomes],
+                "errors": [outcome.error for outcome in outcomes],
+                "delays": [float(outcome.delay_seconds) for outcome in outcomes],
+                "attempts": [outcome.job.attempts for outcome in outcomes],
+                "started": [outcome.job.updated_at for outcome in outcomes],
+                "kinds": list(limits),
+                "limits": list(limits.values()),
+                "lease_seconds": lease.total_seconds(),
+                "now": now,
+            },
+        )
+    ).all()
+    written = {int(job_id) for job_id in rows[0].settled_ids or ()}
+    claimed = [
+        _job_from({key: value for key, value in row._mapping.items() if key != "settled_ids"})
+        for row in rows
+        if row.id is not None
+    ]
+    claimed.sort(key=lambda job: (job.run_at, job.id))
+    return written, claimed
 
 
 def _released(status: JobStatus, now: datetime) -> dict[str, Any]:

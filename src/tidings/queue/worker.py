@@ -66,7 +66,7 @@ class Worker:
     async def claim_round(self) -> int:
         """Write the outcomes reported since the last round, then claim and start as many due
         jobs as free slots allow (every kind in one statement); returns how many started.
-        On SQLite both in one transaction; on PostgreSQL each statement is atomic alone."""
+        On SQLite in one transaction; on PostgreSQL in one statement."""
         taken = self._outcomes.take()
         # Jobs whose outcome is written here have finished their handlers: their slots are
         # free for this claim, though their tasks only end once the outcome is resolved.
@@ -80,20 +80,15 @@ class Worker:
         }
         if not taken and not any(slots > 0 for slots in free.values()):
             return 0
-        claimed: list[Job] = []
         try:
             async with self._connection.round() as conn:
-                written = await store.settle(
-                    conn, [outcome for outcome, _ in taken], now=self._now()
+                written, claimed = await store.settle_and_claim(
+                    conn,
+                    [outcome for outcome, _ in taken],
+                    limits=free,
+                    now=self._now(),
+                    lease=self._policy.lease,
                 )
-                if any(slots > 0 for slots in free.values()):
-                    try:
-                        claimed = await store.claim_by_kind(
-                            conn, limits=free, now=self._now(), lease=self._policy.lease
-                        )
-                    except Exception as exc:  # the outcomes are written all the same
-                        log.warning("queue.claim_failed", error_type=type(exc).__name__)
-                        free = {}
         except BaseException:
             self._outcomes.give_back(taken)
             raise

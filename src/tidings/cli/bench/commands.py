@@ -26,7 +26,7 @@ def queue(
     jobs: int = typer.Option(5000, "--jobs", min=1, help="Jobs enqueued, then drained."),
     workers: int = typer.Option(2, "--workers", min=1, max=64, help="Worker processes."),
     concurrency: int = typer.Option(
-        32, "--concurrency", min=1, max=1000, help="Jobs in flight per tidings worker."
+        100, "--concurrency", min=1, max=1000, help="Jobs in flight per tidings worker."
     ),
     probes: int = typer.Option(
         30, "--latency-probes", min=0, max=1000, help="Jobs sent one by one to idle workers."
