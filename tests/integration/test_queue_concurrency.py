@@ -8,7 +8,9 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import select, text
+from structlog.testing import capture_logs
 
 from tests.support.queue_policy import policy
 from tidings.bootstrap import utcnow
@@ -159,3 +161,46 @@ async def test_a_worker_whose_clock_is_an_hour_ahead_takes_no_live_job(db: Datab
     assert (waiting.status, waiting.attempts) == (JobStatus.PENDING, 0)
     async with db.write() as conn:
         assert await store.complete(conn, held, now=utcnow())  # the rightful worker finishes
+
+
+async def test_a_worker_whose_connection_is_killed_carries_on(database_url: str) -> None:
+    """A PostgreSQL restart or failover cuts the connection a worker claims on; the worker
+    must open another and go on working, not stall or die."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has no server connection to lose")
+    db = create_database(database_url)
+    await migrate.upgrade(db)
+    queue = JobQueue(db, BUSY, utcnow)
+    handled: list[str] = []
+
+    async def record(job: Job) -> None:
+        handled.append(job.idempotency_key)
+
+    async def enqueue_and_wait(key: str) -> None:
+        async with db.write() as conn:
+            await queue.enqueue(conn, "noop", key, {})
+        async with asyncio.timeout(20):
+            while key not in handled:  # noqa: ASYNC110 - the handler runs in this loop
+                await asyncio.sleep(0.05)
+
+    registry = HandlerRegistry()
+    registry.register("noop", record)
+    stop = asyncio.Event()
+    with capture_logs() as logs:
+        task = asyncio.create_task(queue.run_workers(registry, stop))
+        try:
+            await enqueue_and_wait("before")
+            async with db.write() as conn:  # every other session of this database is cut off
+                await conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                )
+            await enqueue_and_wait("after")
+        finally:
+            stop.set()
+            await task
+            await db.dispose()
+    assert handled == ["before", "after"]
+    assert "queue.claim_failed" in [entry["event"] for entry in logs]  # it was cut, and noticed

@@ -5,6 +5,7 @@ one `BEGIN IMMEDIATE` write transaction, as every write is."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,6 +15,8 @@ from tidings.storage.database import Database
 
 
 class RoundConnection:
+    """The connection (PostgreSQL) or transaction (SQLite) of each claim round."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
         self._held: AsyncConnection | None = None
@@ -31,7 +34,9 @@ class RoundConnection:
         try:
             yield self._held
         except BaseException:
-            await self.close()  # the connection may be broken: the next round opens another
+            # The connection may be broken: drop it, and the next round opens another.
+            with contextlib.suppress(Exception):
+                await self.close()
             raise
 
     async def close(self) -> None:
