@@ -247,16 +247,20 @@ class Webhooks:
 
 
 class WebhookJobHandler:
-    """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify."""
+    """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify.
 
-    def __init__(self, db: Database, client: WebhookClient, now: Clock) -> None:
-        self._db = db
+    What it writes — the attempt on the delivery row, and disabling the endpoint after a 410 —
+    goes through the queue's fenced write (DLV-2): a worker that stalled past its lease while
+    another reclaimed the job gets `ClaimLost` and writes nothing."""
+
+    def __init__(self, queue: JobQueue, client: WebhookClient, now: Clock) -> None:
+        self._queue = queue
         self._client = client
         self._now = now
 
     async def __call__(self, job: Job) -> None:
         delivery_id = DeliverWebhook.from_job(job).delivery_id
-        async with self._db.read() as conn:
+        async with self._queue.db.read() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
             endpoint = (
                 None if delivery is None else await queries.get_endpoint(conn, delivery.endpoint_id)
@@ -264,7 +268,8 @@ class WebhookJobHandler:
         if delivery is None or endpoint is None:
             raise GiveUp("the delivery or its endpoint was deleted")
         if not endpoint.enabled:
-            await self._record(delivery_id, "failed", None, "endpoint disabled", None)
+            async with self._queue.fenced(job) as conn:
+                await self._record(conn, delivery_id, "failed", None, "endpoint disabled", None)
             raise GiveUp("endpoint disabled")
         now = self._now()
         secrets = [endpoint.secret]
@@ -284,9 +289,23 @@ class WebhookJobHandler:
             Outcome.GONE: "gone",
             Outcome.BLOCKED: "blocked",
         }.get(response.outcome, "failed")
-        await self._record(
-            delivery_id, status, response.status_code, response.error, response.body or None
-        )
+        async with self._queue.fenced(job) as conn:
+            await self._record(
+                conn,
+                delivery_id,
+                status,
+                response.status_code,
+                response.error,
+                response.body or None,
+            )
+            if response.outcome is Outcome.GONE:
+                await queries.update_endpoint(
+                    conn,
+                    endpoint.id,
+                    enabled=False,
+                    disabled_reason="the receiver answered 410 Gone",
+                    updated_at=self._now(),
+                )
         log.info(
             "webhook.attempt",
             endpoint_id=endpoint.id,
@@ -298,14 +317,6 @@ class WebhookJobHandler:
         if response.outcome is Outcome.DELIVERED:
             return
         if response.outcome is Outcome.GONE:
-            async with self._db.write() as conn:
-                await queries.update_endpoint(
-                    conn,
-                    endpoint.id,
-                    enabled=False,
-                    disabled_reason="the receiver answered 410 Gone",
-                    updated_at=self._now(),
-                )
             log.warning("webhook.endpoint_disabled", endpoint_id=endpoint.id, reason="gone")
             raise GiveUp("receiver answered 410 Gone; endpoint disabled")
         if response.outcome is Outcome.BLOCKED:
@@ -318,19 +329,19 @@ class WebhookJobHandler:
 
     async def _record(
         self,
+        conn: AsyncConnection,
         delivery_id: int,
         status: str,
         status_code: int | None,
         error: str | None,
         excerpt: str | None,
     ) -> None:
-        async with self._db.write() as conn:
-            await queries.record_attempt(
-                conn,
-                delivery_id,
-                status=status,
-                status_code=status_code,
-                error=error[:200] if error else None,
-                response_excerpt=excerpt,
-                now=self._now(),
-            )
+        await queries.record_attempt(
+            conn,
+            delivery_id,
+            status=status,
+            status_code=status_code,
+            error=error[:200] if error else None,
+            response_excerpt=excerpt,
+            now=self._now(),
+        )
