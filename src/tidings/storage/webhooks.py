@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import (
+    Select,
+    String,
+    Text,
+    bindparam,
+    cast,
+    column,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
+from tidings.storage.types import UTCDateTime
+
+DELIVERY_JOB_KEY_PREFIX = "webhook:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +40,17 @@ class EndpointRow:
     event_types: list[str]
     enabled: bool
     disabled_reason: str | None
+    include_imports: bool
     secret: str
     previous_secret: str | None
     previous_secret_expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
 
-    def subscribes_to(self, event_type: str) -> bool:
+    def subscribes_to(self, event_type: str, *, from_import: bool = False) -> bool:
+        """Whether this endpoint wants `event_type`; `from_import` when a CSV import caused it."""
+        if from_import and not self.include_imports:
+            return False
         return "*" in self.event_types or event_type in self.event_types
 
 
@@ -100,11 +124,92 @@ async def delete_endpoint(conn: AsyncConnection, endpoint_id: int) -> bool:
     return (await conn.execute(query)).rowcount == 1
 
 
-async def insert_delivery(conn: AsyncConnection, **values: Any) -> DeliveryRow:
-    result = await conn.execute(
-        insert(webhook_deliveries).values(**values).returning(webhook_deliveries)
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """One event to deliver: its id (the `webhook-id`), type and JSON body."""
+
+    event_id: str
+    event_type: str
+    payload: dict[str, Any]
+
+
+def delivery_job_key(event_id: str, endpoint_id: int) -> str:
+    """The idempotency key of a delivery's job. Built from the event id (random) and the
+    endpoint, never from the delivery's row id, which SQLite may hand out again."""
+    return f"{DELIVERY_JOB_KEY_PREFIX}{event_id}:{endpoint_id}"
+
+
+def _events_table(conn: AsyncConnection, events: Sequence[NewEvent]) -> Any:
+    """`events` as a table (event_id, event_type, payload) inside the statement, travelling as
+    one JSON parameter however many there are: SQLite's `json_each`, PostgreSQL's
+    `jsonb_to_recordset`."""
+    rows = json.dumps(
+        [
+            {"event_id": e.event_id, "event_type": e.event_type, "payload": e.payload}
+            for e in events
+        ],
+        separators=(",", ":"),
     )
-    return _delivery(result.one())
+    if conn.dialect.name == "postgresql":
+        recordset = func.jsonb_to_recordset(cast(bindparam("events", rows, type_=Text), JSONB))
+        return recordset.table_valued(
+            column("event_id", Text), column("event_type", Text), column("payload", JSONB)
+        ).render_derived(name="events", with_types=True)
+    value = func.json_each(bindparam("events", rows, type_=Text)).table_valued("value").c.value
+    return select(
+        func.json_extract(value, "$.event_id").label("event_id"),
+        func.json_extract(value, "$.event_type").label("event_type"),
+        func.json_extract(value, "$.payload").label("payload"),
+    ).subquery("events")
+
+
+async def insert_deliveries(
+    conn: AsyncConnection, events: Sequence[NewEvent], endpoint_ids: Sequence[int], *, now: datetime
+) -> None:
+    """A pending delivery of every event to every one of `endpoint_ids`, in one statement
+    (an import publishes a thousand events per chunk)."""
+    if not events or not endpoint_ids:
+        return
+    source = _events_table(conn, events)
+    rows = (
+        select(
+            webhook_endpoints.c.id,
+            source.c.event_id,
+            source.c.event_type,
+            source.c.payload,
+            literal("pending"),
+            literal(now, UTCDateTime()),
+            literal(now, UTCDateTime()),
+        )
+        .select_from(source.join(webhook_endpoints, true()))
+        .where(webhook_endpoints.c.id.in_(list(endpoint_ids)))
+    )
+    columns = ["endpoint_id", "event_id", "event_type", "payload", "status", "created_at"]
+    await conn.execute(insert(webhook_deliveries).from_select([*columns, "updated_at"], rows))
+
+
+def delivery_jobs(events: Sequence[NewEvent]) -> Select[Any]:
+    """Per delivery of `events`: its job's idempotency key and payload field (`delivery_id`),
+    for `JobQueue.enqueue_many`."""
+    key = (
+        literal(DELIVERY_JOB_KEY_PREFIX, String)
+        + webhook_deliveries.c.event_id
+        + literal(":", String)
+        + cast(webhook_deliveries.c.endpoint_id, String)
+    )
+    return select(key.label("idempotency_key"), webhook_deliveries.c.id.label("delivery_id")).where(
+        webhook_deliveries.c.event_id.in_([event.event_id for event in events])
+    )
+
+
+async def get_delivery_of(
+    conn: AsyncConnection, event_id: str, endpoint_id: int
+) -> DeliveryRow | None:
+    query = select(webhook_deliveries).where(
+        webhook_deliveries.c.event_id == event_id, webhook_deliveries.c.endpoint_id == endpoint_id
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else _delivery(row)
 
 
 async def get_delivery(conn: AsyncConnection, delivery_id: int) -> DeliveryRow | None:
