@@ -232,7 +232,9 @@ class Webhooks:
         if not endpoint_ids:
             return 0
         await queries.insert_deliveries(conn, events, endpoint_ids, now=self._now())
-        return await self._queue.enqueue_many(conn, DELIVER_WEBHOOK, queries.delivery_jobs(events))
+        return await self._queue.enqueue_many(
+            conn, DELIVER_WEBHOOK, queries.delivery_jobs(conn, events)
+        )
 
     async def prune_deliveries(self, *, older_than: timedelta) -> int:
         """Forget finished deliveries (payloads carry subscriber data) past the retention."""

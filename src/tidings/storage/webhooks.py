@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.importing import among
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
 from tidings.storage.types import UTCDateTime
 
@@ -188,7 +189,7 @@ async def insert_deliveries(
     await conn.execute(insert(webhook_deliveries).from_select([*columns, "updated_at"], rows))
 
 
-def delivery_jobs(events: Sequence[NewEvent]) -> Select[Any]:
+def delivery_jobs(conn: AsyncConnection, events: Sequence[NewEvent]) -> Select[Any]:
     """Per delivery of `events`: its job's idempotency key and payload field (`delivery_id`),
     for `JobQueue.enqueue_many`."""
     key = (
@@ -198,7 +199,7 @@ def delivery_jobs(events: Sequence[NewEvent]) -> Select[Any]:
         + cast(webhook_deliveries.c.endpoint_id, String)
     )
     return select(key.label("idempotency_key"), webhook_deliveries.c.id.label("delivery_id")).where(
-        webhook_deliveries.c.event_id.in_([event.event_id for event in events])
+        among(conn, webhook_deliveries.c.event_id, [event.event_id for event in events])
     )
 
 
