@@ -38,4 +38,4 @@ async def test_bench_import_with_webhooks_reports_the_ratio_against_none(sqlite_
     hooked = result["webhooks"]
     assert (hooked["endpoints"], hooked["created"]) == (2, 200)
     assert hooked["deliveries_queued"] == 200 * 2, "one subscriber.created per row, per endpoint"
-    assert hooked["ratio"] == pytest.approx(hooked["seconds"] / result["seconds"], abs=0.02)
+    assert hooked["ratio"] == pytest.approx(hooked["seconds"] / result["seconds"], rel=0.05)

@@ -231,10 +231,8 @@ class Webhooks:
         """A delivery row and a `deliver_webhook` job per event and endpoint (PRI-6)."""
         if not endpoint_ids:
             return 0
-        await queries.insert_deliveries(conn, events, endpoint_ids, now=self._now())
-        return await self._queue.enqueue_many(
-            conn, DELIVER_WEBHOOK, queries.delivery_jobs(conn, events)
-        )
+        jobs = await queries.deliveries_to_enqueue(conn, events, endpoint_ids, now=self._now())
+        return await self._queue.enqueue_many(conn, DELIVER_WEBHOOK, jobs)
 
     async def prune_deliveries(self, *, older_than: timedelta) -> int:
         """Forget finished deliveries (payloads carry subscriber data) past the retention."""

@@ -26,7 +26,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.importing import among
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
 from tidings.storage.types import UTCDateTime
 
@@ -164,13 +163,17 @@ def _events_table(conn: AsyncConnection, events: Sequence[NewEvent]) -> Any:
     ).subquery("events")
 
 
-async def insert_deliveries(
+async def deliveries_to_enqueue(
     conn: AsyncConnection, events: Sequence[NewEvent], endpoint_ids: Sequence[int], *, now: datetime
-) -> None:
-    """A pending delivery of every event to every one of `endpoint_ids`, in one statement
-    (an import publishes a thousand events per chunk)."""
-    if not events or not endpoint_ids:
-        return
+) -> Select[Any]:
+    """A pending delivery of every event to every one of `endpoint_ids`, and the select of
+    their jobs' idempotency keys and payload field (`delivery_id`) for
+    `JobQueue.enqueue_many`, which the caller must run in the same transaction.
+
+    An import publishes a thousand events per chunk, so this is set-based. On PostgreSQL the
+    deliveries' INSERT rides inside the returned select (a data-modifying CTE whose RETURNING
+    feeds the jobs): one statement writes both, nothing is read back. SQLite has no such
+    CTE: the deliveries are inserted here and the select finds them by event id."""
     source = _events_table(conn, events)
     rows = (
         select(
@@ -186,21 +189,25 @@ async def insert_deliveries(
         .where(webhook_endpoints.c.id.in_(list(endpoint_ids)))
     )
     columns = ["endpoint_id", "event_id", "event_type", "payload", "status", "created_at"]
-    await conn.execute(insert(webhook_deliveries).from_select([*columns, "updated_at"], rows))
-
-
-def delivery_jobs(conn: AsyncConnection, events: Sequence[NewEvent]) -> Select[Any]:
-    """Per delivery of `events`: its job's idempotency key and payload field (`delivery_id`),
-    for `JobQueue.enqueue_many`."""
+    write = insert(webhook_deliveries).from_select([*columns, "updated_at"], rows)
+    if conn.dialect.name == "postgresql":
+        written: Any = write.returning(
+            webhook_deliveries.c.id,
+            webhook_deliveries.c.event_id,
+            webhook_deliveries.c.endpoint_id,
+        ).cte("written")
+        query = select(written)
+    else:
+        await conn.execute(write)
+        written = webhook_deliveries
+        query = select(written).where(written.c.event_id.in_([event.event_id for event in events]))
     key = (
         literal(DELIVERY_JOB_KEY_PREFIX, String)
-        + webhook_deliveries.c.event_id
+        + written.c.event_id
         + literal(":", String)
-        + cast(webhook_deliveries.c.endpoint_id, String)
+        + cast(written.c.endpoint_id, String)
     )
-    return select(key.label("idempotency_key"), webhook_deliveries.c.id.label("delivery_id")).where(
-        among(conn, webhook_deliveries.c.event_id, [event.event_id for event in events])
-    )
+    return query.with_only_columns(key.label("idempotency_key"), written.c.id.label("delivery_id"))
 
 
 async def get_delivery_of(
