@@ -4,7 +4,7 @@ Each function takes a whole chunk (about 1,000 rows), so importing 100,000 rows 
 hundred statements. The upserts only ever add or fill in: a blank in the file never clears a
 stored value.
 
-The one dialect branch for bulk work lives here (`among`, `_insert_rows`). On PostgreSQL a
+The one dialect branch for bulk work lives here (`_among`, `_insert_rows`). On PostgreSQL a
 chunk travels as one array per column (`= ANY(array)`, `INSERT ... SELECT FROM unnest(...)`):
 the statement text stays short whatever the row count, where a 1,000-row VALUES list or
 IN list costs more to build and parse, on both ends, than to execute. SQLite's `executemany`
@@ -45,7 +45,7 @@ from tidings.storage.tables import (
 from tidings.storage.upsert import insert_for
 
 
-def among(conn: AsyncConnection, column: Column[Any], values: Collection[Any]) -> Any:
+def _among(conn: AsyncConnection, column: Column[Any], values: Collection[Any]) -> Any:
     """`column IN values`, as `= ANY(array)` on PostgreSQL (one parameter, not 1,000)."""
     if conn.dialect.name == "postgresql":
         return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
@@ -115,7 +115,7 @@ async def subscribers_by_key(
         subscribers.c.email,
         subscribers.c.name,
         subscribers.c.tier,
-    ).where(among(conn, subscribers.c.email_key, email_keys))
+    ).where(_among(conn, subscribers.c.email_key, email_keys))
     return {
         key: StoredSubscriber(subscriber_id, email, name, tier)
         for key, subscriber_id, email, name, tier in await conn.execute(query)
@@ -127,7 +127,7 @@ async def suppressed_hashes(conn: AsyncConnection, email_hashes: Collection[str]
     if not email_hashes:
         return set()
     query = select(suppressions.c.email_hash).where(
-        among(conn, suppressions.c.email_hash, email_hashes)
+        _among(conn, suppressions.c.email_hash, email_hashes)
     )
     return set((await conn.execute(query)).scalars())
 
@@ -144,7 +144,7 @@ async def subscriptions_of(
         subscriptions.c.id,
         subscriptions.c.confirmed_at.is_not(None),
         subscriptions.c.unsubscribed_at.is_not(None),
-    ).where(among(conn, subscriptions.c.subscriber_id, subscriber_ids))
+    ).where(_among(conn, subscriptions.c.subscriber_id, subscriber_ids))
     return {
         (subscriber_id, newsletter_id): StoredSubscription(
             subscription_id, bool(confirmed), bool(unsubscribed)
@@ -162,7 +162,7 @@ async def labels_of(conn: AsyncConnection, subscriber_ids: Collection[int]) -> d
     query = (
         select(subscriber_labels.c.subscriber_id, labels.c.name)
         .join(labels, labels.c.id == subscriber_labels.c.label_id)
-        .where(among(conn, subscriber_labels.c.subscriber_id, subscriber_ids))
+        .where(_among(conn, subscriber_labels.c.subscriber_id, subscriber_ids))
     )
     found: dict[int, set[str]] = {}
     for subscriber_id, name in await conn.execute(query):
@@ -238,7 +238,7 @@ async def add_labels(
         constants={"created_at": now},
         finish=lambda statement: statement.on_conflict_do_nothing(index_elements=["name"]),
     )
-    query = select(labels.c.name, labels.c.id).where(among(conn, labels.c.name, names))
+    query = select(labels.c.name, labels.c.id).where(_among(conn, labels.c.name, names))
     label_ids: dict[str, int] = {row.name: row.id for row in await conn.execute(query)}
     await _insert_rows(
         conn,
@@ -297,7 +297,7 @@ async def confirm_subscriptions(
     result = await conn.execute(
         update(subscriptions)
         .where(
-            among(conn, subscriptions.c.id, subscription_ids),
+            _among(conn, subscriptions.c.id, subscription_ids),
             subscriptions.c.confirmed_at.is_(None),
             subscriptions.c.unsubscribed_at.is_(None),
         )
@@ -317,7 +317,7 @@ async def unsubscribe_subscriptions(
     result = await conn.execute(
         update(subscriptions)
         .where(
-            among(conn, subscriptions.c.id, subscription_ids),
+            _among(conn, subscriptions.c.id, subscription_ids),
             subscriptions.c.unsubscribed_at.is_(None),
         )
         .values(
