@@ -66,6 +66,7 @@ class CampaignContext:
     public_url: str
     theme: Theme
     templates: TemplateEngine
+    unsubscribe_address: str | None = None  # a List-Unsubscribe mailto; None: https only
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,7 @@ class CampaignDrafts:
             address=newsletter.sender_address,
             sending_domain=newsletter.sender_address.rpartition("@")[2],
             reply_to=campaign.reply_to or newsletter.reply_to,
+            unsubscribe_mailbox=self._ctx.unsubscribe_address,
         )
         list_info = ListInfo(
             campaign_id=str(campaign.id),

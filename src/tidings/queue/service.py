@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict, NotFound
@@ -68,6 +69,13 @@ class JobQueue:
             max_attempts=max_attempts or self.policy.max_attempts,
             run_at=run_at,
             revive=revive,
+        )
+
+    async def enqueue_many(self, conn: AsyncConnection, kind: str, rows: Select[Any]) -> int:
+        """Add a job per row of `rows` inside the caller's write transaction, in one statement
+        (see `store.enqueue_many`: `idempotency_key` and the payload's fields as columns)."""
+        return await store.enqueue_many(
+            conn, kind=kind, rows=rows, now=self._now(), max_attempts=self.policy.max_attempts
         )
 
     async def live_keys(

@@ -15,12 +15,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import (
+    Select,
     delete,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
+    true,
     tuple_,
     union_all,
     update,
@@ -93,6 +96,41 @@ async def enqueue(
         return _job(row), True
     existing = await conn.execute(select(jobs).where(jobs.c.idempotency_key == idempotency_key))
     return _job(existing.one()), False
+
+
+async def enqueue_many(
+    conn: AsyncConnection, *, kind: str, rows: Select[Any], now: datetime, max_attempts: int
+) -> int:
+    """Add a job per row of `rows` in the caller's transaction, in one INSERT ... SELECT (the
+    outbox for bulk work: an import's thousand webhook deliveries per chunk). The column
+    labelled `idempotency_key` is each job's key; every other column becomes a field of its
+    payload, under the column's label. A key already queued is skipped, as with `enqueue`.
+    Returns how many jobs were added."""
+    source = rows.subquery("due")
+    fields = [(literal(c.key), c) for c in source.c if c.key != "idempotency_key"]
+    build = func.jsonb_build_object if conn.dialect.name == "postgresql" else func.json_object
+    jobs_to_add = select(
+        literal(kind),
+        source.c.idempotency_key,
+        build(*(part for field in fields for part in field)),
+        literal(JobStatus.PENDING.value),
+        literal(0),
+        literal(max_attempts),
+        database_timestamp(),  # due at once, by the database's clock (DLV-2)
+        *(literal(now, jobs.c.created_at.type) for _ in range(2)),
+    ).where(true())  # SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT
+    columns = ["kind", "idempotency_key", "payload", "status", "attempts", "max_attempts"]
+    statement = (
+        insert_for(conn, jobs)
+        .from_select([*columns, "run_at", "created_at", "updated_at"], jobs_to_add)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+    )
+    added = int((await conn.execute(statement)).rowcount)
+    if added and conn.dialect.name == "postgresql":
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind}
+        )
+    return added
 
 
 def _due_again(now: datetime, run_at: datetime | None) -> dict[str, Any]:

@@ -130,6 +130,8 @@ webhook_endpoints = Table(
     Column("event_types", Json, nullable=False),
     Column("enabled", Boolean(), nullable=False),
     Column("disabled_reason", String(200), nullable=True),
+    # False: events caused by a CSV import (one per imported row) are not sent here.
+    Column("include_imports", Boolean(), nullable=False, server_default="1"),
     # Kept in clear: signing needs the secret itself. Shown once, never returned again.
     Column("secret", String(100), nullable=False),
     Column("previous_secret", String(100), nullable=True),

@@ -69,10 +69,18 @@ def render(
 def import_(
     ctx: typer.Context,
     rows: int = typer.Argument(100_000, min=1, help="CSV rows to generate and import."),
+    webhooks: int = typer.Option(
+        0,
+        "--webhooks",
+        min=0,
+        max=50,
+        help="Also import into a fresh database with this many `*` webhook endpoints, and "
+        "report the time against the import without any (`webhooks.ratio`).",
+    ),
 ) -> None:
     """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
     url = state_of(ctx).settings().database.url
-    print(json.dumps(asyncio.run(bench_import(url, rows=rows)), indent=2))
+    print(json.dumps(asyncio.run(bench_import(url, rows=rows, webhooks=webhooks)), indent=2))
 
 
 @app.command("prepare")
