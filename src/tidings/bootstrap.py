@@ -31,6 +31,7 @@ from tidings.audience.stats import AudienceStats
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
+from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
@@ -46,6 +47,7 @@ from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import (
     MailgunSettings,
+    PrivacySettings,
     QueueSettings,
     Settings,
     mask_url_password,
@@ -60,6 +62,7 @@ from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain.clock import Clock
+from tidings.domain.errors import InvalidInput
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
@@ -91,6 +94,17 @@ class SiteSecret:
         return self.value
 
 
+class SuppressionKey:
+    """The suppression key from outside the database (privacy.suppression_key or its file),
+    loaded by `start()`; None when not configured (the site secret alone keys the hashes)."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+    def __call__(self) -> str | None:
+        return self.value
+
+
 @dataclass
 class Container:
     """Everything one process needs, built once from settings. It owns what it holds: the
@@ -111,6 +125,7 @@ class Container:
     mailer: Mailer
     site_secret: SiteSecret
     audience: AudienceContext
+    suppression_key: SuppressionKey
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
@@ -233,7 +248,7 @@ class Container:
         )
         registry.register(
             DELIVER_WEBHOOK,
-            WebhookJobHandler(self.db, self.webhook_client(), self.clock),
+            WebhookJobHandler(self.queue, self.webhook_client(), self.clock),
             concurrency=queue.webhook_concurrency,
         )
         return registry
@@ -356,10 +371,12 @@ def build(
     )
     mailer = Mailer(db, queue)
     site_secret = SiteSecret()
+    suppression_key = SuppressionKey()
     audience = AudienceContext(
         db=db,
         now=clock,
         secret=site_secret,
+        email_hash_key=suppression_key,
         mailer=mailer,
         webhooks=webhooks,
         queue=queue,
@@ -389,6 +406,7 @@ def build(
             theme=theme_from(settings),
             templates=templates,
             identity=identity,
+            unsubscribe_address=settings.email.unsubscribe_address,
         )
     )
     sending = SendingContext(
@@ -417,6 +435,7 @@ def build(
         mailer=mailer,
         site_secret=site_secret,
         audience=audience,
+        suppression_key=suppression_key,
         public=public,
         newsletters=Newsletters(audience),
         subscribers=Subscribers(audience, public),
@@ -509,17 +528,45 @@ def theme_from(settings: Settings) -> Theme:
 
 
 async def start(container: Container, *, apply_migrations: bool) -> None:
-    """Bring the container up: migrate if asked, then load the site secret."""
+    """Bring the container up: migrate if asked, then load the site secret and the
+    suppression key (re-keying stored hashes the first time one is configured)."""
     if apply_migrations:
         await migrate.upgrade(container.db)
     configured = container.settings.site.secret
+    at_head = await migrate.is_at_head(container.db)
     if configured is not None:
         container.site_secret.value = configured.get_secret_value()
-    elif await migrate.is_at_head(container.db):
+    elif at_head:
         async with container.db.write() as conn:
             container.site_secret.value = await get_or_create_secret(
                 conn, "site", candidate=secrets.token_urlsafe(32), now=container.clock()
             )
+    container.suppression_key.value = _suppression_key(container.settings.privacy)
+    if at_head:
+        await adopt_suppression_key(
+            container.db, container.suppression_key.value, now=container.clock
+        )
+
+
+def _suppression_key(privacy: PrivacySettings) -> str | None:
+    if privacy.suppression_key is not None:
+        return privacy.suppression_key.get_secret_value()
+    if privacy.suppression_key_file is None:
+        return None
+    try:
+        lines = privacy.suppression_key_file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot read the suppression key file: {exc.strerror}",
+            field="privacy.suppression_key_file",
+        ) from None
+    key = lines[0].strip() if lines else ""
+    if len(key) < 16:
+        raise InvalidInput(
+            "the suppression key file must hold a key of at least 16 characters",
+            field="privacy.suppression_key_file",
+        )
+    return key
 
 
 @asynccontextmanager

@@ -134,6 +134,29 @@ class SiteSettings(_Section):
     )
 
 
+class PrivacySettings(_Section):
+    suppression_key: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        description=(
+            "Key for the keyed hashes of addresses (suppressions, AUD-8), kept outside the "
+            "database so that a leaked dump cannot be used to test guessed addresses against "
+            "the suppression list. Set it once: the stored hashes are re-keyed at the next "
+            "start, and it cannot be changed or removed afterwards. See docs/audience.md."
+        ),
+    )
+    suppression_key_file: Path | None = Field(
+        default=None,
+        description="A file holding `suppression_key` (its first line), e.g. a mounted secret.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PrivacySettings:
+        if self.suppression_key is not None and self.suppression_key_file is not None:
+            raise ValueError("set suppression_key or suppression_key_file, not both")
+        return self
+
+
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         default="info",
@@ -219,6 +242,16 @@ class EmailSettings(_Section):
         max_length=200,
         pattern=r"^[^\r\n\x00]*$",
         description="Sender display name of transactional mail.",
+    )
+    unsubscribe_address: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description=(
+            "A mailbox that honours unsubscribe requests by mail (someone reads it, or a system "
+            "turns a mail whose subject is `unsubscribe-TOKEN` into an unsubscribe). When set, "
+            "campaign mail offers it as a `mailto:` in `List-Unsubscribe`; when unset, only the "
+            "https one-click URL (RFC 8058), which tidings itself honours."
+        ),
     )
     capture_retention_days: float = Field(
         default=30.0, gt=0, description="Captured mail (provider `capture`) is kept this long."
@@ -538,6 +571,7 @@ class Settings(BaseSettings):
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
+    privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()
     admin_ui: AdminUiSettings = AdminUiSettings()
 

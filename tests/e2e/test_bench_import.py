@@ -4,6 +4,8 @@ import csv
 import io
 import json
 
+import pytest
+
 from tidings.cli.bench.importing import bench_import, generate_csv
 
 
@@ -27,3 +29,13 @@ def test_generated_file_is_valid_and_repeatable() -> None:
     assert len({row["email"] for row in rows}) == 200
     assert {row["status"] for row in rows} == {"pending", "confirmed", "unsubscribed"}
     assert generate_csv(200) == text
+
+
+async def test_bench_import_with_webhooks_reports_the_ratio_against_none(sqlite_url: str) -> None:
+    """The webhook figure is only meaningful beside the plain import of the same file in the
+    same run, and only if every new subscriber really queued a delivery per endpoint."""
+    result = await bench_import(sqlite_url, rows=200, webhooks=2)
+    hooked = result["webhooks"]
+    assert (hooked["endpoints"], hooked["created"]) == (2, 200)
+    assert hooked["deliveries_queued"] == 200 * 2, "one subscriber.created per row, per endpoint"
+    assert hooked["ratio"] == pytest.approx(hooked["seconds"] / result["seconds"], rel=0.05)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from email import message_from_bytes, policy
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -161,17 +162,14 @@ async def test_preview_renders_each_segment_with_its_own_passages(studio: Any) -
     assert bad.status_code == 422
 
 
-async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone(
-    studio: Any,
-) -> None:
-    """A test send shows the real message without touching the campaign's state or counts."""
-    client, _, headers = studio
-    draft = await _draft(client, headers)
-    before = (await client.get(f"/api/admin/campaigns/{draft['id']}", headers=headers)).json()
+async def _test_sent(
+    client: httpx.AsyncClient, headers: dict[str, str], draft_id: int, segment: str
+) -> EmailMessage:
+    """Test-send the draft's `segment` to editor@example.org; the message as captured."""
     sent = await client.post(
-        f"/api/admin/campaigns/{draft['id']}/test-send",
+        f"/api/admin/campaigns/{draft_id}/test-send",
         headers=headers,
-        json={"to": ["editor@example.org"], "segment": "paid"},
+        json={"to": ["editor@example.org"], "segment": segment},
     )
     assert sent.status_code == 202
 
@@ -181,13 +179,47 @@ async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone
     (item,) = await eventually(captured)
     raw = (await client.get(f"/api/admin/outbox/{item['id']}/raw", headers=headers)).content
     message = message_from_bytes(raw, policy=policy.default)
+    assert isinstance(message, EmailMessage)
+    return message
+
+
+async def test_list_unsubscribe_offers_a_mailto_only_when_a_mailbox_is_configured(
+    database_url: str,
+) -> None:
+    """A `mailto:` nobody reads would let a reader believe they left while mail keeps coming;
+    one that is configured (someone or something acts on it) is offered beside the URL."""
+    settings = make_settings(
+        database_url, queue=FAST_QUEUE, email={"unsubscribe_address": "leave@example.org"}
+    )
+    async with serving(settings) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        draft = await _draft(client, headers)
+        message = await _test_sent(client, headers, draft["id"], "free")
+    unsubscribe = message["List-Unsubscribe"]
+    https_part, mailto_part = unsubscribe.split(", ")
+    assert https_part.startswith("<http://127.0.0.1:8000/unsubscribe/")
+    token = https_part.removesuffix(">").rpartition("/")[2]
+    assert mailto_part == f"<mailto:leave@example.org?subject=unsubscribe-{token}>"
+
+
+async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone(
+    studio: Any,
+) -> None:
+    """A test send shows the real message without touching the campaign's state or counts."""
+    client, _, headers = studio
+    draft = await _draft(client, headers)
+    before = (await client.get(f"/api/admin/campaigns/{draft['id']}", headers=headers)).json()
+    message = await _test_sent(client, headers, draft["id"], "paid")
     digest = hashlib.sha256(f"{draft['id']}:editor@example.org".encode()).hexdigest()[:32]
     # A test send carries a one-off id ending in the campaign's formula, so it is findable but
     # never collides with the real send to the same address (providers drop repeats).
     assert message["Message-ID"].startswith("<test-")
     assert message["Message-ID"].endswith(f".{draft['id']}.{digest}@example.org>")
     assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    assert "mailto:" in message["List-Unsubscribe"]
+    # No unsubscribe mailbox configured: only the one-click URL, which tidings honours.
+    assert message["List-Unsubscribe"].startswith("<http://127.0.0.1:8000/unsubscribe/")
+    assert "mailto:" not in message["List-Unsubscribe"]
     assert message["List-Id"] is not None
     assert message["Feedback-ID"] is not None
     parts = {

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tidings.cli.bench.queue import pgqueuer_installed
 from tidings.storage import migrate
 from tidings.storage.database import create_database
 
@@ -94,7 +95,8 @@ async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
 
 
 async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
-    """BEN-3: the figures are for people; the test checks only that they are there."""
+    """BEN-3: the figures are for people; the test checks only that they are there, that every
+    job was drained exactly once, and that the peer ran where it can (PostgreSQL, installed)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -105,19 +107,28 @@ async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
         "40",
         "--workers",
         "2",
+        "--latency-probes",
+        "3",
         env=_env(database_url),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    output, errors = await asyncio.wait_for(process.communicate(), 120)
+    output, errors = await asyncio.wait_for(process.communicate(), 180)
     assert process.returncode == 0, errors.decode()
     result = json.loads(output)
     assert result["database"] == database_url.split(":")[0]
-    assert result["jobs"] == 40
-    assert sum(result["handled_per_worker"]) == 40
-    for key in ("jobs_per_second", "claim_only_per_second", "fraction_of_claim_only"):
-        assert result[key] > 0
-    assert all(rss > 0 for rss in result["worker_max_rss_mib"])
+    assert (result["jobs"], result["workers"]) == (40, 2)
+    measured = result["tidings"]
+    assert sum(measured["handled_per_worker"]) == 40
+    assert measured["jobs_per_second"] > 0
+    assert measured["start_latency_ms"]["probes"] == 3
+    assert measured["enqueue"]["single_per_second"] > 0
+    assert all(rss > 0 for rss in measured["worker_max_rss_mib"])
+    if result["database"] == "postgresql" and pgqueuer_installed():
+        assert sum(result["pgqueuer"]["handled_per_worker"]) == 40
+        assert result["ratio_to_pgqueuer"] > 0
+    else:
+        assert (result["pgqueuer"], result["ratio_to_pgqueuer"]) == (None, None)
 
 
 async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:

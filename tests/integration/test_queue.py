@@ -61,22 +61,32 @@ async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> 
     assert await queue.list_jobs() == []
 
 
+async def _claim(db: Database, *, lease_seconds: float, limit: int = 1) -> list[Job]:
+    async with db.write() as conn:
+        return await store.claim(
+            conn, kinds=["noop"], limit=limit, now=utcnow(), lease=timedelta(seconds=lease_seconds)
+        )
+
+
+async def _reap(db: Database) -> int:
+    async with db.write() as conn:
+        return await store.reap_expired(conn, kinds=["noop"], now=utcnow())
+
+
 async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> None:
     """A worker that overran its lease must not overwrite the outcome of the one that reclaimed."""
-    clock = Clock()
-    queue = JobQueue(db, FAST, clock)
+    queue = JobQueue(db, FAST, utcnow)
     await _enqueue(db, queue, 1)
-    async with db.write() as conn:
-        (slow,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
-    clock.now += timedelta(seconds=FAST.lease_seconds + 1)
-    async with db.write() as conn:
-        (fresh,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
+    (slow,) = await _claim(db, lease_seconds=0.2)
+    await asyncio.sleep(0.4)  # the lease runs out on the database's clock
+    assert await _reap(db) == 1
+    (fresh,) = await _claim(db, lease_seconds=30)
     assert fresh.id == slow.id
     assert fresh.claim_token != slow.claim_token
     assert fresh.attempts == 2
     async with db.write() as conn:
-        assert not await store.bury(conn, slow, now=clock.now, error="late")
-        assert await store.complete(conn, fresh, now=clock.now)
+        assert not await store.bury(conn, slow, now=utcnow(), error="late")
+        assert await store.complete(conn, fresh, now=utcnow())
     job, _ = await queue.get(fresh.id)
     assert job.status is JobStatus.DONE
     assert await _outcomes(db) == [(fresh.id, "done")]
@@ -84,21 +94,34 @@ async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> 
 
 async def test_stale_claim_is_reclaimed_while_a_fresh_one_is_left_alone(db: Database) -> None:
     """A dead worker's job is picked up again; a live worker's is not taken from it."""
-    clock = Clock()
-    queue = JobQueue(db, FAST, clock)
+    queue = JobQueue(db, FAST, utcnow)
     await _enqueue(db, queue, 2)
-    async with db.write() as conn:
-        (stale,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
-    clock.now += timedelta(seconds=3)
-    async with db.write() as conn:
-        (live,) = await store.claim(conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease)
-    clock.now += timedelta(seconds=2.5)  # the first lease has expired, the second has not
-    async with db.write() as conn:
-        reclaimed = await store.claim(
-            conn, kinds=["noop"], limit=5, now=clock.now, lease=FAST.lease
-        )
+    (stale,) = await _claim(db, lease_seconds=0.2)
+    (live,) = await _claim(db, lease_seconds=30)
+    await asyncio.sleep(0.4)  # the first lease has expired, the second has not
+    assert await _reap(db) == 1
+    reclaimed = await _claim(db, lease_seconds=30, limit=5)
     assert [job.id for job in reclaimed] == [stale.id]
     assert live.id != stale.id
+    current, _ = await queue.get(live.id)
+    assert (current.status, current.claim_token) == (JobStatus.RUNNING, live.claim_token)
+
+
+async def test_a_job_on_its_last_attempt_whose_lease_ran_out_is_dead(db: Database) -> None:
+    """A job that kills its worker every time (out of memory, a crash) must not loop forever:
+    once its last attempt's lease runs out it is dead, visible and replayable."""
+    queue = JobQueue(db, FAST, utcnow)
+    async with db.write() as conn:
+        job, _ = await queue.enqueue(conn, "noop", "noop-once", {}, max_attempts=1)
+    await _claim(db, lease_seconds=0.2)
+    await asyncio.sleep(0.4)
+    assert await _reap(db) == 1
+    assert await _claim(db, lease_seconds=30) == []
+    current, _ = await queue.get(job.id)
+    assert (current.status, current.last_error) == (
+        JobStatus.DEAD,
+        "lease expired on the final attempt (worker lost)",
+    )
 
 
 async def test_two_workers_never_both_complete_one_job(database_url: str) -> None:
@@ -396,7 +419,8 @@ async def test_enqueue_with_revive_rearms_a_finished_job_and_leaves_a_live_one(
     rearmed, revived = await revive()
     assert revived
     assert (rearmed.id, rearmed.status, rearmed.attempts) == (pending.id, JobStatus.PENDING, 0)
-    assert (rearmed.run_at, rearmed.finished_at) == (clock.now, None)
+    assert rearmed.finished_at is None
+    assert abs(rearmed.run_at - utcnow()) < timedelta(seconds=5)  # due now, by the database
     claimed = await claim()
     async with db.write() as conn:
         assert await store.complete(conn, claimed, now=clock.now)

@@ -144,6 +144,14 @@ def test_list_headers_have_the_documented_shape() -> None:
     assert headers["Feedback-ID"] == "1001:ledger:tidings:example.com"
 
 
+def test_list_unsubscribe_without_a_mailbox_is_the_one_click_url_alone() -> None:
+    """With no unsubscribe mailbox configured nothing would act on a `mailto:`, so none is
+    offered; the https target (RFC 8058 one-click) is always there."""
+    unsubscribe = list_unsubscribe("https://n.example.com/unsubscribe/tok", None, "tok")
+    headers = _parse_headers(f"List-Unsubscribe: {unsubscribe}")
+    assert headers["List-Unsubscribe"] == "<https://n.example.com/unsubscribe/tok>"
+
+
 def test_a_non_ascii_list_name_is_encoded_in_list_id() -> None:
     """A header must be ASCII on the wire; the list name still reads correctly once decoded."""
     value = list_id("Café Notes", "cafe", "example.com")

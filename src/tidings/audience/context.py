@@ -29,9 +29,11 @@ class AudienceContext:
     confirm_token_ttl_hours: int
     templates: TemplateEngine
     theme: Theme = DEFAULT_THEME  # the configured brand and postal address, for notices
+    # The suppression key from outside the database (privacy.suppression_key), if any.
+    email_hash_key: Callable[[], str | None] = lambda: None
 
     def email_hash(self, email_key: str) -> str:
-        return tokens.keyed_email_hash(self.secret(), email_key)
+        return tokens.keyed_email_hash(self.secret(), email_key, self.email_hash_key())
 
     def unsubscribe_token(self, subscription_id: int, created_at: datetime) -> str:
         return tokens.sign(self.secret(), "unsubscribe", subscription_id, created_at)

@@ -11,15 +11,11 @@ from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
 
 
-async def subscriber_event(
-    context: AudienceContext,
-    conn: AsyncConnection,
-    event_type: str,
-    subscriber: SubscriberRow,
-    newsletter: NewsletterRow | None = None,
-    **extra: Any,
-) -> None:
-    # Webhook payloads go to the publisher's own systems and may carry the address; logs never.
+def subscriber_data(
+    subscriber: SubscriberRow, newsletter: NewsletterRow | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The `data` of a subscriber event. Webhook payloads go to the publisher's own systems
+    and may carry the address; logs never."""
     data: dict[str, Any] = {
         "subscriber_id": subscriber.id,
         "email": subscriber.email,
@@ -29,4 +25,17 @@ async def subscriber_event(
     }
     if newsletter is not None:
         data["newsletter"] = newsletter.slug
-    await context.webhooks.publish(conn, event_type, data)
+    return data
+
+
+async def subscriber_event(
+    context: AudienceContext,
+    conn: AsyncConnection,
+    event_type: str,
+    subscriber: SubscriberRow,
+    newsletter: NewsletterRow | None = None,
+    **extra: Any,
+) -> None:
+    await context.webhooks.publish(
+        conn, event_type, subscriber_data(subscriber, newsletter, **extra)
+    )

@@ -12,13 +12,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
+from tidings.audience.events import subscriber_data
 from tidings.audience.import_rows import ImportRow, RowError
 from tidings.domain import consent
 from tidings.domain.audience import Source
 from tidings.domain.consent import SubscriptionState
 from tidings.storage import importing as queries
-from tidings.storage import webhooks as webhook_queries
 from tidings.storage.importing import StoredSubscriber, StoredSubscription
 from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
@@ -148,12 +147,13 @@ class ChunkWriter:
                     report.updated += 1
                 else:
                     report.unchanged += 1
-            ids = await self._write_subscribers(conn, people, hashes, now)
+            ids, created_keys = await self._write_subscribers(conn, people, hashes, now)
             await queries.add_labels(
                 conn, {ids[key]: person.added_labels for key, person in people.items()}, now=now
             )
+            new_subscriptions: dict[tuple[int, int], SubscriptionState] = {}
             for state, inserts in plan.inserts.items():
-                await queries.insert_subscriptions(
+                landed = await queries.insert_subscriptions(
                     conn,
                     [
                         {"subscriber_id": ids[key], "newsletter_id": newsletter, "created_at": at}
@@ -164,18 +164,20 @@ class ChunkWriter:
                     evidence=self._evidence,
                     now=now,
                 )
-            confirmed = await queries.confirm_subscriptions(
-                conn, plan.confirm_ids, evidence=self._evidence, now=now
+                new_subscriptions.update(dict.fromkeys(landed, state))
+            changes = _ConsentChanges(
+                created_subscribers=created_keys,
+                created=new_subscriptions,
+                confirmed=await queries.confirm_subscriptions(
+                    conn, plan.confirm_ids, evidence=self._evidence, now=now
+                ),
+                unsubscribed=await queries.unsubscribe_subscriptions(
+                    conn, plan.unsubscribe_ids, now=now
+                ),
             )
-            unsubscribed = await queries.unsubscribe_subscriptions(
-                conn, plan.unsubscribe_ids, now=now
-            )
-            confirmed += [
-                (ids[key], newsletter_id)
-                for key, newsletter_id, _ in plan.inserts[SubscriptionState.CONFIRMED]
-            ]
-            await self._publish_consent_changes(
-                conn, people, ids, hashes, confirmed, unsubscribed, now
+            # In the chunk's transaction, like every other change they report (PRI-6).
+            await self._ctx.webhooks.publish_many(
+                conn, self._events(people, ids, hashes, changes, now), from_import=True
             )
         if self._created >= self._statistics_due_at:
             # Each doubling of what this import added: a handful of times per import.
@@ -189,8 +191,8 @@ class ChunkWriter:
         people: dict[str, _Subscriber],
         hashes: dict[str, str],
         now: datetime,
-    ) -> dict[str, int]:
-        """Upsert new and changed subscribers; every key's id. Publishes the created ones."""
+    ) -> tuple[dict[str, int], set[str]]:
+        """Upsert new and changed subscribers; every key's id, and the keys it created."""
         ids = {key: person.stored.id for key, person in people.items() if person.stored}
         by_tier_given: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
         for key, person in people.items():
@@ -204,82 +206,74 @@ class ChunkWriter:
                         "tier": person.tier,
                     }
                 )
+        created: set[str] = set()
         for update_tier, rows in by_tier_given.items():
-            ids.update(
-                await queries.upsert_subscribers(conn, rows, update_tier=update_tier, now=now)
+            written, new = await queries.upsert_subscribers(
+                conn, rows, update_tier=update_tier, now=now
             )
-        created = [key for key, person in people.items() if person.stored is None]
+            ids.update(written)
+            # Only a subscriber planned as new: the clock may repeat an earlier `now`.
+            created |= {key for key in new if people[key].stored is None}
         self._created += len(created)
-        if created and await self._someone_listens(conn):
-            for key in created:
-                person = people[key]
-                row = SubscriberRow(
-                    id=ids[key],
-                    email=person.email,
-                    email_key=key,
-                    email_hash=hashes[key],
-                    name=person.name,
-                    tier=person.tier,
-                    attributes={},
-                    created_at=now,
-                    updated_at=now,
-                )
-                newsletter = self._newsletters.get(person.newsletter_id or 0)
-                await subscriber_event(
-                    self._ctx, conn, "subscriber.created", row, newsletter, source="import"
-                )
-        return ids
+        return ids, created
 
-    async def _publish_consent_changes(
+    def _events(
         self,
-        conn: AsyncConnection,
         people: dict[str, _Subscriber],
         ids: dict[str, int],
         hashes: dict[str, str],
-        confirmed: list[tuple[int, int]],
-        unsubscribed: list[tuple[int, int]],
+        changes: _ConsentChanges,
         now: datetime,
-    ) -> None:
-        """`subscriber.confirmed` / `subscriber.unsubscribed` for the chunk's consent changes,
-        in its transaction, like every other consent change (PRI-6)."""
-        if not (confirmed or unsubscribed):
-            return
-        if not await self._someone_listens(conn, "subscriber.confirmed", "subscriber.unsubscribed"):
-            return
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The chunk's webhook events, for what it changed and nothing else: one
+        `subscriber.created` per subscriber it created, carrying the newsletter and state of
+        the subscription that subscriber's first row created (a confirmed import is one event,
+        not two); `subscriber.confirmed` and `subscriber.unsubscribed` for the consent it
+        changed otherwise. A row the database skipped (ON CONFLICT DO NOTHING) changed
+        nothing and publishes nothing."""
         key_of = {subscriber_id: key for key, subscriber_id in ids.items()}
-        for event_type, pairs in (
-            ("subscriber.confirmed", confirmed),
-            ("subscriber.unsubscribed", unsubscribed),
-        ):
-            for subscriber_id, newsletter_id in pairs:
-                key = key_of[subscriber_id]
-                person = people[key]
-                row = SubscriberRow(
-                    id=subscriber_id,
-                    email=person.email,
-                    email_key=key,
-                    email_hash=hashes[key],
-                    name=person.name,
-                    tier=person.tier,
-                    attributes={},
-                    created_at=now,
-                    updated_at=now,
-                )
-                await subscriber_event(
-                    self._ctx,
-                    conn,
-                    event_type,
-                    row,
-                    self._newsletters.get(newsletter_id),
-                    source="import",
-                )
 
-    async def _someone_listens(self, conn: AsyncConnection, *event_types: str) -> bool:
-        # `publish` reads the endpoints per event; asking once per chunk keeps the common
-        # no-endpoint case at one query per 1,000 rows.
-        wanted = event_types or ("subscriber.created",)
-        endpoints = await webhook_queries.enabled_endpoints(conn)
-        return any(endpoint.subscribes_to(t) for endpoint in endpoints for t in wanted)
+        def data(subscriber_id: int, newsletter_id: int | None, **extra: Any) -> dict[str, Any]:
+            key = key_of[subscriber_id]
+            person = people[key]
+            row = SubscriberRow(
+                id=subscriber_id,
+                email=person.email,
+                email_key=key,
+                email_hash=hashes[key],
+                name=person.name,
+                tier=person.tier,
+                attributes={},
+                created_at=now,
+                updated_at=now,
+            )
+            newsletter = self._newsletters.get(newsletter_id or 0)
+            return subscriber_data(row, newsletter, source="import", **extra)
+
+        events: list[tuple[str, dict[str, Any]]] = []
+        announced: set[tuple[int, int]] = set()
+        for key in changes.created_subscribers:
+            first = (ids[key], people[key].newsletter_id or 0)
+            state = changes.created.get(first)
+            extra = {} if state is None else {"state": state.value}
+            announced.add(first)
+            events.append(("subscriber.created", data(first[0], first[1], **extra)))
+        for pair, state in changes.created.items():
+            if state is SubscriptionState.CONFIRMED and pair not in announced:
+                events.append(("subscriber.confirmed", data(*pair)))
+        events += [("subscriber.confirmed", data(*pair)) for pair in changes.confirmed]
+        events += [("subscriber.unsubscribed", data(*pair)) for pair in changes.unsubscribed]
+        return events
+
+
+@dataclass(frozen=True, slots=True)
+class _ConsentChanges:
+    """What a chunk's writes changed, as the database reported it."""
+
+    created_subscribers: set[str]  # address keys
+    created: dict[tuple[int, int], SubscriptionState]  # (subscriber, newsletter) -> state
+    confirmed: list[tuple[int, int]]  # pending subscriptions it confirmed
+    unsubscribed: list[tuple[int, int]]
 
 
 def _known(

@@ -23,8 +23,10 @@ file twice changes nothing the second time. The rules, safest reading first:
 - **Repeats:** an address may appear once per newsletter; a second row for the same address
   and newsletter is an error, and rows for the same address in other newsletters must not
   contradict each other's name or tier.
-- Webhook events go out in each chunk's transaction: `subscriber.created` for new subscribers,
-  `subscriber.confirmed` and `subscriber.unsubscribed` for consent the import changed.
+- Webhook events go out in each chunk's transaction, one per change, in a few set-based
+  statements: `subscriber.created` for new subscribers (carrying the state of the
+  subscription their row created), `subscriber.confirmed` and `subscriber.unsubscribed` for
+  consent the import changed on others. Endpoints may opt out of import events.
 
 Every row lands in exactly one of created, updated, unchanged, suppressed or failed. Export
 writes one row per subscription of the filtered audience (so a file exported from one site

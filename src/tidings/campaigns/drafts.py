@@ -68,6 +68,7 @@ class CampaignContext:
     templates: TemplateEngine
     # Real mail (SMTP, Mailgun) is refused while the publisher's identity is the placeholder.
     identity: SendingIdentity = NOT_CHECKED
+    unsubscribe_address: str | None = None  # a List-Unsubscribe mailto; None: https only
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +205,7 @@ class CampaignDrafts:
             address=newsletter.sender_address,
             sending_domain=newsletter.sender_address.rpartition("@")[2],
             reply_to=campaign.reply_to or newsletter.reply_to,
+            unsubscribe_mailbox=self._ctx.unsubscribe_address,
         )
         list_info = ListInfo(
             campaign_id=str(campaign.id),

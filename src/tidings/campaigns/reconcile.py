@@ -132,7 +132,7 @@ class Reconciler:
                 f"batch {batch_id} is {batch.status}, not submitting: only a batch whose "
                 "outcome is unknown can be reconciled"
             )
-        if await repair_queries.batch_claim_is_live(conn, batch_id, self._ctx.now()):
+        if await repair_queries.batch_claim_is_live(conn, batch_id):
             raise ReconcileRefused(
                 f"a worker ({batch.claimed_by or 'unknown'}) is submitting batch {batch_id} "
                 "right now and will record its outcome; wait for it"

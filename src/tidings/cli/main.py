@@ -21,6 +21,7 @@ from tidings.cli import (
     outbox,
     serve,
     subscribers,
+    webhooks,
 )
 from tidings.cli.bench import commands as bench
 from tidings.cli.context import CliState
@@ -85,6 +86,7 @@ app.add_typer(keys.app, name="keys")
 app.add_typer(admins.app, name="admins")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(outbox.app, name="outbox")
+app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(bench.app, name="bench")
 app.add_typer(config_cmd.app, name="config")
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from secrets import token_hex
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -34,7 +36,7 @@ from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
 from tidings.storage import webhooks as queries
 from tidings.storage.database import Database
-from tidings.storage.webhooks import DeliveryRow, EndpointRow
+from tidings.storage.webhooks import DeliveryRow, EndpointRow, NewEvent
 
 DELIVER_WEBHOOK = "deliver_webhook"
 MAX_URL_LENGTH = 2000
@@ -52,6 +54,17 @@ class DeliverWebhook(JobPayload):
     kind: ClassVar[str] = DELIVER_WEBHOOK
     delivery_id: int
     event_id: str | None = None  # None in jobs queued before it was recorded
+
+
+def _new_event(event_type: str, data: dict[str, Any], now: datetime) -> NewEvent:
+    """An event with a fresh id: the time in milliseconds, then 80 random bits. Ids made later
+    sort later, so a bulk publication appends to the delivery index instead of scattering."""
+    stamp = int(now.timestamp() * 1000)
+    return NewEvent(
+        event_id=f"msg_{stamp:012x}{token_hex(10)}",
+        event_type=event_type,
+        payload={"type": event_type, "timestamp": now.isoformat(), "data": data},
+    )
 
 
 def _validated_url(url: str, *, allow_private_networks: bool) -> str:
@@ -114,7 +127,12 @@ class Webhooks:
     # -- endpoints ---------------------------------------------------------------------
 
     async def create_endpoint(
-        self, url: str, event_types: list[str], description: str = ""
+        self,
+        url: str,
+        event_types: list[str],
+        description: str = "",
+        *,
+        include_imports: bool = True,
     ) -> EndpointRow:
         now = self._now()
         async with self._db.write() as conn:
@@ -124,6 +142,7 @@ class Webhooks:
                 description=description,
                 event_types=_validated_events(event_types),
                 enabled=True,
+                include_imports=include_imports,
                 secret=generate_secret(),
                 created_at=now,
                 updated_at=now,
@@ -148,8 +167,11 @@ class Webhooks:
         event_types: list[str] | None = None,
         description: str | None = None,
         enabled: bool | None = None,
+        include_imports: bool | None = None,
     ) -> EndpointRow:
         values: dict[str, Any] = {"updated_at": self._now()}
+        if include_imports is not None:
+            values["include_imports"] = include_imports
         if url is not None:
             values["url"] = self._url(url)
         if event_types is not None:
@@ -194,50 +216,58 @@ class Webhooks:
     async def publish(self, conn: AsyncConnection, event_type: str, data: dict[str, Any]) -> int:
         """Queue `event_type` for every enabled endpoint that wants it, inside the caller's
         transaction. Returns how many deliveries were queued."""
-        if event_type not in WEBHOOK_EVENT_TYPES:
-            raise ValueError(f"unknown event type {event_type!r}")
-        endpoints = [
-            e for e in await queries.enabled_endpoints(conn) if e.subscribes_to(event_type)
-        ]
-        return len(await self._queue_deliveries(conn, endpoints, event_type, data))
+        return await self.publish_many(conn, [(event_type, data)])
+
+    async def publish_many(
+        self,
+        conn: AsyncConnection,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        from_import: bool = False,
+    ) -> int:
+        """Queue many events (type, data) inside the caller's transaction, in a few set-based
+        statements whatever their number: per event type, a delivery to each endpoint that
+        wants it and the deliveries' jobs. `from_import`: a CSV import caused them, so
+        endpoints that opted out of import events get none. Returns deliveries queued."""
+        unknown = {event_type for event_type, _ in events} - WEBHOOK_EVENT_TYPES.keys()
+        if unknown:
+            raise ValueError(f"unknown event type(s) {sorted(unknown)!r}")
+        if not events:
+            return 0
+        endpoints = await queries.enabled_endpoints(conn)
+        if not endpoints:
+            return 0
+        now = self._now()
+        by_type: dict[str, list[NewEvent]] = {}
+        for event_type, data in events:
+            by_type.setdefault(event_type, []).append(_new_event(event_type, data, now))
+        queued = 0
+        for event_type, typed in by_type.items():
+            wanted = [
+                e.id for e in endpoints if e.subscribes_to(event_type, from_import=from_import)
+            ]
+            queued += await self._queue_deliveries(conn, typed, wanted)
+        return queued
 
     async def send_test(self, endpoint_id: int) -> DeliveryRow:
         async with self._db.write() as conn:
             endpoint = await queries.get_endpoint(conn, endpoint_id)
             if endpoint is None:
                 raise NotFound(f"no webhook endpoint with id {endpoint_id}")
-            (delivery,) = await self._queue_deliveries(
-                conn, [endpoint], "webhook.test", {"endpoint_id": endpoint_id}
-            )
+            event = _new_event("webhook.test", {"endpoint_id": endpoint_id}, self._now())
+            await self._queue_deliveries(conn, [event], [endpoint_id])
+            delivery = await queries.get_delivery_of(conn, event.event_id, endpoint_id)
+        assert delivery is not None
         return delivery
 
     async def _queue_deliveries(
-        self,
-        conn: AsyncConnection,
-        endpoints: list[EndpointRow],
-        event_type: str,
-        data: dict[str, Any],
-    ) -> list[DeliveryRow]:
-        now = self._now()
-        event_id = f"msg_{uuid.uuid4().hex}"
-        payload = {"type": event_type, "timestamp": now.isoformat(), "data": data}
-        deliveries = []
-        for endpoint in endpoints:
-            delivery = await queries.insert_delivery(
-                conn,
-                endpoint_id=endpoint.id,
-                event_id=event_id,
-                event_type=event_type,
-                payload=payload,
-                status="pending",
-                created_at=now,
-                updated_at=now,
-            )
-            job = DeliverWebhook(delivery.id, event_id)
-            key = webhook_delivery_key(event_id, endpoint.id)
-            await self._queue.enqueue(conn, job.kind, key, job.to_payload())
-            deliveries.append(delivery)
-        return deliveries
+        self, conn: AsyncConnection, events: list[NewEvent], endpoint_ids: list[int]
+    ) -> int:
+        """A delivery row and a `deliver_webhook` job per event and endpoint (PRI-6)."""
+        if not endpoint_ids:
+            return 0
+        jobs = await queries.deliveries_to_enqueue(conn, events, endpoint_ids, now=self._now())
+        return await self._queue.enqueue_many(conn, DELIVER_WEBHOOK, jobs)
 
     async def prune_deliveries(self, *, older_than: timedelta) -> int:
         """Forget finished deliveries (payloads carry subscriber data) past the retention."""
@@ -284,17 +314,21 @@ class Webhooks:
 
 
 class WebhookJobHandler:
-    """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify."""
+    """Runs one `deliver_webhook` job: sign, send through the SSRF-safe client, classify.
 
-    def __init__(self, db: Database, client: WebhookClient, now: Clock) -> None:
-        self._db = db
+    What it writes — the attempt on the delivery row, and disabling the endpoint after a 410 —
+    goes through the queue's fenced write (DLV-2): a worker that stalled past its lease while
+    another reclaimed the job gets `ClaimLost` and writes nothing."""
+
+    def __init__(self, queue: JobQueue, client: WebhookClient, now: Clock) -> None:
+        self._queue = queue
         self._client = client
         self._now = now
 
     async def __call__(self, job: Job) -> None:
         payload = DeliverWebhook.from_job(job)
         delivery_id = payload.delivery_id
-        async with self._db.read() as conn:
+        async with self._queue.db.read() as conn:
             delivery = await queries.get_delivery(conn, delivery_id)
             if delivery is not None and payload.event_id not in (None, delivery.event_id):
                 delivery = None  # the job's delivery was deleted and its id reused
@@ -304,7 +338,8 @@ class WebhookJobHandler:
         if delivery is None or endpoint is None:
             raise GiveUp("the delivery or its endpoint was deleted")
         if not endpoint.enabled:
-            await self._record(delivery_id, "failed", None, "endpoint disabled", None)
+            async with self._queue.fenced(job) as conn:
+                await self._record(conn, delivery_id, "failed", None, "endpoint disabled", None)
             raise GiveUp("endpoint disabled")
         now = self._now()
         secrets = [endpoint.secret]
@@ -324,9 +359,23 @@ class WebhookJobHandler:
             Outcome.GONE: "gone",
             Outcome.BLOCKED: "blocked",
         }.get(response.outcome, "failed")
-        await self._record(
-            delivery_id, status, response.status_code, response.error, response.body or None
-        )
+        async with self._queue.fenced(job) as conn:
+            await self._record(
+                conn,
+                delivery_id,
+                status,
+                response.status_code,
+                response.error,
+                response.body or None,
+            )
+            if response.outcome is Outcome.GONE:
+                await queries.update_endpoint(
+                    conn,
+                    endpoint.id,
+                    enabled=False,
+                    disabled_reason="the receiver answered 410 Gone",
+                    updated_at=self._now(),
+                )
         log.info(
             "webhook.attempt",
             endpoint_id=endpoint.id,
@@ -338,14 +387,6 @@ class WebhookJobHandler:
         if response.outcome is Outcome.DELIVERED:
             return
         if response.outcome is Outcome.GONE:
-            async with self._db.write() as conn:
-                await queries.update_endpoint(
-                    conn,
-                    endpoint.id,
-                    enabled=False,
-                    disabled_reason="the receiver answered 410 Gone",
-                    updated_at=self._now(),
-                )
             log.warning("webhook.endpoint_disabled", endpoint_id=endpoint.id, reason="gone")
             raise GiveUp("receiver answered 410 Gone; endpoint disabled")
         if response.outcome is Outcome.BLOCKED:
@@ -358,19 +399,19 @@ class WebhookJobHandler:
 
     async def _record(
         self,
+        conn: AsyncConnection,
         delivery_id: int,
         status: str,
         status_code: int | None,
         error: str | None,
         excerpt: str | None,
     ) -> None:
-        async with self._db.write() as conn:
-            await queries.record_attempt(
-                conn,
-                delivery_id,
-                status=status,
-                status_code=status_code,
-                error=error[:200] if error else None,
-                response_excerpt=excerpt,
-                now=self._now(),
-            )
+        await queries.record_attempt(
+            conn,
+            delivery_id,
+            status=status,
+            status_code=status_code,
+            error=error[:200] if error else None,
+            response_excerpt=excerpt,
+            now=self._now(),
+        )

@@ -138,8 +138,13 @@ def list_id(newsletter_name: str, newsletter_slug: str, sending_domain: str) -> 
     return mailbox_header(f"{newsletter_slug}.{sending_domain}", name) if name else identity
 
 
-def list_unsubscribe(https_url: str, mailto_address: str, token: str) -> str:
-    """Both RFC 2369 targets; the mailto subject carries the token so no lookup by sender."""
+def list_unsubscribe(https_url: str, mailto_address: str | None, token: str) -> str:
+    """The RFC 2369 targets: the https URL (RFC 8058 one-click) always; a `mailto:` only when
+    an address that someone or something acts on is configured — a mailto that nobody reads
+    would tell the reader they left when they did not. Its subject carries the token so no
+    lookup by sender is needed."""
+    if mailto_address is None:
+        return f"<{https_url}>"
     return f"<{https_url}>,\r\n <mailto:{mailto_address}?subject=unsubscribe-{token}>"
 
 

@@ -28,6 +28,9 @@ def validate_event_types(requested: list[str]) -> list[str]:
     return list(dict.fromkeys(requested))
 
 
+WEBHOOK_KEY_PREFIX = "webhook:"
+
+
 def webhook_delivery_key(event_id: str, endpoint_id: int) -> str:
     """The idempotency key of the job that delivers one event to one endpoint.
 
@@ -36,4 +39,4 @@ def webhook_delivery_key(event_id: str, endpoint_id: int) -> str:
     would collide with the old, finished job and the new delivery would never be sent. The
     event id is unique for the life of the database; the endpoint id tells apart the endpoints
     one event goes to."""
-    return f"webhook:{event_id}:{endpoint_id}"
+    return f"{WEBHOOK_KEY_PREFIX}{event_id}:{endpoint_id}"

@@ -66,9 +66,25 @@ def verify(secret: str, purpose: str, token: str, row_stamp: datetime) -> bool:
     return hmac.compare_digest(expected, match.group(2))
 
 
-def keyed_email_hash(secret: str, email_key: str) -> str:
-    """HMAC of a normalised address (AUD-8): a plain hash can be reversed by guessing."""
-    return hmac.new(secret.encode(), b"email:" + email_key.encode(), hashlib.sha256).hexdigest()
+def keyed_email_hash(secret: str, email_key: str, outer_key: str | None = None) -> str:
+    """HMAC of a normalised address (AUD-8): a plain hash can be reversed by guessing. With
+    `outer_key` (the suppression key kept outside the database), that HMAC is keyed again
+    with it, so a database dump, which holds the site secret, cannot be used to test guesses."""
+    inner = hmac.new(secret.encode(), b"email:" + email_key.encode(), hashlib.sha256).hexdigest()
+    return inner if outer_key is None else rekeyed_email_hash(outer_key, inner)
+
+
+def rekeyed_email_hash(outer_key: str, site_keyed_hash: str) -> str:
+    """The hash under `outer_key` of an address whose site-keyed hash is given: existing rows
+    move to the outer key without knowing the address (deleted people's suppressions too)."""
+    message = b"email-outer:" + site_keyed_hash.encode()
+    return hmac.new(outer_key.encode(), message, hashlib.sha256).hexdigest()
+
+
+def key_fingerprint(key: str) -> str:
+    """Identifies a key without revealing it (an HMAC of a fixed message), to tell at start-up
+    which key the stored hashes were made with."""
+    return hmac.new(key.encode(), b"tidings key fingerprint", hashlib.sha256).hexdigest()[:32]
 
 
 # The unsubscribe and preferences token in a campaign's test send (CMP-5): a test reader is

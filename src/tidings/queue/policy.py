@@ -30,6 +30,12 @@ class QueuePolicy:
     def lease(self) -> timedelta:
         return timedelta(seconds=self.lease_seconds)
 
+    @property
+    def reap_interval_seconds(self) -> float:
+        """How often expired leases are looked for: a job whose worker died is due again
+        within a quarter of a lease after its lease ran out."""
+        return self.lease_seconds / 4
+
 
 class DuplicateHandler(TidingsError):
     code = "duplicate_handler"

@@ -1,5 +1,5 @@
 """The queue as the rest of tidings sees it: enqueue inside a caller's transaction, inspect,
-replay, and run workers with pruning and wake-ups."""
+replay, and run workers with pruning, the expired-lease reaper and wake-ups."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict, NotFound
@@ -68,6 +69,13 @@ class JobQueue:
             max_attempts=max_attempts or self.policy.max_attempts,
             run_at=run_at,
             revive=revive,
+        )
+
+    async def enqueue_many(self, conn: AsyncConnection, kind: str, rows: Select[Any]) -> int:
+        """Add a job per row of `rows` inside the caller's write transaction, in one statement
+        (see `store.enqueue_many`: `idempotency_key` and the payload's fields as columns)."""
+        return await store.enqueue_many(
+            conn, kind=kind, rows=rows, now=self._now(), max_attempts=self.policy.max_attempts
         )
 
     async def live_keys(
@@ -133,6 +141,17 @@ class JobQueue:
             if batch == 0:
                 return removed
 
+    async def reap_expired(self, kinds: Sequence[str]) -> int:
+        """Release (or bury, on their last attempt) the jobs of `kinds` whose lease ran out
+        by the database's clock; returns how many."""
+        async with self.db.write() as conn:
+            return await store.reap_expired(conn, kinds=list(kinds), now=self._now())
+
+    async def unfinished(self, kinds: Sequence[str]) -> int:
+        """How many jobs of `kinds` are pending or running."""
+        async with self.db.read() as conn:
+            return await store.count_unfinished(conn, kinds=kinds)
+
     async def depth(self) -> list[tuple[str, str, int, float]]:
         """Jobs per kind and status, read from the rows; `NotReady` if the database is down."""
         with unreachable_as_not_ready():
@@ -157,6 +176,7 @@ class JobQueue:
         helpers = [
             asyncio.create_task(listen_for_jobs(self.db, worker.wake, stop)),
             asyncio.create_task(self._prune_loop(stop, maintenance)),
+            asyncio.create_task(self._reap_loop(stop, registry.kinds(), worker.wake)),
             *(asyncio.create_task(self._periodic_loop(stop, task)) for task in periodic),
         ]
         try:
@@ -183,6 +203,21 @@ class JobQueue:
                 log.warning("queue.prune_failed", error_type=type(exc).__name__)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.policy.prune_interval_seconds):
+                    await stop.wait()
+
+    async def _reap_loop(
+        self, stop: asyncio.Event, kinds: Sequence[str], wake: Callable[[], None]
+    ) -> None:
+        """The abandoned-job reaper, on its own interval rather than in every claim."""
+        while not stop.is_set():
+            try:
+                if reaped := await self.reap_expired(kinds):
+                    log.warning("queue.leases_expired", jobs=reaped)
+                    wake()
+            except Exception as exc:  # the database may be briefly away: try again next time
+                log.warning("queue.reap_failed", error_type=type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.policy.reap_interval_seconds):
                     await stop.wait()
 
     async def _periodic_loop(self, stop: asyncio.Event, task: Periodic) -> None:

@@ -1,21 +1,38 @@
-"""Named queries on the job table: enqueue, claim, settle, replay, prune (DLV-1..4).
+"""Named queries on the job table: enqueue, claim, settle, reap, replay, prune (DLV-1..4).
 
 Every outcome is written only where the claim token still matches: a worker that overran its
 lease, whose job another worker reclaimed, has its late write refused (the fencing token).
+Leases and due times are judged by the database's clock (`database_timestamp`), so a worker
+machine with a wrong clock cannot take a live job or start a scheduled one early; the `now`
+passed in by callers is only recorded (created, updated, finished times).
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Select,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    true,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
 from tidings.queue.job import Job
+from tidings.storage.clock import database_timestamp
 from tidings.storage.tables import job_attempts, jobs
 from tidings.storage.upsert import insert_for
 
@@ -23,7 +40,10 @@ NOTIFY_CHANNEL = "tidings_jobs"
 
 
 def _job(row: Any) -> Job:
-    values = dict(row._mapping)
+    return _job_from(dict(row._mapping))
+
+
+def _job_from(values: dict[str, Any]) -> Job:
     values["status"] = JobStatus(values["status"])
     return Job(**values)
 
@@ -52,7 +72,7 @@ async def enqueue(
         "status": JobStatus.PENDING.value,
         "attempts": 0,
         "max_attempts": max_attempts,
-        "run_at": run_at or now,
+        "run_at": run_at or database_timestamp(),
         "created_at": now,
         "updated_at": now,
     }
@@ -61,7 +81,7 @@ async def enqueue(
     if revive:
         statement = statement.on_conflict_do_update(
             index_elements=["idempotency_key"],
-            set_=_due_again(now, run_at or now),
+            set_=_due_again(now, run_at),
             where=jobs.c.status.in_([JobStatus.DONE.value, JobStatus.DEAD.value]),
         )
     else:
@@ -78,173 +98,395 @@ async def enqueue(
     return _job(existing.one()), False
 
 
-def _due_again(now: datetime, run_at: datetime) -> dict[str, Any]:
-    """The values that make a finished job due again with a fresh attempt budget."""
+async def enqueue_many(
+    conn: AsyncConnection, *, kind: str, rows: Select[Any], now: datetime, max_attempts: int
+) -> int:
+    """Add a job per row of `rows` in the caller's transaction, in one INSERT ... SELECT (the
+    outbox for bulk work: an import's thousand webhook deliveries per chunk). The column
+    labelled `idempotency_key` is each job's key; every other column becomes a field of its
+    payload, under the column's label. A key already queued is skipped, as with `enqueue`.
+    Returns how many jobs were added."""
+    source = rows.subquery("due")
+    fields = [(literal(c.key), c) for c in source.c if c.key != "idempotency_key"]
+    build = func.jsonb_build_object if conn.dialect.name == "postgresql" else func.json_object
+    jobs_to_add = select(
+        literal(kind),
+        source.c.idempotency_key,
+        build(*(part for field in fields for part in field)),
+        literal(JobStatus.PENDING.value),
+        literal(0),
+        literal(max_attempts),
+        database_timestamp(),  # due at once, by the database's clock (DLV-2)
+        *(literal(now, jobs.c.created_at.type) for _ in range(2)),
+    ).where(true())  # SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT
+    columns = ["kind", "idempotency_key", "payload", "status", "attempts", "max_attempts"]
+    statement = (
+        insert_for(conn, jobs)
+        .from_select([*columns, "run_at", "created_at", "updated_at"], jobs_to_add)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+    )
+    added = int((await conn.execute(statement)).rowcount)
+    if added and conn.dialect.name == "postgresql":
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind}
+        )
+    return added
+
+
+def _due_again(now: datetime, run_at: datetime | None) -> dict[str, Any]:
+    """The values that make a finished job due again with a fresh attempt budget; without an
+    explicit `run_at` it is due at once, by the database's clock."""
     return {
         "status": JobStatus.PENDING.value,
         "attempts": 0,
-        "run_at": run_at,
+        "run_at": run_at or database_timestamp(),
         "finished_at": None,
         "updated_at": now,
     }
 
 
-def _claimable(now: datetime) -> Any:
-    return or_(
-        and_(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= now),
-        and_(jobs.c.status == JobStatus.RUNNING.value, jobs.c.locked_until < now),
-    )
-
-
 async def claim(
     conn: AsyncConnection, *, kinds: list[str], limit: int, now: datetime, lease: timedelta
 ) -> list[Job]:
-    """Claim up to `limit` due jobs (or jobs whose lease expired) under a fresh token each.
-
-    On PostgreSQL `FOR UPDATE SKIP LOCKED` lets many workers claim at once without blocking or
-    double-claiming; on SQLite the caller's `BEGIN IMMEDIATE` transaction is the only writer,
-    which gives the same guarantee (the clause is not rendered there). Commit before working.
-    """
-    await bury_abandoned(conn, kinds=kinds, now=now)
-    candidates = (
-        select(jobs.c.id)
-        .where(jobs.c.kind.in_(kinds), _claimable(now))
-        .order_by(jobs.c.run_at, jobs.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+    """Claim up to `limit` due jobs of each of `kinds` (see `settle_and_claim`)."""
+    _written, claimed = await settle_and_claim(
+        conn, [], limits=dict.fromkeys(kinds, limit), now=now, lease=lease
     )
-    ids = list((await conn.execute(candidates)).scalars())
-    claimed = []
-    for job_id in ids:  # one token per job: each outcome is fenced separately
-        result = await conn.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id)
-            .values(
-                status=JobStatus.RUNNING.value,
-                claim_token=secrets.token_hex(16),
-                locked_until=now + lease,
-                attempts=jobs.c.attempts + 1,
-                updated_at=now,
-            )
-            .returning(jobs)
-        )
-        claimed.append(_job(result.one()))
     return claimed
 
 
-async def _settle(
+async def settle_and_claim(
     conn: AsyncConnection,
-    job: Job,
+    outcomes: Sequence[Outcome],
     *,
-    status: JobStatus,
-    outcome: str,
+    limits: Mapping[str, int],
     now: datetime,
-    error: str | None,
-    run_at: datetime | None = None,
-) -> bool:
-    values: dict[str, Any] = {
-        "status": status.value,
-        "claim_token": None,
-        "locked_until": None,
-        "updated_at": now,
-        "last_error": error,
-    }
-    if status in (JobStatus.DONE, JobStatus.DEAD):
-        values["finished_at"] = now
-    if run_at is not None:
-        values["run_at"] = run_at
+    lease: timedelta,
+) -> tuple[set[int], list[Job]]:
+    """Write `outcomes` (see `settle`), then claim up to `limits[kind]` due jobs of each kind,
+    each job under its own fresh token (each outcome is fenced separately), oldest due first.
+    Returns the ids of the outcomes written and the jobs claimed.
+
+    Due-ness and the lease are judged by the database's clock, never the caller's: `now` is
+    only recorded (`updated_at`, the attempt's start). On PostgreSQL all of it is one
+    statement (atomic alone, so it may run outside a transaction) and `FOR UPDATE SKIP
+    LOCKED` lets many workers claim at once without blocking or double-claiming; on SQLite
+    the caller's `BEGIN IMMEDIATE` transaction is the only writer, which gives the same
+    guarantee. Jobs whose lease ran out are made pending again by `reap_expired`, not here.
+    Commit before working."""
+    limits = {kind: limit for kind, limit in limits.items() if limit > 0}
+    if conn.dialect.name == "postgresql":
+        return await _settle_and_claim_in_one_statement(
+            conn, outcomes, limits=limits, now=now, lease=lease
+        )
+    written = await settle(conn, outcomes, now=now)
+    return written, await _claim(conn, limits, now=now, lease=lease)
+
+
+async def _claim(
+    conn: AsyncConnection, limits: Mapping[str, int], *, now: datetime, lease: timedelta
+) -> list[Job]:
+    """The claim as SQLite runs it: one CTE per kind, each with its own LIMIT."""
+    if not limits:
+        return []
+    picked = [
+        select(jobs.c.id)
+        .where(
+            jobs.c.kind == kind,
+            jobs.c.status == JobStatus.PENDING.value,
+            jobs.c.run_at <= database_timestamp(),
+        )
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+        .cte(f"picked_{number}")
+        for number, (kind, limit) in enumerate(limits.items())
+    ]
+    picked_ids = union_all(*(select(group.c.id) for group in picked))
+    result = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id.in_(picked_ids if len(picked) > 1 else select(picked[0].c.id)))
+        .values(
+            status=JobStatus.RUNNING.value,
+            claim_token=func.lower(func.hex(func.randomblob(16))),
+            locked_until=database_timestamp(lease.total_seconds()),
+            attempts=jobs.c.attempts + 1,
+            updated_at=now,
+        )
+        .returning(jobs)
+    )
+    claimed = [_job(row) for row in result]
+    claimed.sort(key=lambda job: (job.run_at, job.id))
+    return claimed
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one claimed job, to be written under its claim token. `delay_seconds`
+    (retry, deferred) is counted from the database's clock when the outcome is written."""
+
+    job: Job
+    result: Literal["done", "retry", "dead", "deferred"]
+    error: str | None = None
+    delay_seconds: float = 0.0
+
+
+_FINISHED = {"done": JobStatus.DONE, "dead": JobStatus.DEAD}
+_SETTLE_CHUNK = 500  # (id, token) pairs per statement, well inside SQLite's variable limit
+
+
+async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: datetime) -> set[int]:
+    """Write many jobs' outcomes, each only where the job's claim token still matches, with
+    one attempt row per counted attempt, atomically. Returns the ids written; a job missing
+    from it had lost its lease to another worker and nothing of it was changed.
+
+    PostgreSQL: one statement (`_ROUND_STATEMENT`, claiming nothing; it may run outside a
+    transaction). SQLite: in the caller's write transaction, successes (the common case) in
+    one statement, the rest one by one."""
+    if not outcomes:
+        return set()
+    if conn.dialect.name == "postgresql":
+        settled, _none = await _settle_and_claim_in_one_statement(
+            conn, outcomes, limits={}, now=now, lease=timedelta(0)
+        )
+        return settled
+    written: set[int] = set()
+    done = [outcome for outcome in outcomes if outcome.result == "done"]
+    for start in range(0, len(done), _SETTLE_CHUNK):
+        chunk = done[start : start + _SETTLE_CHUNK]
+        result = await conn.execute(
+            update(jobs)
+            .where(
+                tuple_(jobs.c.id, jobs.c.claim_token).in_(
+                    [(outcome.job.id, outcome.job.claim_token) for outcome in chunk]
+                )
+            )
+            .values(**_released(JobStatus.DONE, now), last_error=None, finished_at=now)
+            .returning(jobs.c.id)
+        )
+        written.update(result.scalars())
+    for outcome in outcomes:
+        if outcome.result != "done" and await _settle_one(conn, outcome, now=now):
+            written.add(outcome.job.id)
+    attempts = [
+        {
+            "job_id": outcome.job.id,
+            "attempt": outcome.job.attempts,
+            "started_at": outcome.job.updated_at,
+            "finished_at": now,
+            "outcome": outcome.result,
+            "error": outcome.error,
+        }
+        for outcome in outcomes
+        if outcome.job.id in written and outcome.result != "deferred"
+    ]
+    if attempts:
+        await conn.execute(insert(job_attempts), attempts)
+    return written
+
+
+# PostgreSQL's whole round in one statement. `settled` follows the rules of `_settle_one` and
+# `settle`'s attempt rows; `picked` takes each kind's due jobs (a LATERAL subquery per kind,
+# each with its own LIMIT, locked and skipped by other workers' claims); `claimed` gives each
+# a fresh token. Data-modifying CTEs see one snapshot and touch disjoint rows (running jobs
+# holding our tokens, pending ones), and the statement is atomic. One row always comes back:
+# the settled ids, beside each claimed job (or none).
+_ROUND_STATEMENT = text(
+    """
+WITH outcome AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:results AS text[]),
+        CAST(:errors AS text[]), CAST(:delays AS float8[]), CAST(:attempts AS integer[]),
+        CAST(:started AS timestamptz[])
+    ) AS o(id, token, result, error, delay, attempt, started_at)
+),
+settled AS (
+    UPDATE jobs SET
+        status = CASE outcome.result
+            WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
+        claim_token = NULL,
+        locked_until = NULL,
+        updated_at = :now,
+        attempts = CASE WHEN outcome.result = 'deferred'
+            THEN jobs.attempts - 1 ELSE jobs.attempts END,
+        last_error = CASE WHEN outcome.result = 'deferred'
+            THEN jobs.last_error ELSE outcome.error END,
+        finished_at = CASE WHEN outcome.result IN ('done', 'dead')
+            THEN :now ELSE jobs.finished_at END,
+        run_at = CASE WHEN outcome.result IN ('retry', 'deferred')
+            THEN statement_timestamp() + make_interval(secs => outcome.delay) ELSE jobs.run_at END
+    FROM outcome
+    WHERE jobs.id = outcome.id AND jobs.claim_token = outcome.token
+    RETURNING jobs.id, outcome.result, outcome.error, outcome.attempt, outcome.started_at
+),
+logged AS (
+    INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, error)
+    SELECT id, attempt, started_at, :now, result, error FROM settled WHERE result <> 'deferred'
+),
+picked AS MATERIALIZED (
+    SELECT due.id
+    FROM unnest(CAST(:kinds AS text[]), CAST(:limits AS integer[])) AS wanted(kind, slots)
+    CROSS JOIN LATERAL (
+        SELECT jobs.id FROM jobs
+        WHERE jobs.kind = wanted.kind AND jobs.status = 'pending'
+            AND jobs.run_at <= statement_timestamp()
+        ORDER BY jobs.run_at, jobs.id
+        LIMIT wanted.slots
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+),
+claimed AS (
+    UPDATE jobs SET
+        status = 'running',
+        claim_token = replace(CAST(gen_random_uuid() AS text), '-', ''),
+        locked_until = statement_timestamp() + make_interval(secs => :lease_seconds),
+        attempts = jobs.attempts + 1,
+        updated_at = :now
+    WHERE jobs.id IN (SELECT id FROM picked)
+    RETURNING jobs.*
+)
+SELECT settled_ids.ids AS settled_ids, claimed.*
+FROM (SELECT array_agg(id) AS ids FROM settled) AS settled_ids
+LEFT JOIN claimed ON true
+"""
+)
+
+
+async def _settle_and_claim_in_one_statement(
+    conn: AsyncConnection,
+    outcomes: Sequence[Outcome],
+    *,
+    limits: Mapping[str, int],
+    now: datetime,
+    lease: timedelta,
+) -> tuple[set[int], list[Job]]:
+    rows = (
+        await conn.execute(
+            _ROUND_STATEMENT,
+            {
+                "ids": [outcome.job.id for outcome in outcomes],
+                "tokens": [outcome.job.claim_token for outcome in outcomes],
+                "results": [outcome.result for outcome in outcomes],
+                "errors": [outcome.error for outcome in outcomes],
+                "delays": [float(outcome.delay_seconds) for outcome in outcomes],
+                "attempts": [outcome.job.attempts for outcome in outcomes],
+                "started": [outcome.job.updated_at for outcome in outcomes],
+                "kinds": list(limits),
+                "limits": list(limits.values()),
+                "lease_seconds": lease.total_seconds(),
+                "now": now,
+            },
+        )
+    ).all()
+    written = {int(job_id) for job_id in rows[0].settled_ids or ()}
+    claimed = [
+        _job_from({key: value for key, value in row._mapping.items() if key != "settled_ids"})
+        for row in rows
+        if row.id is not None
+    ]
+    claimed.sort(key=lambda job: (job.run_at, job.id))
+    return written, claimed
+
+
+def _released(status: JobStatus, now: datetime) -> dict[str, Any]:
+    return {"status": status.value, "claim_token": None, "locked_until": None, "updated_at": now}
+
+
+async def _settle_one(conn: AsyncConnection, outcome: Outcome, *, now: datetime) -> bool:
+    job = outcome.job
+    if outcome.result in _FINISHED:
+        values = {
+            **_released(_FINISHED[outcome.result], now),
+            "last_error": outcome.error,
+            "finished_at": now,
+        }
+    else:
+        values = {
+            **_released(JobStatus.PENDING, now),
+            "run_at": database_timestamp(outcome.delay_seconds),
+        }
+        if outcome.result == "retry":
+            values["last_error"] = outcome.error
+        else:  # deferred: the claim is given back unspent, the attempt not counted
+            values["attempts"] = jobs.c.attempts - 1
     result = await conn.execute(
         update(jobs)
         .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
         .values(**values)
     )
-    if result.rowcount != 1:
-        return False  # the lease was lost and another worker owns the job now
-    await conn.execute(
-        insert(job_attempts).values(
-            job_id=job.id,
-            attempt=job.attempts,
-            started_at=job.updated_at,
-            finished_at=now,
-            outcome=outcome,
-            error=error,
-        )
-    )
-    return True
-
-
-async def complete(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
-    return await _settle(conn, job, status=JobStatus.DONE, outcome="done", now=now, error=None)
-
-
-async def retry(
-    conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime, error: str
-) -> bool:
-    return await _settle(
-        conn, job, status=JobStatus.PENDING, outcome="retry", now=now, error=error, run_at=run_at
-    )
-
-
-async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
-    return await _settle(conn, job, status=JobStatus.DEAD, outcome="dead", now=now, error=error)
-
-
-async def defer(conn: AsyncConnection, job: Job, *, now: datetime, run_at: datetime) -> bool:
-    """Give the claim back unspent: due again at `run_at`, the attempt not counted."""
-    result = await conn.execute(
-        update(jobs)
-        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
-        .values(
-            status=JobStatus.PENDING.value,
-            claim_token=None,
-            locked_until=None,
-            attempts=jobs.c.attempts - 1,
-            run_at=run_at,
-            updated_at=now,
-        )
-    )
     return result.rowcount == 1
 
 
-async def bury_abandoned(conn: AsyncConnection, *, kinds: list[str], now: datetime) -> int:
-    """Jobs whose lease ran out on their last attempt are dead, not reclaimed: a job that
-    kills its worker every time (out of memory, a crash) must not loop forever."""
-    result = await conn.execute(
-        update(jobs)
-        .where(
-            jobs.c.kind.in_(kinds),
-            jobs.c.status == JobStatus.RUNNING.value,
-            jobs.c.locked_until < now,
-            jobs.c.attempts >= jobs.c.max_attempts,
+async def complete(conn: AsyncConnection, job: Job, *, now: datetime) -> bool:
+    return job.id in await settle(conn, [Outcome(job, "done")], now=now)
+
+
+async def bury(conn: AsyncConnection, job: Job, *, now: datetime, error: str) -> bool:
+    return job.id in await settle(conn, [Outcome(job, "dead", error)], now=now)
+
+
+async def reap_expired(conn: AsyncConnection, *, kinds: list[str], now: datetime) -> int:
+    """Running jobs whose lease ran out, by the database's clock: their worker is gone or
+    stuck. On their last attempt they are dead, not run again (a job that kills its worker
+    every time — out of memory, a crash — must not loop forever); otherwise they are due
+    again at once and the next claim takes them under a new token, which fences off any late
+    write of the old worker. Rows another transaction holds (a fenced write, a renewal) are
+    skipped, not waited for. Returns how many jobs it changed."""
+
+    def expired(*conditions: Any) -> Any:
+        ids = (
+            select(jobs.c.id)
+            .where(
+                jobs.c.kind.in_(kinds),
+                jobs.c.status == JobStatus.RUNNING.value,
+                jobs.c.locked_until < database_timestamp(),
+                *conditions,
+            )
+            .with_for_update(skip_locked=True)
+            .cte("expired")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
         )
+        return jobs.c.id.in_(select(ids.c.id))
+
+    buried = await conn.execute(
+        update(jobs)
+        .where(expired(jobs.c.attempts >= jobs.c.max_attempts))
         .values(
-            status=JobStatus.DEAD.value,
-            claim_token=None,
-            locked_until=None,
+            **_released(JobStatus.DEAD, now),
             finished_at=now,
-            updated_at=now,
             last_error="lease expired on the final attempt (worker lost)",
         )
+        .returning(jobs.c.id)  # counted from rows: SQLite reports no rowcount after WITH
     )
-    return int(result.rowcount)
+    released = await conn.execute(
+        update(jobs)
+        .where(expired())
+        .values(**_released(JobStatus.PENDING, now))
+        .returning(jobs.c.id)
+    )
+    return len(buried.all()) + len(released.all())
 
 
 async def extend_lease(conn: AsyncConnection, job: Job, *, now: datetime, lease: timedelta) -> bool:
-    """Renew a live worker's lease; False when the job is no longer ours."""
+    """Renew a live worker's lease, to `lease` from the database's clock; False when the job
+    is no longer ours."""
     result = await conn.execute(
         update(jobs)
-        .where(jobs.c.id == job.id, jobs.c.claim_token == job.claim_token)
-        .values(locked_until=now + lease, updated_at=now)
+        .where(
+            jobs.c.id == job.id,
+            jobs.c.claim_token == job.claim_token,
+            jobs.c.status == JobStatus.RUNNING.value,
+        )
+        .values(locked_until=database_timestamp(lease.total_seconds()), updated_at=now)
     )
     return result.rowcount == 1
 
 
 async def hold(conn: AsyncConnection, job: Job) -> bool:
     """Inside a write transaction: confirm `job`'s claim is still ours and keep it ours until
-    commit. On PostgreSQL a shared row lock (FOR SHARE): a reclaim, which locks the row for
-    update, waits or skips it, while the job's own fenced transactions (preparation pages
-    written side by side) do not wait for each other. On SQLite the single writer does it.
-    False when another worker reclaimed the job: the caller must write nothing."""
+    commit. On PostgreSQL a shared row lock (FOR SHARE): the reaper, which locks rows for
+    update, skips it, while the job's own fenced transactions (preparation pages written side
+    by side) do not wait for each other. On SQLite the single writer does it. False when
+    another worker reclaimed the job: the caller must write nothing."""
     held = await conn.execute(
         select(jobs.c.id)
         .where(
@@ -262,7 +504,7 @@ async def live_keys(
 ) -> list[str]:
     """Idempotency keys of the pending or running jobs of `kinds` whose key matches one of
     `key_patterns`, where `%` stands for any run of characters (everything else is literal).
-    A running job counts whatever its lease says: the claim loop reclaims or buries it."""
+    A running job counts whatever its lease says: the reaper releases or buries it."""
     if not key_patterns:
         return []
     query = select(jobs.c.idempotency_key).where(
@@ -322,7 +564,7 @@ async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | 
     result = await conn.execute(
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.status != JobStatus.RUNNING.value)
-        .values(**_due_again(now, now))
+        .values(**_due_again(now, None))
         .returning(jobs)
     )
     row = result.first()
@@ -356,6 +598,15 @@ async def prune(conn: AsyncConnection, *, finished_before: datetime, batch: int)
 
 async def count(conn: AsyncConnection, *, kind: str, status: JobStatus) -> int:
     query = select(func.count()).where(jobs.c.kind == kind, jobs.c.status == status.value)
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def count_unfinished(conn: AsyncConnection, *, kinds: Sequence[str]) -> int:
+    """Pending and running jobs of `kinds` (what a drain still has to do)."""
+    query = select(func.count()).where(
+        jobs.c.kind.in_(list(kinds)),
+        jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]),
+    )
     return int((await conn.execute(query)).scalar_one())
 
 

@@ -1,5 +1,6 @@
-"""The worker loop: claim due jobs per kind within concurrency limits, run their handlers,
-record outcomes under the claim token, back off on failure, drain on shutdown (DLV-2..4)."""
+"""The worker loop: claim due jobs per kind within concurrency limits (many per statement),
+run their handlers, record outcomes under the claim token (many per transaction), back off on
+failure, drain on shutdown (DLV-2..4)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,22 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.backoff import is_exhausted, retry_delay
 from tidings.domain.jobs import ClaimLost, Defer, GiveUp, RetryLater
 from tidings.queue import store
+from tidings.queue.connection import RoundConnection
 from tidings.queue.job import Job
+from tidings.queue.outcomes import OutcomeWriter
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
+from tidings.queue.store import Outcome
 from tidings.storage.database import Database
 
 log = structlog.get_logger("tidings.queue")
-OUTCOME_WRITE_TRIES = 5
 
 
 class Worker:
@@ -46,30 +48,57 @@ class Worker:
         self._running: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
+        # Kinds that may have due jobs: a claim that finds fewer than it asked for drops its
+        # kind until something says there may be more (NOTIFY, the poll, the reaper), so
+        # rounds that only write outcomes do not query idle kinds.
+        self._armed = set(registry.kinds())
+        self._connection = RoundConnection(db)
+        self._outcomes = OutcomeWriter(
+            db, now, wake=self._wakeup.set, longest_pause_seconds=policy.lease_seconds / 10
+        )
 
     def wake(self) -> None:
-        """Claim now instead of at the next poll (called on NOTIFY and when a slot frees)."""
+        """Look for due jobs of every kind now instead of at the next poll (on NOTIFY, after
+        the reaper released jobs)."""
+        self._armed.update(self._registry.kinds())
         self._wakeup.set()
 
     async def claim_round(self) -> int:
-        """Claim and start as many due jobs as free slots allow; returns how many started."""
-        started = 0
-        for registration in self._registry:
-            free = registration.concurrency - self._running[registration.kind]
-            if free <= 0:
-                continue
-            async with self._db.write() as conn:
-                claimed = await store.claim(
+        """Write the outcomes reported since the last round, then claim and start as many due
+        jobs as free slots allow (every kind in one statement); returns how many started.
+        On SQLite in one transaction; on PostgreSQL in one statement."""
+        taken = self._outcomes.take()
+        # Jobs whose outcome is written here have finished their handlers: their slots are
+        # free for this claim, though their tasks only end once the outcome is resolved.
+        freed = Counter(outcome.job.kind for outcome, _ in taken)
+        free = {
+            registration.kind: registration.concurrency
+            - self._running[registration.kind]
+            + freed[registration.kind]
+            for registration in self._registry
+            if registration.kind in self._armed
+        }
+        if not taken and not any(slots > 0 for slots in free.values()):
+            return 0
+        try:
+            async with self._connection.round() as conn:
+                written, claimed = await store.settle_and_claim(
                     conn,
-                    kinds=[registration.kind],
-                    limit=free,
+                    [outcome for outcome, _ in taken],
+                    limits=free,
                     now=self._now(),
                     lease=self._policy.lease,
                 )
-            for job in claimed:
-                self._start(registration, job)
-            started += len(claimed)
-        return started
+        except BaseException:
+            self._outcomes.give_back(taken)
+            raise
+        self._outcomes.resolve(taken, written)
+        found = Counter(job.kind for job in claimed)
+        self._armed.difference_update(kind for kind, slots in free.items() if found[kind] < slots)
+        registrations = {registration.kind: registration for registration in self._registry}
+        for job in claimed:
+            self._start(registrations[job.kind], job)
+        return len(claimed)
 
     def _start(self, registration: Registration, job: Job) -> None:
         self._running[registration.kind] += 1
@@ -79,7 +108,10 @@ class Worker:
         def finished(done: asyncio.Task[None]) -> None:
             self._tasks.discard(done)
             self._running[registration.kind] -= 1
-            self.wake()
+            if self._db.is_postgresql:
+                self._wakeup.set()  # a slot is free; NOTIFY says when new jobs come
+            else:
+                self.wake()  # no NOTIFY: the job may have enqueued others, look at every kind
 
         task.add_done_callback(finished)
 
@@ -88,6 +120,7 @@ class Worker:
         within the grace period. Jobs still running after it are cancelled: their leases
         expire and another worker reclaims them (at-least-once, never lost)."""
         stop_watch = asyncio.create_task(self._wake_on(stop))
+        self._outcomes.attach()
         try:
             while not stop.is_set():
                 self._wakeup.clear()
@@ -98,11 +131,14 @@ class Worker:
                     started = 0
                 if started or stop.is_set():
                     continue
-                with contextlib.suppress(TimeoutError):
+                try:
                     async with asyncio.timeout(self._policy.poll_interval_seconds):
                         await self._wakeup.wait()
+                except TimeoutError:
+                    self._armed.update(self._registry.kinds())  # the poll: due times pass
         finally:
             stop_watch.cancel()
+            self._outcomes.detach()
         await self.drain(self._policy.shutdown_grace_seconds)
 
     async def _wake_on(self, stop: asyncio.Event) -> None:
@@ -110,44 +146,53 @@ class Worker:
         self.wake()
 
     async def drain(self, grace_seconds: float) -> None:
-        if not self._tasks:
-            return
-        log.info("queue.draining", in_flight=len(self._tasks))
-        _, still_running = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-        for task in still_running:
-            task.cancel()
-        if still_running:
-            await asyncio.wait(still_running)
-            log.warning("queue.drain_cancelled", cancelled=len(still_running))
+        """Let in-flight jobs finish within `grace_seconds`, cancel the rest, and wait for
+        every outcome already reported to be written."""
+        if self._tasks:
+            log.info("queue.draining", in_flight=len(self._tasks))
+            _, still_running = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+            for task in still_running:
+                task.cancel()
+            if still_running:
+                await asyncio.wait(still_running)
+                log.warning("queue.drain_cancelled", cancelled=len(still_running))
+        await self._outcomes.close()
+        await self._connection.close()
 
     async def _execute(self, registration: Registration, job: Job) -> None:
         with structlog.contextvars.bound_contextvars(job_id=job.id, job_kind=job.kind):
-            error: str | None = None
-            retry_after: float | None = None
-            permanent = False
-            try:
-                await self._run_handler(registration, job)
-            except Defer as exc:
-                delay = timedelta(seconds=exc.seconds)
-                await self._write_outcome(
-                    job,
-                    "deferred",
-                    lambda conn, now: store.defer(conn, job, now=now, run_at=now + delay),
-                )
-                return
-            except RetryLater as exc:
-                error, retry_after = exc.reason, exc.retry_after_seconds
-            except GiveUp as exc:
-                error, permanent = exc.reason, True
-            except ClaimLost:
-                error = "claim lost"  # its outcome write will be refused too
-            except TimeoutError:
-                error = "timeout"
-            except Exception as exc:
-                # The class name only: exception messages can carry addresses or payloads.
-                error = f"unexpected {type(exc).__name__}"
-                log.error("job.handler_crashed", error_type=type(exc).__name__)
-            await self._record(job, error, retry_after=retry_after, permanent=permanent)
+            await self._report(await self._outcome_of(registration, job))
+
+    async def _outcome_of(self, registration: Registration, job: Job) -> Outcome:
+        try:
+            await self._run_handler(registration, job)
+        except Defer as exc:
+            return Outcome(job, "deferred", delay_seconds=exc.seconds)
+        except RetryLater as exc:
+            return self._failed(job, exc.reason, retry_after=exc.retry_after_seconds)
+        except GiveUp as exc:
+            return Outcome(job, "dead", exc.reason)
+        except ClaimLost:
+            return self._failed(job, "claim lost")  # its outcome write will be refused too
+        except TimeoutError:
+            return self._failed(job, "timeout")
+        except Exception as exc:
+            # The class name only: exception messages can carry addresses or payloads.
+            log.error("job.handler_crashed", error_type=type(exc).__name__)
+            return self._failed(job, f"unexpected {type(exc).__name__}")
+        return Outcome(job, "done")
+
+    def _failed(self, job: Job, error: str, *, retry_after: float | None = None) -> Outcome:
+        if is_exhausted(job.attempts, job.max_attempts):
+            return Outcome(job, "dead", error)
+        delay = retry_delay(
+            job.attempts,
+            base_seconds=self._policy.backoff_base_seconds,
+            max_seconds=self._policy.backoff_max_seconds,
+            uniform=self._uniform,
+            retry_after_seconds=retry_after,
+        )
+        return Outcome(job, "retry", error, delay_seconds=delay)
 
     async def _run_handler(self, registration: Registration, job: Job) -> None:
         if not registration.renew_lease:
@@ -191,68 +236,17 @@ class Worker:
                 return
             last_renewed = asyncio.get_running_loop().time()
 
-    async def _record(
-        self, job: Job, error: str | None, *, retry_after: float | None, permanent: bool
-    ) -> None:
-        if error is None:
-            await self._write_outcome(
-                job, "done", lambda conn, now: store.complete(conn, job, now=now)
-            )
-        elif permanent or is_exhausted(job.attempts, job.max_attempts):
-            await self._write_outcome(
-                job,
-                "dead",
-                lambda conn, now: store.bury(conn, job, now=now, error=error),
-                error=error,
-            )
-        else:
-            delay = retry_delay(
-                job.attempts,
-                base_seconds=self._policy.backoff_base_seconds,
-                max_seconds=self._policy.backoff_max_seconds,
-                uniform=self._uniform,
-                retry_after_seconds=retry_after,
-            )
-            await self._write_outcome(
-                job,
-                "retry",
-                lambda conn, now: store.retry(
-                    conn, job, now=now, run_at=now + timedelta(seconds=delay), error=error
-                ),
-                error=error,
-            )
-
-    async def _write_outcome(
-        self,
-        job: Job,
-        outcome: str,
-        write: Callable[[AsyncConnection, datetime], Awaitable[bool]],
-        *,
-        error: str | None = None,
-    ) -> None:
-        """Write an outcome under the claim token. A database hiccup is retried while the
-        lease lasts; if it never succeeds the lease expires and the job is reclaimed."""
-        kept = False
-        for attempt in range(OUTCOME_WRITE_TRIES):
-            try:
-                async with self._db.write() as conn:
-                    kept = await write(conn, self._now())
-                break
-            except Exception as exc:
-                log.warning(
-                    "job.outcome_write_failed",
-                    error_type=type(exc).__name__,
-                    outcome=outcome,
-                    try_number=attempt + 1,
-                )
-                await asyncio.sleep(min(2.0**attempt, self._policy.lease_seconds / 10))
-        else:
-            return
+    async def _report(self, outcome: Outcome) -> None:
+        """Write the outcome under the claim token (batched with other jobs'), then log it."""
+        kept = await self._outcomes.write(outcome)
+        if kept is None:
+            return  # never written: the lease lapses and the job is reclaimed
+        result: str = outcome.result
         if not kept:
-            log.warning("job.outcome_refused", reason="claim_token_mismatch", outcome=outcome)
-            outcome = "refused"
+            log.warning("job.outcome_refused", reason="claim_token_mismatch", outcome=result)
+            result = "refused"
         else:
-            level = "info" if outcome in ("done", "deferred") else "warning"
-            getattr(log, level)(f"job.{outcome}", attempt=job.attempts, error=error)
+            level = "info" if result in ("done", "deferred") else "warning"
+            getattr(log, level)(f"job.{result}", attempt=outcome.job.attempts, error=outcome.error)
         if self._on_outcome is not None:
-            self._on_outcome(job.kind, outcome)
+            self._on_outcome(outcome.job.kind, result)

@@ -45,7 +45,8 @@ from tidings.rendering.slots import (
 
 @dataclass(frozen=True, slots=True)
 class Sender:
-    """Who the campaign is from. `unsubscribe_mailbox` defaults to unsubscribe@<domain>."""
+    """Who the campaign is from. `unsubscribe_mailbox`, when set, is offered in
+    `List-Unsubscribe` as a `mailto:` beside the https one-click URL."""
 
     name: str
     address: str
@@ -63,8 +64,8 @@ class Sender:
             check_address("unsubscribe_mailbox", self.unsubscribe_mailbox)
 
     @property
-    def unsubscribe_address(self) -> str:
-        return self.unsubscribe_mailbox or f"unsubscribe@{self.sending_domain}"
+    def unsubscribe_address(self) -> str | None:
+        return self.unsubscribe_mailbox
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,7 @@ async def take_lock(conn: AsyncConnection, campaign_id: int, *, token: str, now:
             or_(
                 campaign_sends.c.lock_token.is_(None),
                 campaign_sends.c.lock_token == token,
-                ~claim_is_live(campaign_sends.c.lock_token, now),
+                ~claim_is_live(campaign_sends.c.lock_token),
             ),
         )
         .values(lock_token=token, updated_at=now)

@@ -172,14 +172,16 @@ async def labels_of(conn: AsyncConnection, subscriber_ids: Collection[int]) -> d
 
 async def upsert_subscribers(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, update_tier: bool, now: datetime
-) -> dict[str, int]:
+) -> tuple[dict[str, int], set[str]]:
     """Insert subscribers (`email`, `email_key`, `email_hash`, `name`, `tier`), or update the
     existing ones with the same `email_key`; returns the id of every row written, by
-    `email_key`. A `None` name keeps the stored name. `tier` is written only when
-    `update_tier` (callers split rows by whether the file gave a tier): the column is NOT
-    NULL, so "not given" cannot travel as a null through ON CONFLICT."""
+    `email_key`, and the keys of those this statement created (the update never touches
+    `created_at`, so a row whose `created_at` is `now` is new). A `None` name keeps the
+    stored name. `tier` is written only when `update_tier` (callers split rows by whether
+    the file gave a tier): the column is NOT NULL, so "not given" cannot travel as a null
+    through ON CONFLICT."""
     if not rows:
-        return {}
+        return {}, set()
 
     def upsert(statement: Any) -> Any:
         changes: dict[str, Any] = {
@@ -190,7 +192,7 @@ async def upsert_subscribers(
             changes["tier"] = statement.excluded.tier
         return statement.on_conflict_do_update(
             index_elements=["email_key"], set_=changes
-        ).returning(subscribers.c.email_key, subscribers.c.id)
+        ).returning(subscribers.c.email_key, subscribers.c.id, subscribers.c.created_at)
 
     result = await _insert_rows(
         conn,
@@ -199,7 +201,12 @@ async def upsert_subscribers(
         constants={"attributes": {}, "created_at": now, "updated_at": now},
         finish=upsert,
     )
-    return {row.email_key: row.id for row in result}
+    ids, created = {}, set()
+    for row in result:
+        ids[row.email_key] = row.id
+        if row.created_at == now:
+            created.add(row.email_key)
+    return ids, created
 
 
 async def refresh_statistics(conn: AsyncConnection) -> None:
@@ -255,27 +262,28 @@ async def insert_subscriptions(
     source: str,
     evidence: str,
     now: datetime,
-) -> None:
+) -> list[tuple[int, int]]:
     """Create subscriptions (`subscriber_id`, `newsletter_id`, `created_at`) in one state:
     `pending`; `confirmed` now, on `evidence`; or `unsubscribed` now, with the history the
     CHECK requires. One that appeared meanwhile (a concurrent form subscribe) is left as it
-    is."""
+    is. Returns the (subscriber id, newsletter id) pairs it created."""
     if not rows:
-        return
+        return []
     constants: dict[str, Any] = {"source": source, "updated_at": now}
     if state == "confirmed":
         constants |= {"confirmed_at": now, "consent_evidence": evidence}
     elif state == "unsubscribed":
         constants |= {"unsubscribed_at": now, "unsubscribe_count": 1, "last_unsubscribed_at": now}
-    await _insert_rows(
+    result = await _insert_rows(
         conn,
         subscriptions,
         rows,
         constants=constants,
         finish=lambda statement: statement.on_conflict_do_nothing(
             index_elements=["subscriber_id", "newsletter_id"]
-        ),
+        ).returning(subscriptions.c.subscriber_id, subscriptions.c.newsletter_id),
     )
+    return [(row.subscriber_id, row.newsletter_id) for row in result]
 
 
 async def confirm_subscriptions(

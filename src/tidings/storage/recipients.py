@@ -16,6 +16,7 @@ from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, RecipientState
+from tidings.storage.clock import database_timestamp
 from tidings.storage.consent import mailable
 from tidings.storage.tables import (
     campaign_batches,
@@ -41,12 +42,13 @@ class RecipientRow:
     mailable: bool
 
 
-def claim_is_live(token_column: Any, now: datetime) -> Any:
-    """True while a running job holds `token_column`'s token under an unexpired lease."""
+def claim_is_live(token_column: Any) -> Any:
+    """True while a running job holds `token_column`'s token under a lease unexpired by the
+    database's clock (the queue's leases are judged by it, never by a worker's)."""
     return exists().where(
         jobs.c.claim_token == token_column,
         jobs.c.status == "running",
-        jobs.c.locked_until > now,
+        jobs.c.locked_until > database_timestamp(),
     )
 
 
@@ -91,7 +93,7 @@ async def claim(
             campaign_batches.c.id == batch_id,
             campaign_batches.c.status == BatchStatus.SUBMITTING.value,
             campaign_batches.c.claim_token == row.claim_token,
-            ~claim_is_live(campaign_batches.c.claim_token, now),
+            ~claim_is_live(campaign_batches.c.claim_token),
         )
         .values(claim_token=token, claimed_at=now, claimed_by=worker[:100], updated_at=now)
     )

@@ -75,12 +75,12 @@ async def count_not_submitted(conn: AsyncConnection, campaign_id: int) -> int:
     return int((await conn.execute(query)).scalar_one())
 
 
-async def batch_claim_is_live(conn: AsyncConnection, batch_id: int, now: datetime) -> bool:
+async def batch_claim_is_live(conn: AsyncConnection, batch_id: int) -> bool:
     """True while a running job holds the batch's claim under an unexpired lease."""
     query = select(
         exists().where(
             campaign_batches.c.id == batch_id,
-            claim_is_live(campaign_batches.c.claim_token, now),
+            claim_is_live(campaign_batches.c.claim_token),
         )
     )
     return bool((await conn.execute(query)).scalar_one())

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.tables import suppression_log, suppressions
+from tidings.storage.tables import subscribers, suppression_log, suppressions
 from tidings.storage.upsert import insert_for
 
 
@@ -97,3 +98,28 @@ async def history(conn: AsyncConnection, email_hash: str) -> list[dict[str, Any]
         .order_by(suppression_log.c.id)
     )
     return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+REKEY_PAGE = 5000
+
+
+async def rekey_email_hashes(conn: AsyncConnection, rekey: Callable[[str], str]) -> int:
+    """Replace every stored address hash `h` (subscribers, suppressions and their log) with
+    `rekey(h)`, in the caller's transaction, a page at a time. Returns rows changed."""
+    changed = 0
+    for table, key_column in (
+        (subscribers, subscribers.c.id),
+        (suppression_log, suppression_log.c.id),
+        (suppressions, suppressions.c.email_hash),
+    ):
+        keys = list((await conn.execute(select(key_column, table.c.email_hash))).all())
+        for start in range(0, len(keys), REKEY_PAGE):
+            page = keys[start : start + REKEY_PAGE]
+            await conn.execute(
+                update(table)
+                .where(key_column == bindparam("row_key"))
+                .values(email_hash=bindparam("new_hash")),
+                [{"row_key": key, "new_hash": rekey(old)} for key, old in page],
+            )
+            changed += len(page)
+    return changed

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import (
+    Select,
+    String,
+    Text,
+    bindparam,
+    cast,
+    column,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.events import WEBHOOK_KEY_PREFIX
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
+from tidings.storage.types import UTCDateTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +39,17 @@ class EndpointRow:
     event_types: list[str]
     enabled: bool
     disabled_reason: str | None
+    include_imports: bool
     secret: str
     previous_secret: str | None
     previous_secret_expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
 
-    def subscribes_to(self, event_type: str) -> bool:
+    def subscribes_to(self, event_type: str, *, from_import: bool = False) -> bool:
+        """Whether this endpoint wants `event_type`; `from_import` when a CSV import caused it."""
+        if from_import and not self.include_imports:
+            return False
         return "*" in self.event_types or event_type in self.event_types
 
 
@@ -100,11 +123,98 @@ async def delete_endpoint(conn: AsyncConnection, endpoint_id: int) -> bool:
     return (await conn.execute(query)).rowcount == 1
 
 
-async def insert_delivery(conn: AsyncConnection, **values: Any) -> DeliveryRow:
-    result = await conn.execute(
-        insert(webhook_deliveries).values(**values).returning(webhook_deliveries)
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """One event to deliver: its id (the `webhook-id`), type and JSON body."""
+
+    event_id: str
+    event_type: str
+    payload: dict[str, Any]
+
+
+def _events_table(conn: AsyncConnection, events: Sequence[NewEvent]) -> Any:
+    """`events` as a table (event_id, event_type, payload) inside the statement, travelling as
+    one JSON parameter however many there are: SQLite's `json_each`, PostgreSQL's
+    `jsonb_to_recordset`."""
+    rows = json.dumps(
+        [
+            {"event_id": e.event_id, "event_type": e.event_type, "payload": e.payload}
+            for e in events
+        ],
+        separators=(",", ":"),
     )
-    return _delivery(result.one())
+    if conn.dialect.name == "postgresql":
+        recordset = func.jsonb_to_recordset(cast(bindparam("events", rows, type_=Text), JSONB))
+        return recordset.table_valued(
+            column("event_id", Text), column("event_type", Text), column("payload", JSONB)
+        ).render_derived(name="events", with_types=True)
+    value = func.json_each(bindparam("events", rows, type_=Text)).table_valued("value").c.value
+    return select(
+        func.json_extract(value, "$.event_id").label("event_id"),
+        func.json_extract(value, "$.event_type").label("event_type"),
+        func.json_extract(value, "$.payload").label("payload"),
+    ).subquery("events")
+
+
+async def deliveries_to_enqueue(
+    conn: AsyncConnection, events: Sequence[NewEvent], endpoint_ids: Sequence[int], *, now: datetime
+) -> Select[Any]:
+    """A pending delivery of every event to every one of `endpoint_ids`, and the select of
+    their jobs' idempotency keys and payload field (`delivery_id`) for
+    `JobQueue.enqueue_many`, which the caller must run in the same transaction.
+
+    An import publishes a thousand events per chunk, so this is set-based. On PostgreSQL the
+    deliveries' INSERT rides inside the returned select (a data-modifying CTE whose RETURNING
+    feeds the jobs): one statement writes both, nothing is read back. SQLite has no such
+    CTE: the deliveries are inserted here and the select finds them by event id."""
+    source = _events_table(conn, events)
+    rows = (
+        select(
+            webhook_endpoints.c.id,
+            source.c.event_id,
+            source.c.event_type,
+            source.c.payload,
+            literal("pending"),
+            literal(now, UTCDateTime()),
+            literal(now, UTCDateTime()),
+        )
+        .select_from(source.join(webhook_endpoints, true()))
+        .where(webhook_endpoints.c.id.in_(list(endpoint_ids)))
+    )
+    columns = ["endpoint_id", "event_id", "event_type", "payload", "status", "created_at"]
+    write = insert(webhook_deliveries).from_select([*columns, "updated_at"], rows)
+    if conn.dialect.name == "postgresql":
+        written: Any = write.returning(
+            webhook_deliveries.c.id,
+            webhook_deliveries.c.event_id,
+            webhook_deliveries.c.endpoint_id,
+        ).cte("written")
+        query = select(written)
+    else:
+        await conn.execute(write)
+        written = webhook_deliveries
+        query = select(written).where(written.c.event_id.in_([event.event_id for event in events]))
+    key = (
+        literal(WEBHOOK_KEY_PREFIX, String)  # webhook_delivery_key, in SQL
+        + written.c.event_id
+        + literal(":", String)
+        + cast(written.c.endpoint_id, String)
+    )
+    return query.with_only_columns(
+        key.label("idempotency_key"),
+        written.c.id.label("delivery_id"),
+        written.c.event_id.label("event_id"),
+    )
+
+
+async def get_delivery_of(
+    conn: AsyncConnection, event_id: str, endpoint_id: int
+) -> DeliveryRow | None:
+    query = select(webhook_deliveries).where(
+        webhook_deliveries.c.event_id == event_id, webhook_deliveries.c.endpoint_id == endpoint_id
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else _delivery(row)
 
 
 async def get_delivery(conn: AsyncConnection, delivery_id: int) -> DeliveryRow | None:

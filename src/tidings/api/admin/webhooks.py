@@ -15,6 +15,10 @@ from tidings.api.schemas import RecordView
 router = APIRouter(prefix="/webhooks", tags=["admin: webhooks"])
 EndpointId = Annotated[int, Path(ge=1, le=2**62)]
 DeliveryId = Annotated[int, Path(ge=1, le=2**62)]
+INCLUDE_IMPORTS = (
+    "Receive the events a CSV import causes (one per imported row). `false` keeps an "
+    "endpoint that wants only live sign-ups quiet during a big import."
+)
 EventTypes = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=50)]
 
 
@@ -22,6 +26,7 @@ class EndpointCreate(BaseModel):
     url: str = Field(max_length=2000, description="Where to POST events (http or https).")
     event_types: EventTypes = Field(description='Event types to receive, or `["*"]` for all.')
     description: str = Field(default="", max_length=500)
+    include_imports: bool = Field(default=True, description=INCLUDE_IMPORTS)
 
 
 class EndpointUpdate(BaseModel):
@@ -29,6 +34,7 @@ class EndpointUpdate(BaseModel):
     event_types: EventTypes | None = None
     description: str | None = Field(default=None, max_length=500)
     enabled: bool | None = None
+    include_imports: bool | None = Field(default=None, description=INCLUDE_IMPORTS)
 
 
 class EndpointPublic(RecordView):
@@ -38,6 +44,7 @@ class EndpointPublic(RecordView):
     event_types: list[str]
     enabled: bool
     disabled_reason: str | None
+    include_imports: bool
     created_at: datetime
     updated_at: datetime
 
@@ -62,7 +69,9 @@ class DeliveryPublic(RecordView):
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create an endpoint")
 async def create_endpoint(container: ContainerDep, body: EndpointCreate) -> EndpointWithSecret:
-    row = await container.webhooks.create_endpoint(body.url, body.event_types, body.description)
+    row = await container.webhooks.create_endpoint(
+        body.url, body.event_types, body.description, include_imports=body.include_imports
+    )
     return EndpointWithSecret.of(row)
 
 
@@ -89,6 +98,7 @@ async def update_endpoint(
         event_types=body.event_types,
         description=body.description,
         enabled=body.enabled,
+        include_imports=body.include_imports,
     )
     return EndpointPublic.of(row)
 

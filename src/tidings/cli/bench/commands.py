@@ -25,17 +25,28 @@ app = typer.Typer(
 @app.command("queue")
 def queue(
     ctx: typer.Context,
-    jobs: int = typer.Option(2000, "--jobs", min=1, help="Jobs to run."),
+    jobs: int = typer.Option(5000, "--jobs", min=1, help="Jobs enqueued, then drained."),
     workers: int = typer.Option(2, "--workers", min=1, max=64, help="Worker processes."),
     concurrency: int = typer.Option(
-        8, "--concurrency", min=1, max=1000, help="Jobs in flight per worker."
+        100, "--concurrency", min=1, max=1000, help="Jobs in flight per tidings worker."
+    ),
+    probes: int = typer.Option(
+        30, "--latency-probes", min=0, max=1000, help="Jobs sent one by one to idle workers."
+    ),
+    peer: bool = typer.Option(
+        True, "--peer/--no-peer", help="On PostgreSQL, also run PgQueuer when it is installed."
     ),
 ) -> None:
-    """Jobs claimed and completed per second with a no-op handler (BEN-3), on a scratch
-    database of the configured kind (created and dropped), beside the claim-only rate."""
+    """Jobs drained per second by W worker processes with a no-op handler (BEN-3), enqueue
+    rates (one job per transaction, and 1,000) and the start latency of a job sent to idle
+    workers, on a scratch database of the configured kind (created and dropped). On
+    PostgreSQL, PgQueuer (`pip install 'tidings[bench]'`) does the same on another scratch
+    database of the same server in the same run, and the ratio is printed."""
     url = state_of(ctx).settings().database.url
-    result = asyncio.run(bench_queue(url, jobs=jobs, workers=workers, concurrency=concurrency))
-    print(json.dumps(result, indent=2))
+    result = bench_queue(
+        url, jobs=jobs, workers=workers, concurrency=concurrency, probes=probes, peer=peer
+    )
+    print(json.dumps(asyncio.run(result), indent=2))
 
 
 @app.command("render")
@@ -58,10 +69,18 @@ def render(
 def import_(
     ctx: typer.Context,
     rows: int = typer.Argument(100_000, min=1, help="CSV rows to generate and import."),
+    webhooks: int = typer.Option(
+        0,
+        "--webhooks",
+        min=0,
+        max=50,
+        help="Also import into a fresh database with this many `*` webhook endpoints, and "
+        "report the time against the import without any (`webhooks.ratio`).",
+    ),
 ) -> None:
     """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
     url = state_of(ctx).settings().database.url
-    print(json.dumps(asyncio.run(bench_import(url, rows=rows)), indent=2))
+    print(json.dumps(asyncio.run(bench_import(url, rows=rows, webhooks=webhooks)), indent=2))
 
 
 @app.command("prepare")

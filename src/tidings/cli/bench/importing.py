@@ -11,11 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tidings.audience.context import AudienceContext
+from tidings.audience.import_chunks import ImportReport
 from tidings.audience.importer import Importer
 from tidings.bootstrap import queue_policy, utcnow
 from tidings.config import QueueSettings
 from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import Webhooks
+from tidings.delivery.webhooks import DELIVER_WEBHOOK, Webhooks
+from tidings.domain.jobs import JobStatus
+from tidings.queue import store as job_store
 from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
 from tidings.storage import migrate
@@ -87,16 +90,22 @@ async def _create_newsletter(db: Database) -> None:
         )
 
 
-async def bench_import(configured_url: str, *, rows: int) -> dict[str, Any]:
-    """Import `rows` generated rows into an empty scratch database, then the same file again
-    (the idempotent re-import, which writes nothing)."""
-    text = generate_csv(rows)
+async def _timed_imports(
+    configured_url: str, text: str, *, endpoints: int
+) -> tuple[list[tuple[float, ImportReport]], int, str]:
+    """Import `text` into an empty scratch database with `endpoints` webhook endpoints
+    subscribed to every event (`*`, imports included), then the same file again; the two
+    timings and reports, the webhook deliveries queued (no worker runs: they wait), and the
+    database's dialect."""
     async with scratch_database(configured_url) as url:
         db = create_database(url, pool_size=2)
         try:
             await migrate.upgrade(db)
             await _create_newsletter(db)
-            importer = Importer(_context(db))
+            context = _context(db)
+            for number in range(endpoints):
+                await context.webhooks.create_endpoint(f"https://hooks{number}.invalid/in", ["*"])
+            importer = Importer(context)
             timings = []
             for _ in range(2):
                 started = time.perf_counter()
@@ -104,12 +113,25 @@ async def bench_import(configured_url: str, *, rows: int) -> dict[str, Any]:
                     io.StringIO(text, newline=""), newsletter_slug=NEWSLETTER, actor="bench"
                 )
                 timings.append((time.perf_counter() - started, report))
+            async with db.read() as conn:
+                queued = await job_store.count(conn, kind=DELIVER_WEBHOOK, status=JobStatus.PENDING)
         finally:
             await db.dispose()
-    (seconds, first), (reimport_seconds, second) = timings
-    return {
+    return timings, queued, db.dialect
+
+
+async def bench_import(configured_url: str, *, rows: int, webhooks: int = 0) -> dict[str, Any]:
+    """Import `rows` generated rows into an empty scratch database, then the same file again
+    (the idempotent re-import, which writes nothing). With `webhooks`, the same again on a
+    fresh database with that many `*` endpoints, in the same run, and the ratio of the two
+    first imports."""
+    text = generate_csv(rows)
+    ((seconds, first), (reimport_seconds, second)), _, dialect = await _timed_imports(
+        configured_url, text, endpoints=0
+    )
+    result: dict[str, Any] = {
         "benchmark": "import",
-        "database": db.dialect,
+        "database": dialect,
         "rows": rows,
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds, 1),
@@ -117,6 +139,21 @@ async def bench_import(configured_url: str, *, rows: int) -> dict[str, Any]:
         "errors": first.failed_rows,
         "reimport_seconds": round(reimport_seconds, 3),
         "reimport_unchanged": second.unchanged,
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "note": "the generated file is held in memory; peak RSS includes it",
     }
+    if webhooks:
+        (hooked_run, hooked_reimport), queued, _ = await _timed_imports(
+            configured_url, text, endpoints=webhooks
+        )
+        (hooked_seconds, hooked), (hooked_reimport_seconds, _) = hooked_run, hooked_reimport
+        result["webhooks"] = {
+            "endpoints": webhooks,
+            "seconds": round(hooked_seconds, 3),
+            "rows_per_second": round(rows / hooked_seconds, 1),
+            "created": hooked.created,
+            "deliveries_queued": queued,
+            "reimport_seconds": round(hooked_reimport_seconds, 3),
+            "ratio": round(hooked_seconds / seconds, 2),
+        }
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["note"] = "the generated file is held in memory; peak RSS includes it"
+    return result

@@ -1,120 +1,159 @@
-"""`tidings bench queue`: jobs claimed and completed per second with W worker processes
-(BEN-3), beside the database's own claim-only rate measured in the same run."""
+"""`tidings bench queue`: how fast W worker processes drain jobs enqueued beforehand (BEN-3),
+how fast jobs are enqueued (one per transaction and many per transaction, timed apart), and
+how soon an idle worker starts a new job; beside PgQueuer doing the same in the same run on
+the same PostgreSQL server when it is installed (the `bench` extra)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
+import importlib.util
 import sys
 import time
 from typing import Any
 
 from tidings.bootstrap import queue_policy, utcnow
-from tidings.cli.bench.queue_worker import BENCH_KIND
+from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, run_benchmark_workers
 from tidings.config import QueueSettings
-from tidings.domain.jobs import JobStatus
-from tidings.queue import store
 from tidings.queue.service import JobQueue
 from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
 from tidings.storage.scratch import scratch_database
 
-ENQUEUE_CHUNK = 1000
+ENQUEUE_CHUNK = 1000  # jobs per transaction in the batch enqueue
+SINGLE_ENQUEUES = 500  # jobs enqueued one per transaction (at most; part of the drained jobs)
 
 
-async def _enqueue(db: Database, jobs: int, prefix: str) -> None:
-    queue = JobQueue(db, queue_policy(QueueSettings()), utcnow)
-    for start in range(0, jobs, ENQUEUE_CHUNK):
+def pgqueuer_installed() -> bool:
+    return importlib.util.find_spec("pgqueuer") is not None
+
+
+async def _enqueue_timed(queue: JobQueue, jobs: int) -> dict[str, float]:
+    """Enqueue `jobs` no-op jobs: the first ones one per transaction, the rest in chunks."""
+    db = queue.db
+    single = min(jobs, SINGLE_ENQUEUES)
+    started = time.perf_counter()
+    for number in range(single):
+        async with db.write() as conn:
+            await queue.enqueue(conn, BENCH_KIND, f"work-{number}", {"n": number})
+    single_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    for start in range(single, jobs, ENQUEUE_CHUNK):
         async with db.write() as conn:
             for number in range(start, min(jobs, start + ENQUEUE_CHUNK)):
-                await queue.enqueue(conn, BENCH_KIND, f"{prefix}-{number}", {"n": number})
+                await queue.enqueue(conn, BENCH_KIND, f"work-{number}", {"n": number})
+    batch_seconds = time.perf_counter() - started
+    figures = {"single_per_second": round(single / single_seconds, 1)}
+    if jobs > single:
+        figures["batch_per_second"] = round((jobs - single) / batch_seconds, 1)
+        figures["batch_jobs_per_transaction"] = ENQUEUE_CHUNK
+    return figures
 
 
-async def _claim_only(db: Database, jobs: int, claimers: int) -> float:
-    """Claims per second: short claim transactions (limit 1), nothing else."""
-    await _enqueue(db, jobs, "claim")
-    lease = queue_policy(QueueSettings()).lease
-    remaining = jobs
+async def _tidings(
+    url: str, db: Database, jobs: int, workers: int, concurrency: int, probes: int
+) -> Any:
+    queue = JobQueue(db, queue_policy(QueueSettings()), utcnow)
+    enqueue = await _enqueue_timed(queue, jobs)
 
-    async def claimer() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            async with db.write() as conn:
-                claimed = await store.claim(
-                    conn, kinds=[BENCH_KIND], limit=1, now=utcnow(), lease=lease
-                )
-            if not claimed:
-                return
-            remaining -= len(claimed)
+    async def queue_empty() -> bool:
+        return await queue.unfinished([BENCH_KIND, PING_KIND]) == 0
 
-    started = time.perf_counter()
-    await asyncio.gather(*(claimer() for _ in range(claimers)))
-    return jobs / (time.perf_counter() - started)
+    async def send_probe(number: int) -> None:
+        async with db.write() as conn:
+            await queue.enqueue(conn, PING_KIND, f"ping-{number}", {"n": number})
 
-
-async def _count_done(db: Database) -> int:
-    async with db.read() as conn:
-        return await store.count(conn, kind=BENCH_KIND, status=JobStatus.DONE)
-
-
-async def _with_workers(
-    db: Database, url: str, jobs: int, workers: int, concurrency: int
-) -> dict[str, Any]:
-    processes = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tidings.cli.bench.queue_worker",
-            url,
-            str(concurrency),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        for _ in range(workers)
-    ]
-    try:
-        for process in processes:
-            assert process.stdout is not None
-            if (await process.stdout.readline()).strip() != b"ready":
-                raise RuntimeError("a benchmark worker failed to start")
-        started = time.perf_counter()
-        await _enqueue(db, jobs, "work")
-        # Completion lives in other processes' rows: polling them is the measurement.
-        while await _count_done(db) < jobs:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-        elapsed = time.perf_counter() - started
-    finally:
-        reports = []
-        for process in processes:
-            output, _ = await asyncio.wait_for(process.communicate(b"stop\n"), 60)
-            reports.append(json.loads(output.decode().strip().splitlines()[-1]))
+    command = [sys.executable, "-m", "tidings.cli.bench.queue_worker", url, str(concurrency)]
+    measured = await run_benchmark_workers(
+        [command] * workers, queue_empty=queue_empty, send_probe=send_probe, probes=probes
+    )
     return {
-        "elapsed_seconds": round(elapsed, 3),
-        "jobs_per_second": round(jobs / elapsed, 1),
-        "handled_per_worker": [r["handled"] for r in reports],
-        "worker_max_rss_mib": [r["max_rss_mib"] for r in reports],
+        "jobs_per_second": round(jobs / measured["elapsed_seconds"], 1),
+        **measured,
+        "enqueue": enqueue,
+    }
+
+
+async def _pgqueuer(configured_url: str, jobs: int, workers: int, probes: int) -> dict[str, Any]:
+    """PgQueuer draining the same number of no-op jobs with the same number of processes,
+    on its own scratch database of the same server."""
+    import psycopg
+    from pgqueuer import PsycopgDriver
+    from pgqueuer.queries import Queries
+    from sqlalchemy.engine import make_url
+
+    from tidings.cli.bench import pgqueuer_worker
+
+    async with scratch_database(configured_url) as url:
+        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as connection:
+            queries = Queries(driver=PsycopgDriver(connection))
+            await queries.install()
+            started = time.perf_counter()
+            for start in range(0, jobs, ENQUEUE_CHUNK):
+                count = min(ENQUEUE_CHUNK, jobs - start)
+                await queries.enqueue([BENCH_KIND] * count, [None] * count, [0] * count)
+            batch_seconds = time.perf_counter() - started
+
+            async def queue_empty() -> bool:
+                return sum(row.count for row in await queries.queue_size()) == 0
+
+            async def send_probe(number: int) -> None:
+                await queries.enqueue(PING_KIND, str(number).encode())
+
+            command = [sys.executable, "-m", pgqueuer_worker.__name__, dsn]
+            measured = await run_benchmark_workers(
+                [command] * workers,
+                queue_empty=queue_empty,
+                send_probe=send_probe,
+                probes=probes,
+            )
+    return {
+        "jobs_per_second": round(jobs / measured["elapsed_seconds"], 1),
+        **measured,
+        "enqueue": {
+            "batch_per_second": round(jobs / batch_seconds, 1),
+            "batch_jobs_per_transaction": ENQUEUE_CHUNK,
+        },
     }
 
 
 async def bench_queue(
-    configured_url: str, *, jobs: int, workers: int, concurrency: int
+    configured_url: str,
+    *,
+    jobs: int,
+    workers: int,
+    concurrency: int,
+    probes: int,
+    peer: bool = True,
 ) -> dict[str, Any]:
     async with scratch_database(configured_url) as url:
-        db = create_database(url, pool_size=max(2, workers))
+        db = create_database(url, pool_size=2)
         try:
             await migrate.upgrade(db)
-            claim_rate = await _claim_only(db, jobs, claimers=workers)
-            measured = await _with_workers(db, url, jobs, workers, concurrency)
+            measured = await _tidings(url, db, jobs, workers, concurrency, probes)
         finally:
             await db.dispose()
-    return {
+    result: dict[str, Any] = {
         "benchmark": "queue",
         "database": db.dialect,
         "jobs": jobs,
         "workers": workers,
         "concurrency_per_worker": concurrency,
-        **measured,
-        "claim_only_per_second": round(claim_rate, 1),
-        "fraction_of_claim_only": round(measured["jobs_per_second"] / claim_rate, 3),
-        "note": "enqueue time is included in elapsed_seconds; the handler does nothing",
+        "tidings": measured,
+        "pgqueuer": None,
+        "ratio_to_pgqueuer": None,
+        "note": "drain of jobs enqueued beforehand, no-op handler; enqueue timed apart; "
+        "start latency: jobs enqueued one at a time on idle workers",
     }
+    if not db.is_postgresql:
+        result["note"] += "; SQLite has no NOTIFY: idle workers poll (queue.poll_interval_seconds)"
+    elif not peer:
+        result["note"] += "; PgQueuer comparison skipped (--no-peer)"
+    elif not pgqueuer_installed():
+        result["note"] += "; PgQueuer not installed: pip install 'tidings[bench]' to compare"
+    else:
+        compared = await _pgqueuer(configured_url, jobs, workers, probes)
+        result["pgqueuer"] = compared
+        result["ratio_to_pgqueuer"] = round(
+            measured["jobs_per_second"] / compared["jobs_per_second"], 2
+        )
+    return result

@@ -1,13 +1,14 @@
-"""A benchmark worker process: consumes `bench_noop` jobs until told to stop on stdin."""
+"""A benchmark worker process: tidings' queue consuming no-op jobs (see `bench.processes` for
+the stdin/stdout protocol it speaks with the parent)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import resource
 import sys
+import time
 
 from tidings.bootstrap import queue_policy, utcnow
+from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, serve_benchmark
 from tidings.config import QueueSettings
 from tidings.observability.logging import configure_logging
 from tidings.queue.job import Job
@@ -15,31 +16,37 @@ from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
 from tidings.storage.database import create_database
 
-BENCH_KIND = "bench_noop"
-
 
 async def main(database_url: str, concurrency: int) -> None:
     # stdout is the report channel to the parent: logs go to stderr, warnings only.
     configure_logging("warning", "json", sys.stderr)
-    db = create_database(database_url, pool_size=max(2, concurrency))
+    # Claims and outcome writes use a connection each, whatever the concurrency.
+    db = create_database(database_url, pool_size=3)
     handled = 0
+    ping_started: dict[int, float] = {}
 
     async def noop(job: Job) -> None:
         nonlocal handled
         handled += 1
 
+    async def ping(job: Job) -> None:
+        ping_started[int(job.payload["n"])] = time.time()
+
     registry = HandlerRegistry()
     registry.register(BENCH_KIND, noop, concurrency=concurrency)
-    policy = queue_policy(QueueSettings(poll_interval_seconds=0.01, prune_interval_seconds=86_400))
+    registry.register(PING_KIND, ping, concurrency=1)
+    # The default timing (a poll a second; NOTIFY on PostgreSQL), pruning out of the way.
+    policy = queue_policy(QueueSettings(prune_interval_seconds=86_400))
     queue = JobQueue(db, policy, utcnow)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_reader(sys.stdin.fileno(), stop.set)  # any input (or EOF) means stop
-    print("ready", flush=True)
-    await queue.run_workers(registry, stop)
-    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"handled": handled, "max_rss_mib": round(rss_kib / 1024, 1)}), flush=True)
-    await db.dispose()
+
+    async def consume(stop: asyncio.Event) -> dict[str, object]:
+        await queue.run_workers(registry, stop)
+        return {"handled": handled, "ping_started": ping_started}
+
+    try:
+        await serve_benchmark(consume)
+    finally:
+        await db.dispose()
 
 
 if __name__ == "__main__":

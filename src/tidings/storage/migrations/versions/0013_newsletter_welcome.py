@@ -1,7 +1,7 @@
 """Newsletter welcome email: an optional subject and body sent after a person confirms.
 
 Revision ID: 0013
-Revises: 0008
+Revises: 0012
 Create Date: 2026-11-30
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0014"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
