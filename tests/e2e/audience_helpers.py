@@ -57,8 +57,16 @@ async def deliver_queued_mail(container: Container) -> None:
                 registration.kind, registration.handler, concurrency=registration.concurrency
             )
     worker = Worker(container.db, chosen, container.queue.policy, container.clock)
-    while await worker.claim_round():
-        await worker.drain(30)
+    try:
+        while True:
+            # A round that finds a kind idle drops it until NOTIFY or the poll says otherwise;
+            # here nothing listens, and a job may have queued another (subscribe -> mail).
+            worker.wake()
+            if not await worker.claim_round():
+                break
+            await worker.drain(30)
+    finally:
+        await worker.drain(30)  # writes the last outcomes and closes the round connection
 
 
 def captured_text(raw: bytes) -> str:
