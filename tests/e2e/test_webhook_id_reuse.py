@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +14,9 @@ from tests.factories import admin_headers, api_client, make_settings
 from tidings.delivery.webhooks import DELIVER_WEBHOOK
 from tidings.domain.events import webhook_delivery_key
 from tidings.domain.jobs import GiveUp, JobStatus
+from tidings.queue import store as job_store
+
+LEASE = timedelta(seconds=60)
 
 
 async def test_a_recreated_endpoint_with_a_reused_id_gets_its_test_delivery(
@@ -72,6 +76,12 @@ async def test_a_job_left_from_a_deleted_delivery_never_delivers_the_row_reusing
         )
         assert new_job.id != old_job.id
         assert new_job.status is JobStatus.PENDING
+        async with container.db.write() as conn:  # taken as a worker takes them (fenced writes)
+            claimed = await job_store.claim(
+                conn, kinds=[DELIVER_WEBHOOK], limit=10, now=container.clock(), lease=LEASE
+            )
+        by_id = {job.id: job for job in claimed}
+        old_job, new_job = by_id[old_job.id], by_id[new_job.id]
 
         (handler,) = [r.handler for r in container.handler_registry() if r.kind == DELIVER_WEBHOOK]
         with pytest.raises(GiveUp):
