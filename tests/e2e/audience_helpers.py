@@ -57,8 +57,14 @@ async def deliver_queued_mail(container: Container) -> None:
                 registration.kind, registration.handler, concurrency=registration.concurrency
             )
     worker = Worker(container.db, chosen, container.queue.policy, container.clock)
-    while await worker.claim_round():
-        await worker.drain(30)
+    try:
+        while True:
+            worker.wake()  # a handler may have queued another kind: look at every kind again
+            if not await worker.claim_round():
+                return
+            await worker.drain(30)
+    finally:
+        await worker.drain(0)  # writes what is reported and closes the round connection
 
 
 def captured_text(raw: bytes) -> str:
