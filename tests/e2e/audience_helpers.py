@@ -59,14 +59,12 @@ async def deliver_queued_mail(container: Container) -> None:
     worker = Worker(container.db, chosen, container.queue.policy, container.clock)
     try:
         while True:
-            # A round that finds a kind idle drops it until NOTIFY or the poll says otherwise;
-            # here nothing listens, and a job may have queued another (subscribe -> mail).
-            worker.wake()
+            worker.wake()  # a handler may have queued another kind: look at every kind again
             if not await worker.claim_round():
-                break
+                return
             await worker.drain(30)
     finally:
-        await worker.drain(30)  # writes the last outcomes and closes the round connection
+        await worker.drain(0)  # writes what is reported and closes the round connection
 
 
 def captured_text(raw: bytes) -> str:

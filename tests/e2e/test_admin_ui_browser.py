@@ -107,6 +107,7 @@ def test_operator_imports_composes_and_watches_a_send_finish(
         "Hello {{ name }}.\n\n::: only paid\nThanks, members.\n:::\n"
     )
     page.get_by_role("button", name="Create draft").click()
+    page.wait_for_load_state("load")  # the editor's script listens for typing once loaded
     body = page.get_by_label("Body", exact=True)
     body.fill("Hello {{ name }}, live preview.\n\n::: only paid\nThanks, members.\n:::\n")
     expect(page.get_by_text("Saved; preview updated.")).to_be_visible(timeout=20_000)

@@ -73,7 +73,6 @@ class ServerBanner:
     url: str
     embedded: bool
     metrics_url: str | None
-    admin_ui: bool
 
     def lines(self) -> list[str]:
         what = "API and workers in one process" if self.embedded else "API only"
@@ -88,9 +87,8 @@ class ServerBanner:
             ),
             ("subscribe", f"{self.url}/subscribe"),
             ("API docs", f"{self.url}/docs"),
+            ("admin", f"{self.url}/admin (operators sign in; `tidings admins create EMAIL`)"),
         ]
-        if self.admin_ui:
-            rows.append(("admin", f"{self.url}/admin"))
         rows.append(("metrics", self.metrics_url or METRICS_OFF))
         public_url = str(self.settings.site.public_url).rstrip("/")
         if public_url != self.url:

@@ -148,8 +148,7 @@ def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: 
         # The app's lifespan starts the container again (migrated already: only the site
         # secret is read again) and closes it when the server stops.
         app = create_app(settings, run_workers=embedded, container=container)
-        admin_ui = any(getattr(route, "path", "") in {"/admin", "/admin/"} for route in app.routes)
-        banner = ServerBanner(settings, revision, url, embedded, metrics_url, admin_ui)
+        banner = ServerBanner(settings, revision, url, embedded, metrics_url)
         server = _Server(_uvicorn_config(app, settings), on_started=lambda: _say(banner.lines()))
         await _with_metrics(
             server.serve(sockets=[listener]), metrics[0] if metrics else None, container
