@@ -22,6 +22,16 @@ def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
     return load_settings(database={"url": database_url}, log={"format": "json"}, **sections)
 
 
+def real_mail(**email: Any) -> dict[str, dict[str, Any]]:
+    """Settings sections for sending through a real provider (`email` names it): tidings
+    refuses real mail under the placeholder identity, so these give the publisher one."""
+    return {
+        "email": {"from_address": "desk@news.example.org", **email},
+        "theme": {"postal_address": "The Test Gazette, 1 Quay Street, Porthaven"},
+        "site": {"public_url": "https://news.example.org"},
+    }
+
+
 @asynccontextmanager
 async def api_client(
     settings: Settings,

@@ -16,8 +16,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import structlog
+
 from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
 from tidings.access.keys import ApiKeys
+from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
@@ -48,6 +51,7 @@ from tidings.config import (
     QueueSettings,
     Settings,
     mask_url_password,
+    placeholder_identity,
 )
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
@@ -59,6 +63,7 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
+from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue, Periodic
@@ -67,6 +72,8 @@ from tidings.storage import migrate
 from tidings.storage.database import Database, create_database
 from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
+
+log = structlog.get_logger("tidings.bootstrap")
 
 
 def utcnow() -> datetime:
@@ -132,6 +139,8 @@ class Container:
     retries: SendRetries
     reconciler: Reconciler
     importer: Importer
+    identity: SendingIdentity
+    pending_confirmations: PendingConfirmations
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -251,6 +260,13 @@ class Container:
     async def run_workers(self, stop: asyncio.Event) -> None:
         """Consume every job kind until `stop` is set, then drain (SIGTERM semantics). Sends
         interrupted earlier are resumed at start, and the sweep looks again on its interval."""
+        if self.identity.real_provider and self.identity.placeholders:
+            # Sends are refused under it; confirmation emails (a reader asked) still go out.
+            log.warning(
+                "config.placeholder_identity",
+                provider=self.settings.email.provider,
+                settings=[key.split()[0] for key in self.identity.placeholders],
+            )
         await self.queue.run_workers(
             self.handler_registry(),
             stop,
@@ -368,6 +384,7 @@ def build(
         site_name=settings.site.name,
         confirm_token_ttl_hours=settings.audience.confirm_token_ttl_hours,
         templates=templates,
+        theme=theme_from(settings),
     )
     limits = SubscribeLimits(
         per_ip=settings.audience.subscribe_limit_per_ip,
@@ -375,6 +392,10 @@ def build(
         window_seconds=settings.audience.rate_limit_window_seconds,
     )
     limiter = SubscribeRateLimiter(audience, limits)
+    identity = SendingIdentity(
+        real_provider=settings.email.provider != "capture",
+        placeholders=placeholder_identity(settings),
+    )
     public = PublicFlows(audience, limiter)
     campaigns = CampaignDrafts(
         CampaignContext(
@@ -384,6 +405,7 @@ def build(
             public_url=audience.public_url,
             theme=theme_from(settings),
             templates=templates,
+            identity=identity,
             unsubscribe_address=settings.email.unsubscribe_address,
         )
     )
@@ -402,7 +424,7 @@ def build(
         db=db,
         metrics=Metrics(),
         templates=templates,
-        pages=Pages(engine=templates),
+        pages=Pages(theme_from(settings), engine=templates),
         api_keys=ApiKeys(db, clock),
         admins=admin_accounts(settings, db, clock, site_secret),
         queue=queue,
@@ -421,6 +443,8 @@ def build(
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
+        identity=identity,
+        pending_confirmations=PendingConfirmations(audience),
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),

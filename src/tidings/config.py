@@ -121,7 +121,9 @@ class SiteSettings(_Section):
     name: str = Field(default="tidings", min_length=1, max_length=200, description="Site name.")
     public_url: AnyHttpUrl = Field(
         default=AnyHttpUrl("http://127.0.0.1:8000"),
-        description="Public base URL used in links inside emails (confirm, unsubscribe).",
+        description="Public base URL used in links inside emails (confirm, unsubscribe). Set "
+        "it before real mail goes out: through `smtp` or `mailgun` sends are refused while it is "
+        "the default.",
     )
     secret: SecretStr | None = Field(
         default=None,
@@ -232,7 +234,8 @@ class EmailSettings(_Section):
     from_address: str = Field(
         default="newsletter@localhost",
         pattern=r"^[^@\s]+@[^@\s]+$",
-        description="Sender address of transactional mail (confirmations, notices).",
+        description="Sender address of transactional mail sent through the API. Through `smtp` "
+        "or `mailgun`, sends are refused while it is the default.",
     )
     from_name: str = Field(
         default="tidings",
@@ -515,11 +518,12 @@ class AdminUiSettings(_Section):
 
 class ThemeSettings(_Section):
     postal_address: str = Field(
-        default="Tidings Publishing, 1 Example Street, Springfield",
+        default="Your Publication, 1 Example Street, Springfield",
         min_length=1,
         max_length=300,
         pattern=r"^[^\r\n\x00<>]*$",
-        description="The publisher's postal address, shown in every campaign footer.",
+        description="The publisher's postal address, shown in every campaign footer. Through "
+        "`smtp` or `mailgun`, sends are refused while it is the default.",
     )
     logo_url: str | None = Field(
         default=None,
@@ -608,6 +612,22 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+# The publisher's identity in real mail; their defaults are placeholders (SendingIdentity).
+IDENTITY_KEYS = ("theme.postal_address", "email.from_address", "site.public_url")
+
+
+def placeholder_identity(settings: Settings) -> tuple[str, ...]:
+    """The identity keys still at their defaults, each as `key (ENV_VAR)`."""
+    found = []
+    for key in IDENTITY_KEYS:
+        section_name, name = key.split(".")
+        section = getattr(settings, section_name)
+        default = type(section).model_fields[name].default
+        if str(getattr(section, name)) == str(default):
+            found.append(f"{key} ({ENV_PREFIX}{key.replace('.', '_').upper()})")
+    return tuple(found)
 
 
 def _needed_for_mailgun(key: str) -> str:

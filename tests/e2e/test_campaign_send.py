@@ -10,7 +10,7 @@ from sqlalchemy import delete, select, update
 from structlog.testing import capture_logs
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
+from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -181,8 +181,8 @@ async def test_a_message_lost_after_data_is_uncertain_and_never_resent(database_
         settings = make_settings(
             database_url,
             queue=FAST_QUEUE,
-            email={"provider": "smtp"},
             smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
+            **real_mail(provider="smtp"),
         )
         async with api_client(settings) as (client, container):
             headers = await admin_headers(container)

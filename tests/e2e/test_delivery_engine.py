@@ -18,7 +18,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 from standardwebhooks import Webhook
 
-from tests.factories import admin_headers, make_settings
+from tests.factories import admin_headers, make_settings, real_mail
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
@@ -118,8 +118,8 @@ async def test_smtp_outcomes_map_onto_the_queue(
         settings = make_settings(
             database_url,
             queue=FAST_QUEUE,
-            email={"provider": "smtp", "from_address": "news@example.com"},
             smtp={"host": sink.host, "port": sink.port, "security": "none", "timeout_seconds": 2},
+            **real_mail(provider="smtp", from_address="news@example.com"),
         )
         async with serving(settings) as (client, container):
             headers = await admin_headers(container)

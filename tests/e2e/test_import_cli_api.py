@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.cli import tidings_cli
 
 CSV = (
     "email,name,tier,labels,status\n"
@@ -22,22 +20,7 @@ CSV = (
 
 def test_cli_import_reports_row_errors_and_exports(tmp_path: Path, database_url: str) -> None:
     """An operator importing a file sees which rows failed and why, and can export what went in."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
-        "TIDINGS_DATABASE_URL": database_url,
-        "TIDINGS_LOG_FORMAT": "json",
-    }
-
-    def tidings(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tidings", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
+    tidings = tidings_cli(database_url)
     assert tidings("migrate").returncode == 0
     assert (
         tidings(
@@ -100,7 +83,9 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
         before = await snapshot(container)
         for body, params in (
             (b"\xff\xfe bad", {"newsletter": "weekly"}),
-            (b"mail,name\nx@y.z,X\n", {"newsletter": "weekly"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly", "map": "contact=phone"}),
+            (b"contact,name\nx@y.z,X\n", {"newsletter": "weekly", "map": "fax=email"}),
             (CSV.encode(), {"newsletter": "nope"}),
         ):
             bad = await client.post(
@@ -112,6 +97,16 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
             assert 400 <= bad.status_code < 500, bad.text
             assert bad.headers["content-type"] == "application/problem+json"
         assert await snapshot(container) == before
+        mapped = await client.post(
+            "/api/admin/subscribers/import",
+            params={"newsletter": "weekly", "map": ["contact=email", "who=name"]},
+            content=b"contact;who;phone\nzed@example.org;Zed;555\n",
+            headers={**headers, "content-type": "text/csv"},
+        )
+        assert mapped.status_code == 200, mapped.text
+        report = mapped.json()
+        assert (report["created"], report["failed_rows"]) == (1, 0)
+        assert (report["awaiting_confirmation"], report["ignored_columns"]) == (1, ["phone"])
 
 
 async def test_import_publishes_consent_events_in_the_same_transaction(database_url: str) -> None:
@@ -150,8 +145,48 @@ async def test_import_publishes_consent_events_in_the_same_transaction(database_
             [
                 "subscriber.created",
                 "subscriber.confirmed",  # old@, by the admin
-                "subscriber.created",
-                "subscriber.confirmed",  # new@, by the import
+                "subscriber.created",  # new@, by the import, carrying its confirmed state
                 "subscriber.unsubscribed",  # old@, by the import
             ]
         )
+
+
+def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
+    tmp_path: Path, database_url: str
+) -> None:
+    """After moving a list, the operator must learn how many readers can be mailed now and how
+    many must confirm first, and be able to ask those in one step."""
+    tidings = tidings_cli(database_url)
+    assert tidings("migrate").returncode == 0
+    created = tidings(
+        *("newsletters", "create", "weekly", "--name", "Weekly"),
+        *("--sender-name", "E", "--sender-address", "e@example.org"),
+    )
+    assert created.returncode == 0, created.stderr
+    source = tmp_path / "members.csv"
+    source.write_text(
+        "Email Address;First Name;Last Name;Member Since;status\n"
+        "ann@example.org;Ann;Lee;2020;confirmed\n"
+        "bob@example.org;Bob;;2021;\n"
+        "cy@example.org;Cy;;2022;\n"
+    )
+    bad_map = tidings("subscribers", "import", str(source), "--newsletter", "weekly", "--map", "x")
+    assert bad_map.returncode == 2
+    assert "--map" in bad_map.stderr
+    imported = tidings(
+        *("subscribers", "import", str(source), "--newsletter", "weekly"),
+        *("--send-confirmations", "--rate", "1000"),
+    )
+    assert imported.returncode == 0, imported.stderr
+    summary = " ".join(imported.stdout.split())
+    assert "1 row(s) mailable now; 2 wait for the person to confirm" in summary
+    assert "Ignored column(s): Member Since" in summary
+    assert "Queued 2 confirmation email(s)" in summary
+    again = tidings("subscribers", "confirm-pending", "--newsletter", "weekly", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == {"confirmations_queued": 2}
+    listed = tidings("jobs", "list", "--kind", "send_subscriber_email", "--json")
+    assert [job["status"] for job in json.loads(listed.stdout)] == ["pending"] * 4
+    unknown = tidings("subscribers", "confirm-pending", "--newsletter", "nope")
+    assert unknown.returncode == 1
+    assert "no newsletter" in unknown.stderr

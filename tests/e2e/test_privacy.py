@@ -44,7 +44,10 @@ async def site(
         api_client(settings, webhook_client=loopback_webhook_client()) as (http, container),
     ):
         headers = await admin_headers(container)
-        await create_newsletter(http, headers)
+        # With a welcome email: one more message to the person, queued when they confirm.
+        await create_newsletter(
+            http, headers, welcome_subject="Welcome aboard", welcome_body="Hello, reader."
+        )
         hook = await http.post(
             "/api/admin/webhooks",
             headers=headers,
@@ -126,6 +129,8 @@ async def test_privacy_delete_leaves_no_address_name_or_token_in_any_table(site:
         needles = [ADDRESS, NAME, token, tokens.hash_token(token)]
         held = {table for table, _, _ in await _rows_holding(container, needles)}
         assert {"subscribers", "captured_messages", "webhook_deliveries"} <= held  # the probe sees
+        subjects = {message.subject for message in await container.captured_mail.list()}
+        assert "Welcome aboard" in subjects
 
         (subscriber,) = (
             await client.get("/api/admin/subscribers", params={"q": "zeb."}, headers=headers)

@@ -1,15 +1,16 @@
-"""tidings run as a user runs it: a one-shot command in a subprocess, and a real `tidings
-serve` (or `api`) on a free loopback port, for a browser on /docs, the start-up banner, the
-README tour."""
+"""tidings run as a user runs it: a one-shot command in a subprocess (on a test database, as an
+operator would), and a real `tidings serve` (or `api`) on a free loopback port, for a browser
+on /docs, the start-up banner, the README tour."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx
 from tidings.cli.context import free_port
 
 START_DEADLINE_SECONDS = 60.0
+Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @dataclass
@@ -56,6 +58,14 @@ def tidings(
         timeout=timeout,
         check=False,
     )
+
+
+def tidings_cli(database_url: str, **environ: str) -> Cli:
+    """`tidings ARGS…` on `database_url`, logging JSON, with none of the developer's own
+    `TIDINGS_*` settings; `environ` are extra environment variables by their full names
+    (`TIDINGS_EMAIL_PROVIDER`, `BROWSER`)."""
+    env = {**clean_env(DATABASE_URL=database_url, LOG_FORMAT="json"), **environ}
+    return functools.partial(tidings, env=env)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import func, select
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings
+from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
@@ -247,7 +247,7 @@ def batch_provider_settings(database_url: str, base_url: str, *, batch_size: int
     return make_settings(
         database_url,
         queue=FAST_QUEUE,
-        email={"provider": "mailgun"},
+        **real_mail(provider="mailgun"),
         mailgun={
             "api_key": "key-test",
             "domain": "mg.example.org",

@@ -132,7 +132,7 @@ def test_a_logo_replaces_the_wordmark_when_configured() -> None:
     theme = dataclasses.replace(DEFAULT_THEME, logo_url="https://cdn.example.com/logo.png")
     html = _html(theme)
     assert re.search(r'<img class="logo"[^>]*src="https://cdn.example.com/logo.png"', html)
-    assert 'alt="Tidings"' in html
+    assert f'alt="{DEFAULT_THEME.site_name}"' in html
     assert 'class="wordmark"' not in html
 
 

@@ -107,7 +107,7 @@ def test_every_page_is_a_complete_document_with_a_title_and_a_heading(page: str)
     assert html.startswith("<!DOCTYPE html>")
     assert ("html", {"lang": "en"}) in document.tags
     assert document.count("title") == document.count("h1") == 1
-    assert document.text("title").endswith("· Tidings")
+    assert document.text("title").endswith(f"· {DEFAULT_THEME.site_name}")
     assert document.text("h1")
     viewport = {"name": "viewport", "content": "width=device-width, initial-scale=1"}
     assert ("meta", viewport) in document.tags  # mobile browsers lay it out at device width
@@ -151,15 +151,34 @@ def test_subscribe_form_posts_email_name_and_newsletter_slug() -> None:
     assert (form["method"], form["action"]) == ("post", "/api/subscribe")
     fields = {(f["name"], f["type"], f.get("value")) for f in _fields(form)}
     assert fields == {
-        ("email", "email", None),
-        ("name", "text", None),
-        ("newsletter", "radio", "weekly"),
-        ("newsletter", "radio", "alerts"),
+        ("email", "email", ""),
+        ("name", "text", ""),
+        ("newsletter", "checkbox", "weekly"),
+        ("newsletter", "checkbox", "alerts"),
     }
     email = next(f for f in _fields(form) if f["name"] == "email")
     assert "required" in email
     assert "Every Friday" in html
     assert form["buttons"] == [{"type": "submit", "class": "button-link form-button"}]
+
+
+def test_subscribe_form_keeps_what_was_typed_and_ticks_the_chosen_newsletters() -> None:
+    """A reader whose address had a typo must not type everything again, nor lose their
+    choice of newsletters; what they typed comes back escaped, never as markup."""
+    html = Pages(engine=ENGINE).subscribe_form(
+        NEWSLETTERS,
+        action_url="/subscribe",
+        error="Check the address",
+        email=f"ann@example{HOSTILE}",
+        name=f'Ann "{HOSTILE}',
+        chosen={"alerts"},
+    )
+    assert HOSTILE not in html
+    fields = {f["name"]: f for f in _fields(_form(html)) if f["name"] != "newsletter"}
+    assert fields["email"]["value"] == f"ann@example{HOSTILE}"
+    assert fields["name"]["value"] == f'Ann "{HOSTILE}'
+    ticked = {f["value"]: "checked" in f for f in _fields(_form(html)) if f["name"] == "newsletter"}
+    assert ticked == {"weekly": False, "alerts": True}
 
 
 def test_subscribe_form_with_one_newsletter_chooses_it_without_asking() -> None:

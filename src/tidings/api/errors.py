@@ -22,6 +22,7 @@ from tidings.domain.errors import (
     TidingsError,
     Unauthenticated,
 )
+from tidings.domain.identity import PlaceholderIdentity
 from tidings.domain.jobs import DatabaseBusy
 from tidings.observability.logging import get_logger
 
@@ -44,6 +45,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,
+    PlaceholderIdentity: 409,
     PayloadTooLarge: 413,
     UnsupportedMediaType: 415,
     RateLimited: 429,

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
-from tidings.audience.subscriber_mail import queue_confirmation_email
+from tidings.audience.subscriber_mail import queue_confirmation_email, queue_welcome_email
 from tidings.domain.audience import Source
 from tidings.domain.consent import (
     Subscribe,
@@ -72,15 +72,19 @@ class ConsentRecorder:
         now: datetime,
     ) -> SubscriptionRow:
         """Someone asked to subscribe: create, revive or leave alone the subscription, and
-        queue a confirmation email if one is needed (AUD-5)."""
+        queue a confirmation email if one is needed (AUD-5), or the welcome email when a
+        single opt-in newsletter is confirmed by the asking."""
         subscription, before = await self.subscription(
             conn, subscriber.id, newsletter.id, source=source, now=now
         )
         decision = decide(before, Subscribe(source, newsletter.double_opt_in))
         assert isinstance(decision, Transition)  # subscribing is never refused
-        return await self.record(
+        written = await self.record(
             conn, subscription, decision, now=now, owners=(subscriber, newsletter)
         )
+        if decision.confirms:
+            await queue_welcome_email(self._ctx, conn, written, newsletter)
+        return written
 
     async def record(
         self,

@@ -12,7 +12,7 @@ from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.clock import Clock
 from tidings.queue.service import JobQueue
-from tidings.rendering import TemplateEngine
+from tidings.rendering import DEFAULT_THEME, TemplateEngine, Theme
 from tidings.storage.database import Database
 
 
@@ -28,6 +28,7 @@ class AudienceContext:
     site_name: str
     confirm_token_ttl_hours: int
     templates: TemplateEngine
+    theme: Theme = DEFAULT_THEME  # the configured brand and postal address, for notices
     # The suppression key from outside the database (privacy.suppression_key), if any.
     email_hash_key: Callable[[], str | None] = lambda: None
 

@@ -38,6 +38,11 @@ class ImportReport:
     suppressed: int = 0
     failed_rows: int = 0
     kept_unsubscribed: int = 0  # asked for pending/confirmed, kept unsubscribed (also counted)
+    # What the imported rows' subscriptions are now: mailable (confirmed, not suppressed), or
+    # waiting for the person to confirm (`subscribers confirm-pending` asks them).
+    mailable: int = 0
+    awaiting_confirmation: int = 0
+    ignored_columns: list[str] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
 
     def add_errors(self, errors: list[RowError]) -> None:
@@ -75,8 +80,10 @@ class _SubscriptionPlan:
     confirm_ids: list[int] = field(default_factory=list)
     unsubscribe_ids: list[int] = field(default_factory=list)
 
-    def add(self, row: ImportRow, existing: StoredSubscription | None, suppressed: bool) -> bool:
-        """Plan the row's subscription; True when that changes something stored."""
+    def add(
+        self, row: ImportRow, existing: StoredSubscription | None, suppressed: bool
+    ) -> consent.Transition:
+        """Plan the row's subscription; `changed` says whether that changes something stored."""
         before = None if existing is None else existing.state
         decision = consent.decide(before, consent.Import(row.status, self.evidence, suppressed))
         assert isinstance(decision, consent.Transition)  # an import is never refused
@@ -87,7 +94,7 @@ class _SubscriptionPlan:
             self.unsubscribe_ids.append(existing.id)
         elif decision.confirms:
             self.confirm_ids.append(existing.id)
-        return decision.changed
+        return decision
 
 
 class ChunkWriter:
@@ -125,7 +132,11 @@ class ChunkWriter:
                 existing = None
                 if person.stored is not None:
                     existing = subscriptions.get((person.stored.id, row.newsletter_id))
-                changed |= plan.add(row, existing, hashes[key] in suppressed)
+                decision = plan.add(row, existing, hashes[key] in suppressed)
+                changed |= decision.changed
+                if hashes[key] not in suppressed:
+                    report.mailable += decision.after is SubscriptionState.CONFIRMED
+                    report.awaiting_confirmation += decision.after is SubscriptionState.PENDING
                 if existing is not None and existing.unsubscribed and not row.unsubscribes:
                     report.kept_unsubscribed += 1
                 if hashes[key] in suppressed:

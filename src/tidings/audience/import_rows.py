@@ -1,12 +1,17 @@
-"""Reading an import CSV (AUD-9): the header, each row's validation, per-row errors.
+"""Reading an import CSV (AUD-9): the delimiter, the header, each row's validation, per-row
+errors.
 
-Nothing here touches the database. Error messages name the field and never quote the
-email address: reports are printed and may be logged.
+Files come from other tools, so the header is read generously: the column names of the common
+exports (Mailchimp, Substack, Ghost, listmonk) are aliases of ours, columns we have no field for
+are ignored and reported, `--map column=field` names the rest, and a file of bare addresses
+needs no header at all. Nothing here touches the database. Error messages name the field and
+never quote the email address: reports are printed and may be logged.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,8 +22,31 @@ from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
 COLUMNS = ("email", "name", "tier", "labels", "newsletter", "status", "created_at")
+FIELDS = (*COLUMNS, "first_name", "last_name")  # the two halves of `name`
 LABEL_SEPARATORS = (";", "|")
+DELIMITERS = (",", ";", "\t")
+# Column names other tools export, normalised (`_header_key`), and the field each one is.
+# Mailchimp: "Email Address", "First Name", "Last Name", "TAGS", "OPTIN_TIME"; Substack:
+# "email", "name", "created_at"; Ghost: "email", "name", "labels", "created_at"; listmonk:
+# "email", "name", "status", "created_at". Their other columns are ignored and reported.
+HEADER_ALIASES = {
+    **{column: column for column in COLUMNS},
+    **dict.fromkeys(("e mail", "email address", "e mail address", "mail"), "email"),
+    **dict.fromkeys(("full name", "display name"), "name"),
+    **dict.fromkeys(("first name", "firstname", "fname", "given name"), "first_name"),
+    **dict.fromkeys(("last name", "lastname", "lname", "surname", "family name"), "last_name"),
+    **dict.fromkeys(("tags", "label"), "labels"),
+    **dict.fromkeys(("created at", "optin time", "subscribed at", "signup date"), "created_at"),
+}
 _STATUSES = {state.value: state for state in SubscriptionState}
+# Another tool's "subscribed" is not consent this site may assert: such rows wait for the
+# person's confirmation (`confirmed` asserts it). Ended or blocked rows import unsubscribed.
+_STATUSES.update(
+    dict.fromkeys(("subscribed", "active", "enabled"), SubscriptionState.PENDING)
+    | dict.fromkeys(
+        ("blocklisted", "blacklisted", "disabled", "cleaned"), SubscriptionState.UNSUBSCRIBED
+    )
+)
 # Spreadsheets run a cell that starts with one of these as a formula. Export prefixes such a
 # cell with an apostrophe (the spreadsheet convention for "text"); import takes it off again.
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "'")
@@ -57,23 +85,91 @@ def restore_formula(cell: str) -> str:
     return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_TRIGGERS) else cell
 
 
-def read_header(fields: list[str]) -> dict[str, int]:
-    """Column name -> position. Unknown or repeated columns, or no `email`, fail the whole
-    import before any row is read."""
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Which field each position holds. `width` is the number of columns in the file;
+    `ignored` the columns no field takes, as the file names them."""
+
+    columns: Mapping[str, int]
+    width: int
+    ignored: tuple[str, ...] = ()
+    has_header_row: bool = True
+
+
+def _header_key(name: str) -> str:
+    # "Email Address", "email_address" and "E-mail  address" are one column name.
+    return " ".join(re.split(r"[\s_-]+", name.strip().lower())).strip()
+
+
+def parse_column_map(entries: Iterable[str]) -> dict[str, str]:
+    """`column=field` entries (`--map`) as {normalised column: field}; `column=` ignores it."""
+    mapping: dict[str, str] = {}
+    for entry in entries:
+        column, sep, target = entry.partition("=")
+        target = target.strip().lower()
+        if not sep or not column.strip():
+            raise InvalidInput(f"expected COLUMN=FIELD, got {entry!r}", field="map")
+        if target and target not in FIELDS:
+            raise InvalidInput(
+                f"{target!r} is not a field; the fields are {', '.join(FIELDS)} "
+                "(or nothing, to ignore the column)",
+                field="map",
+            )
+        mapping[_header_key(restore_formula(column))] = target
+    return mapping
+
+
+def read_header(fields: list[str], column_map: Mapping[str, str] | None = None) -> Header:
+    """The file's first record as a header. A one-column file whose first cell is an
+    address has no header: every line is an address. Columns no field takes are ignored;
+    two columns for one field, or no `email`, fail the whole import before any row is read."""
+    column_map = column_map or {}
     # A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-    names = [restore_formula(field.lstrip("\ufeff").strip()).lower() for field in fields]
-    unknown = [name for name in names if name not in COLUMNS]
-    if unknown:
+    names = [restore_formula(name.lstrip("\ufeff").strip()) for name in fields]
+    keys = [_header_key(name) for name in names]
+    unknown_maps = sorted(set(column_map) - set(keys))
+    if unknown_maps:
         raise InvalidInput(
-            f"unknown column(s): {', '.join(unknown)}; the columns are {', '.join(COLUMNS)}",
+            f"--map names column(s) the file does not have: {', '.join(unknown_maps)}",
+            field="map",
+        )
+    if len(names) == 1 and keys[0] not in column_map and "@" in names[0]:
+        return Header({"email": 0}, width=1, has_header_row=False)
+    columns: dict[str, int] = {}
+    ignored: list[str] = []
+    for position, (name, key) in enumerate(zip(names, keys, strict=True)):
+        target = column_map[key] if key in column_map else HEADER_ALIASES.get(key, "")
+        if not target:
+            ignored.append(name)
+            continue
+        if target in columns:
+            raise InvalidInput(
+                f"repeated column(s): {target} (columns {columns[target] + 1} and "
+                f"{position + 1}); use --map COLUMN= to ignore one",
+                field="header",
+            )
+        columns[target] = position
+    if "email" not in columns:
+        raise InvalidInput(
+            f"the header must have an email column (found: {', '.join(names) or 'nothing'}); "
+            "name it with --map COLUMN=email",
             field="header",
         )
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise InvalidInput(f"repeated column(s): {', '.join(repeated)}", field="header")
-    if "email" not in names:
-        raise InvalidInput("the header must have an email column", field="header")
-    return {name: position for position, name in enumerate(names)}
+    return Header(columns, width=len(names), ignored=tuple(ignored))
+
+
+def detect_delimiter(first_line: str) -> str:
+    """`,`, `;` or tab: whichever the header line (or a lone address line) has most of,
+    outside quotes. Spreadsheets in many locales write `;`."""
+    counts = dict.fromkeys(DELIMITERS, 0)
+    quoted = False
+    for char in first_line:
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and char in counts:
+            counts[char] += 1
+    best = max(DELIMITERS, key=lambda delimiter: counts[delimiter])
+    return best if counts[best] else ","
 
 
 class RowReader:
@@ -82,13 +178,14 @@ class RowReader:
 
     def __init__(
         self,
-        columns: Mapping[str, int],
+        header: Header,
         *,
         newsletter_ids: Mapping[str, int],
         default_newsletter: str,
         now: datetime,
     ) -> None:
-        self._columns = columns
+        self._columns = header.columns
+        self._width = header.width
         self._newsletter_ids = newsletter_ids
         self._default_newsletter = default_newsletter
         self._now = now
@@ -102,8 +199,8 @@ class RowReader:
         def problem(field: str, message: str) -> None:
             errors.append(RowError(line, field, message))
 
-        if len(fields) > len(self._columns):
-            problem("row", f"has {len(fields)} values but the header has {len(self._columns)}")
+        if len(fields) > self._width:
+            problem("row", f"has {len(fields)} values but the header has {self._width}")
             return errors
         cell = self._cells(fields)
         address = name = tier = created_at = None
@@ -114,8 +211,11 @@ class RowReader:
             address = normalise_email(cell["email"])
         except InvalidInput as exc:
             problem("email", exc.detail)
+        full_name = cell.get("name") or " ".join(
+            part for part in (cell.get("first_name"), cell.get("last_name")) if part
+        )
         try:
-            name = validate_name(cell.get("name") or None)
+            name = validate_name(full_name or None)
         except InvalidInput as exc:
             problem("name", exc.detail)
         try:
@@ -132,7 +232,11 @@ class RowReader:
             problem("newsletter", "no newsletter with that slug")
         status = _STATUSES.get((cell.get("status") or SubscriptionState.PENDING).lower())
         if status is None:
-            problem("status", "status must be pending, confirmed or unsubscribed")
+            problem(
+                "status",
+                "status must be pending, confirmed or unsubscribed (or another tool's "
+                "subscribed, active, enabled, blocklisted, disabled or cleaned)",
+            )
         try:
             created_at = self._created_at(cell.get("created_at", ""))
         except ValueError as exc:
@@ -190,11 +294,13 @@ def _split_labels(text: str) -> list[str]:
     return [label for label in text.split(LABEL_SEPARATORS[0]) if label.strip()]
 
 
-def csv_records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]] | RowError]:
+def csv_records(
+    lines: Iterable[str], delimiter: str = ","
+) -> Iterator[tuple[int, list[str]] | RowError]:
     """(starting line, fields) for each record, or a RowError for one the CSV reader cannot
     parse. Blank lines, and rows whose cells are all blank (spreadsheets add them), are
     skipped."""
-    reader = csv.reader(lines)
+    reader = csv.reader(lines, delimiter=delimiter)
     next_line = 1
     while True:
         try:

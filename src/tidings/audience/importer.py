@@ -37,7 +37,8 @@ audience and are not exported (the privacy export, AUD-10, covers them).
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 import structlog
@@ -50,6 +51,7 @@ from tidings.audience.import_rows import (
     RowError,
     RowReader,
     csv_records,
+    detect_delimiter,
     neutralise_formula,
     read_header,
 )
@@ -84,28 +86,38 @@ class Importer:
         actor: str,
         on_progress: Callable[[int], None] | None = None,
         chunk_size: int = 1000,
+        column_map: Mapping[str, str] | None = None,
     ) -> ImportReport:
-        """Import CSV text (a file opened with `newline=""`, or any iterable of lines).
-        `on_progress` gets the number of rows read so far after each chunk."""
+        """Import CSV text (a file opened with `newline=""`, or any iterable of lines), its
+        delimiter detected. `column_map` ({normalised column: field}, from
+        `import_rows.parse_column_map`) overrides the header's reading. `on_progress` gets
+        the number of rows read so far after each chunk."""
         async with self._ctx.db.read() as conn:
             newsletters = {row.id: row for row in await newsletter_queries.list_newsletters(conn)}
         by_slug = {newsletter.slug: newsletter.id for newsletter in newsletters.values()}
         if newsletter_slug not in by_slug:
             raise NotFound(f"no newsletter called {newsletter_slug!r}", field="newsletter")
-        records = csv_records(lines)
-        header = next(records, None)
-        if header is None:
+        remaining = iter(lines)
+        first_line = next(remaining, "")
+        records = csv_records(
+            itertools.chain([first_line], remaining), delimiter=detect_delimiter(first_line)
+        )
+        first = next(records, None)
+        if first is None:
             raise InvalidInput("the file is empty: a header row is required", field="header")
-        if isinstance(header, RowError):
-            raise InvalidInput(f"the header row is not valid CSV: {header.message}", field="header")
+        if isinstance(first, RowError):
+            raise InvalidInput(f"the header row is not valid CSV: {first.message}", field="header")
+        header = read_header(first[1], column_map)
+        if not header.has_header_row:  # a file of bare addresses: its first line is one
+            records = itertools.chain([first], records)
         reader = RowReader(
-            read_header(header[1]),
+            header,
             newsletter_ids=by_slug,
             default_newsletter=newsletter_slug,
             now=self._ctx.now(),
         )
         writer = ChunkWriter(self._ctx, newsletters, evidence=f"import:{actor}"[:200])
-        report = ImportReport()
+        report = ImportReport(ignored_columns=list(header.ignored))
         chunk: list[ImportRow] = []
         for record in records:
             report.total_rows += 1
@@ -131,6 +143,8 @@ class Importer:
             unchanged=report.unchanged,
             suppressed=report.suppressed,
             failed_rows=report.failed_rows,
+            mailable=report.mailable,
+            awaiting_confirmation=report.awaiting_confirmation,
         )
         return report
 

@@ -14,7 +14,7 @@ from tidings.storage import newsletters as queries
 from tidings.storage.newsletters import NewsletterRow
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-OPTIONAL_FIELDS = frozenset({"reply_to"})
+OPTIONAL_FIELDS = frozenset({"reply_to", "welcome_subject", "welcome_body"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +28,14 @@ class NewsletterFields:
     description: str = ""
     reply_to: str | None = None
     double_opt_in: bool = True
+    welcome_subject: str | None = None
+    welcome_body: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class NewsletterChanges:
-    """Changes to a newsletter: an UNSET field keeps its value; None clears `reply_to` (the one
-    optional field) and is refused for the others."""
+    """Changes to a newsletter: an UNSET field keeps its value; None clears `reply_to` and the
+    welcome email (the optional fields) and is refused for the others."""
 
     slug: str | Unset | None = UNSET
     name: str | Unset | None = UNSET
@@ -42,6 +44,9 @@ class NewsletterChanges:
     description: str | Unset | None = UNSET
     reply_to: str | Unset | None = UNSET
     double_opt_in: bool | Unset | None = UNSET
+    # None or "" clears the welcome email (both fields together).
+    welcome_subject: str | Unset | None = UNSET
+    welcome_body: str | Unset | None = UNSET
 
     def values(self) -> dict[str, Any]:
         """Only the fields the edit sets; InvalidInput for a required one set to None."""
@@ -50,6 +55,9 @@ class NewsletterChanges:
             if value is None and key not in OPTIONAL_FIELDS:
                 raise InvalidInput(f"{key} cannot be null", field=key)
         return given
+
+
+MAX_WELCOME_BODY = 20_000
 
 
 def _validate(values: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +69,31 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("sender_address", "reply_to"):
         if values.get(key) is not None:
             check_address(key, values[key])
-    return values
+    return _welcome(values)
+
+
+def _welcome(values: dict[str, Any]) -> dict[str, Any]:
+    """The welcome email's subject (one line) and body (paragraphs of plain text): both set,
+    or both cleared with empty strings."""
+    if "welcome_subject" not in values and "welcome_body" not in values:
+        return values
+    subject = (values.get("welcome_subject") or "").strip()
+    body = (values.get("welcome_body") or "").strip()
+    check_header_values({"welcome_subject": subject})
+    if len(subject) > 200:
+        raise InvalidInput(
+            "welcome_subject must be at most 200 characters", field="welcome_subject"
+        )
+    if len(body) > MAX_WELCOME_BODY:
+        raise InvalidInput(
+            f"welcome_body must be at most {MAX_WELCOME_BODY} characters", field="welcome_body"
+        )
+    if bool(subject) != bool(body):
+        missing = "welcome_body" if subject else "welcome_subject"
+        raise InvalidInput(
+            "a welcome email needs both welcome_subject and welcome_body", field=missing
+        )
+    return {**values, "welcome_subject": subject or None, "welcome_body": body or None}
 
 
 class Newsletters:
@@ -86,8 +118,14 @@ class Newsletters:
         return found
 
     async def update(self, current_slug: str, edit: NewsletterChanges) -> NewsletterRow:
-        changes = _validate(edit.values())
+        given = edit.values()
         current = await self.get(current_slug)
+        welcome = {key: given[key] for key in ("welcome_subject", "welcome_body") if key in given}
+        if len(welcome) == 1:  # changing one half keeps the other; ""/None turns the email off
+            ((given_key, value),) = welcome.items()
+            other = "welcome_body" if given_key == "welcome_subject" else "welcome_subject"
+            given[other] = getattr(current, other) if value else ""
+        changes = _validate(given)
         async with self._ctx.db.write() as conn:
             updated = await queries.update_newsletter(
                 conn, current.id, **changes, updated_at=self._ctx.now()

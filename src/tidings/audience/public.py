@@ -16,6 +16,7 @@ from tidings.audience.consent import ConsentRecorder, owners_of, state_of
 from tidings.audience.consent_requests import ConsentRequest, queue_consent_request
 from tidings.audience.context import AudienceContext
 from tidings.audience.ratelimit import SubscribeRateLimiter
+from tidings.audience.subscriber_mail import queue_welcome_email
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
@@ -122,7 +123,10 @@ class PublicFlows:
             decision = consent.decide(state_of(subscription), consent.ConfirmByLink(client_ip))
             if isinstance(decision, consent.Refusal):
                 raise LinkProblem("invalid")  # left since: this link no longer applies
-            await self._consent.record(conn, subscription, decision, now=now)
+            written = await self._consent.record(conn, subscription, decision, now=now)
+            if decision.confirms:
+                _, newsletter = await owners_of(conn, written)
+                await queue_welcome_email(self._ctx, conn, written, newsletter)
             return await self._target(conn, subscription)
 
     async def _subscription_for_confirmation(

@@ -15,10 +15,12 @@ import structlog
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.delivery.email_jobs import Mailer, RawEmail
+from tidings.domain import tokens
 from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock, require_timezone
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.identity import NOT_CHECKED, SendingIdentity
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
 from tidings.rendering import (
     CampaignContent,
@@ -41,8 +43,6 @@ from tidings.storage.newsletters import NewsletterRow
 
 log = structlog.get_logger("tidings.campaigns")
 MAX_TEST_RECIPIENTS = 10
-# Links in a test send lead to the "link not valid" page: a test reader is not a subscriber.
-TEST_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
 REQUIRED_FIELDS = frozenset({"subject", "preheader", "body", "body_format", "audience_filter"})
 EDITABLE_FIELDS = frozenset(
     {
@@ -66,6 +66,8 @@ class CampaignContext:
     public_url: str
     theme: Theme
     templates: TemplateEngine
+    # Real mail (SMTP, Mailgun) is refused while the publisher's identity is the placeholder.
+    identity: SendingIdentity = NOT_CHECKED
     unsubscribe_address: str | None = None  # a List-Unsubscribe mailto; None: https only
 
 
@@ -175,6 +177,12 @@ class CampaignDrafts:
             if not await queries.delete_draft(conn, campaign_id):
                 raise Conflict("only a draft campaign can be deleted")
 
+    def check_identity(self, draft: CampaignDraft) -> None:
+        """Refuse (PlaceholderIdentity) to mail readers under placeholder settings or a
+        newsletter sender address no mail can come from; the capture provider passes."""
+        newsletter = draft.newsletter
+        self._ctx.identity.check(newsletter=(newsletter.slug, newsletter.sender_address))
+
     def _draft(self, row: CampaignRow, newsletter: NewsletterRow) -> CampaignDraft:
         audience = parse_filter(row.audience_filter)
         return CampaignDraft(row, newsletter, audience, audience.tiers())
@@ -261,6 +269,7 @@ class CampaignDrafts:
             dict.fromkeys(normalise_email(address, field="to").email for address in addresses)
         )
         draft = await self.get(campaign_id)
+        self.check_identity(draft)
         content, sender, list_info = self._parts(draft)
         rendering = render_segment(
             content,
@@ -278,8 +287,8 @@ class CampaignDrafts:
                 values = RecipientValues(
                     address=address,
                     name=None,
-                    unsubscribe_token=TEST_TOKEN,
-                    preferences_token=TEST_TOKEN,
+                    unsubscribe_token=tokens.TEST_SEND_TOKEN,
+                    preferences_token=tokens.TEST_SEND_TOKEN,
                     subscriber_id="test",
                     recipient_id=f"test-{number}",
                 )

@@ -85,6 +85,7 @@ class CampaignSends:
 
     async def _start(self, campaign_id: int, *, at: datetime | None) -> SendAccepted:
         draft = await self._ctx.drafts.get(campaign_id)
+        self._ctx.drafts.check_identity(draft)
         target = CampaignStatus.SCHEDULED if at else CampaignStatus.PENDING
         allowed = [CampaignStatus.DRAFT] if at else [CampaignStatus.DRAFT, CampaignStatus.SCHEDULED]
         now = self._ctx.now()

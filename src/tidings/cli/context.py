@@ -121,7 +121,11 @@ def run(coroutine_factory: Callable[[], Awaitable[T]]) -> T:
         fail(exc.diagnosis, code=EXIT_CONFIG)
     except TidingsError as exc:
         field_note = f" ({exc.field})" if exc.field else ""
-        fail(f"{exc.detail}{field_note}")
+        # Placeholder identity is a configuration problem: the settings to change are named.
+        fail(
+            f"{exc.detail}{field_note}",
+            code=EXIT_CONFIG if exc.code == "placeholder_identity" else 1,
+        )
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -62,6 +62,8 @@ def demo(
     workdir = directory or Path(tempfile.mkdtemp(prefix="tidings-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    while port == 8000:  # site.public_url's default: real mail is refused under it
+        port = free_port()
     base = f"http://127.0.0.1:{port}"
     smtp_port = free_port()
     mail_dir = workdir / "mail"
@@ -69,6 +71,9 @@ def demo(
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
         "TIDINGS_DATABASE_URL": f"sqlite:///{workdir / 'demo.db'}",
         "TIDINGS_SITE_PUBLIC_URL": base,
+        # The demo mails a local sink over SMTP, which is real mail: it says who it is from.
+        "TIDINGS_THEME_POSTAL_ADDRESS": "The Demo Gazette, 1 Harbour Road, Porthaven",
+        "TIDINGS_EMAIL_FROM_ADDRESS": "desk@demo.example.org",
         "TIDINGS_LOG_FORMAT": "json",
         "TIDINGS_EMAIL_PROVIDER": "smtp",
         "TIDINGS_SMTP_HOST": "127.0.0.1",

@@ -1,15 +1,17 @@
-"""`tidings newsletters create|list`: the lists people subscribe to."""
+"""`tidings newsletters create|list|welcome`: the lists people subscribe to."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from tidings.audience.newsletters import NewsletterFields
-from tidings.cli.context import container_for, out_console, run
+from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
+from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 from tidings.cli.options import email_address, header_text
+from tidings.domain.edits import UNSET
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 
@@ -32,8 +34,19 @@ def create(
     single_opt_in: bool = typer.Option(
         False, "--single-opt-in", help="Skip the confirmation email (not recommended)."
     ),
+    welcome_subject: str | None = typer.Option(
+        None,
+        "--welcome-subject",
+        help="Send a welcome email with this subject on confirming.",
+        callback=header_text,
+    ),
+    welcome_file: Path | None = typer.Option(
+        None, "--welcome-file", help="The welcome email's text (paragraphs of plain text)."
+    ),
 ) -> None:
-    """Create a newsletter (double opt-in unless --single-opt-in)."""
+    """Create a newsletter (double opt-in unless --single-opt-in), optionally with a welcome
+    email sent to each person once they confirm."""
+    welcome_body = _read_text(welcome_file)
 
     async def go() -> None:
         async with container_for(ctx) as container:
@@ -46,9 +59,57 @@ def create(
                     reply_to=reply_to,
                     description=description,
                     double_opt_in=not single_opt_in,
+                    welcome_subject=welcome_subject,
+                    welcome_body=welcome_body,
                 )
             )
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
+
+    run(go)
+
+
+def _read_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--welcome-file: cannot read {path}: {exc}", code=EXIT_CONFIG)
+
+
+@app.command("welcome")
+def welcome(
+    ctx: typer.Context,
+    slug: str = typer.Argument(..., help="The newsletter's slug."),
+    subject: str | None = typer.Option(
+        None, "--subject", help="The welcome email's subject.", callback=header_text
+    ),
+    file: Path | None = typer.Option(
+        None, "--file", help="The welcome email's text (paragraphs of plain text)."
+    ),
+    off: bool = typer.Option(False, "--off", help="Send no welcome email any more."),
+) -> None:
+    """Set (or with --off, remove) the email a person gets once they confirm their
+    subscription. It carries a link to their preferences; it is not sent to imported or
+    admin-confirmed subscribers."""
+    if off == bool(subject or file):
+        fail("give --subject and/or --file, or --off", code=EXIT_CONFIG)
+    if off:
+        changes = NewsletterChanges(welcome_subject=None, welcome_body=None)
+    else:  # an option not given keeps that half as it is
+        body = _read_text(file)
+        changes = NewsletterChanges(
+            welcome_subject=UNSET if subject is None else subject,
+            welcome_body=UNSET if body is None else body,
+        )
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            row = await container.newsletters.update(slug, changes)
+        state = (
+            f"welcome email: {row.welcome_subject}" if row.welcome_subject else "no welcome email"
+        )
+        out_console.print(f"{row.slug}: {state}.")
 
     run(go)
 

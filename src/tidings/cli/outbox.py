@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
+import webbrowser
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from tidings.cli.context import container_for, out_console, run
+from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.delivery.mail_reading import ReadableMessage, read_message
 
 app = typer.Typer(
     help="Read mail captured by the local provider (email.provider = capture).",
@@ -56,13 +61,74 @@ def list_messages(
 def show(
     ctx: typer.Context,
     message_id: int = typer.Argument(..., help="The id from `tidings outbox list`."),
+    text: bool = typer.Option(False, "--text", help="Only the plain-text part."),
+    html: bool = typer.Option(False, "--html", help="Only the HTML part."),
+    links: bool = typer.Option(False, "--links", help="Only the links, one a line."),
+    open_it: bool = typer.Option(
+        False, "--open", help="Open the HTML part (else the text) in the web browser."
+    ),
+    raw: bool = typer.Option(False, "--raw", help="The message exactly as sent (RFC 5322)."),
 ) -> None:
-    """Print one captured message exactly as it would have been sent (RFC 5322)."""
+    """Show one captured message: its headers, its text and its links, numbered (the
+    confirmation link among them). One of --text, --html, --links, --open or --raw shows
+    just that."""
+    chosen = [
+        flag
+        for flag, on in (
+            ("--text", text),
+            ("--html", html),
+            ("--links", links),
+            ("--open", open_it),
+            ("--raw", raw),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        fail(f"choose one of {', '.join(chosen)}", code=2)
 
-    async def go() -> None:
+    async def go() -> bytes:
         async with container_for(ctx) as container:
-            message = await container.captured_mail.get(message_id)
-        sys.stdout.buffer.write(message.raw)
-        sys.stdout.flush()
+            return (await container.captured_mail.get(message_id)).raw
 
-    run(go)
+    data = run(go)
+    if raw:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    message = read_message(data)
+    if text or html:
+        body = message.text if text else message.html
+        if body is None:
+            fail(f"message {message_id} has no {'text' if text else 'HTML'} part")
+        print(body, end="" if body.endswith("\n") else "\n")
+    elif links:
+        for link in message.links:
+            print(link)
+    elif open_it:
+        _open_in_browser(message_id, message.html, message.text)
+    else:
+        _print_readable(message)
+
+
+def _print_readable(message: ReadableMessage) -> None:
+    for name, value in message.headers:
+        print(f"{name}: {value}")
+    print()
+    print((message.text or "(no plain-text part; try --html or --open)").rstrip("\n"))
+    if message.links:
+        print()
+        print("Links:")
+        for number, link in enumerate(message.links, start=1):
+            print(f"  [{number}] {link}")
+
+
+def _open_in_browser(message_id: int, html: str | None, text: str | None) -> None:
+    """Write the part to a private temporary file and hand its file:// URL to the browser."""
+    body, suffix = (html, ".html") if html is not None else (text or "", ".txt")
+    descriptor, name = tempfile.mkstemp(prefix=f"tidings-outbox-{message_id}-", suffix=suffix)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(body)
+    url = Path(name).as_uri()
+    if not webbrowser.open(url):
+        fail(f"no web browser to open; the message is at {name}")
+    err_console.print(f"Opened {url}")

@@ -1,4 +1,5 @@
-"""`tidings subscribers import|export`: the audience in and out as CSV (AUD-9).
+"""`tidings subscribers import|export|confirm-pending`: the audience in and out as CSV
+(AUD-9), and the double opt-in email to those an import left waiting.
 
 `import` exits 0 when every row imported and 1 when any row failed (the others are imported
 all the same) or the file could not be imported at all (unknown columns, unknown newsletter,
@@ -21,13 +22,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
+from tidings.domain.errors import InvalidInput
 
 app = typer.Typer(help="Import and export subscribers as CSV.", no_args_is_help=True)
 ERRORS_SHOWN = 50
+DEFAULT_RATE = 10.0
+RATE_HELP = "Confirmation emails queued per second at most (the relay sees no burst)."
 
 
 def _actor() -> str:
@@ -50,28 +55,55 @@ def _count_rows(file: Path) -> int:
         fail(f"cannot read {file}: {exc.strerror}")
 
 
-@app.command("import")
-def import_file(
-    ctx: typer.Context,
-    file: Path = typer.Argument(..., help="CSV file with a header row; only `email` is required."),
-    newsletter: str = typer.Option(
-        ..., "--newsletter", help="Newsletter slug for rows without a `newsletter` column."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-) -> None:
-    """Import subscribers from CSV (columns: email, name, tier, labels, newsletter, status,
-    created_at). Safe to repeat: the second run changes nothing. Importing `confirmed` asserts
-    consent on your behalf; no confirmation emails are sent. Exit code 1 when any row failed."""
-    total = _count_rows(file)
-    progress = Progress(
+def _progress(*, quiet: bool) -> Progress:
+    return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err_console,
-        disable=as_json,
+        disable=quiet,
         transient=True,
     )
+
+
+@app.command("import")
+def import_file(
+    ctx: typer.Context,
+    file: Path = typer.Argument(
+        ...,
+        help="CSV file (`,`, `;` or tab separated) with a header row, or one address a line.",
+    ),
+    newsletter: str = typer.Option(
+        ..., "--newsletter", help="Newsletter slug for rows without a `newsletter` column."
+    ),
+    column_map: list[str] = typer.Option(
+        [],
+        "--map",
+        help=f"COLUMN=FIELD: read the file's COLUMN as FIELD ({', '.join(FIELDS)}); "
+        "COLUMN= ignores it. Repeat for several.",
+    ),
+    send_confirmations: bool = typer.Option(
+        False,
+        "--send-confirmations",
+        help="Afterwards, email the double opt-in link to every subscription of --newsletter "
+        "still waiting for confirmation (as `confirm-pending`).",
+    ),
+    rate: float = typer.Option(DEFAULT_RATE, "--rate", min=0.1, max=10_000, help=RATE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Import subscribers from CSV (columns: email, name, tier, labels, newsletter, status,
+    created_at; also the column names of Mailchimp, Substack, Ghost and listmonk exports, such
+    as `Email Address`, `First Name`, `Last Name`; other columns are ignored and listed). Safe
+    to repeat: the second run changes nothing. Importing `confirmed` asserts consent on your
+    behalf; other rows wait for the person to confirm, and only --send-confirmations (or
+    `confirm-pending`) emails them. Exit code 1 when any row failed."""
+    try:
+        mapping = parse_column_map(column_map)
+    except InvalidInput as exc:
+        fail(f"--map: {exc.detail}", code=2)
+    total = _count_rows(file)
+    progress = _progress(quiet=as_json)
     task = progress.add_task("Importing", total=total)
 
     async def go() -> ImportReport:
@@ -82,14 +114,51 @@ def import_file(
                     newsletter_slug=newsletter,
                     actor=_actor(),
                     on_progress=lambda rows: progress.update(task, completed=rows),
+                    column_map=mapping,
                 )
 
     report = run(go)
+    asked = _ask_to_confirm(ctx, newsletter, rate, quiet=as_json) if send_confirmations else None
     if as_json:
-        print(json.dumps(dataclasses.asdict(report), indent=2))
+        print(json.dumps({**dataclasses.asdict(report), "confirmations_queued": asked}, indent=2))
     else:
         _print_report(report)
+        if asked is not None:
+            out_console.print(f"Queued {asked} confirmation email(s).")
     raise typer.Exit(1 if report.failed_rows else 0)
+
+
+def _ask_to_confirm(ctx: typer.Context, newsletter: str, rate: float, *, quiet: bool) -> int:
+    progress = _progress(quiet=quiet)
+    task = progress.add_task("Asking to confirm", total=None)
+
+    async def go() -> int:
+        async with container_for(ctx) as container:
+            with progress:
+                return await container.pending_confirmations.ask(
+                    newsletter,
+                    rate_per_second=rate,
+                    on_progress=lambda queued: progress.update(task, completed=queued),
+                )
+
+    return run(go)
+
+
+@app.command("confirm-pending")
+def confirm_pending(
+    ctx: typer.Context,
+    newsletter: str = typer.Option(..., "--newsletter", help="The newsletter's slug."),
+    rate: float = typer.Option(DEFAULT_RATE, "--rate", min=0.1, max=10_000, help=RATE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the count as JSON."),
+) -> None:
+    """Email the double opt-in link to every subscription of the newsletter still waiting for
+    its person's confirmation (suppressed addresses excepted), through the queue at --rate a
+    second. Running it again sends again, with a new link; earlier links stay valid."""
+    asked = _ask_to_confirm(ctx, newsletter, rate, quiet=as_json)
+    if as_json:
+        print(json.dumps({"confirmations_queued": asked}))
+    else:
+        out_console.print(f"Queued {asked} confirmation email(s) for {newsletter}.")
 
 
 def _print_report(report: ImportReport) -> None:
@@ -108,6 +177,21 @@ def _print_report(report: ImportReport) -> None:
         )
     )
     out_console.print(summary)
+    out_console.print(
+        f"{report.mailable} row(s) mailable now; {report.awaiting_confirmation} wait for the "
+        "person to confirm"
+        + (
+            " (send them the link with --send-confirmations or `tidings subscribers "
+            "confirm-pending`)."
+            if report.awaiting_confirmation
+            else "."
+        )
+    )
+    if report.ignored_columns:
+        out_console.print(
+            f"Ignored column(s): {', '.join(report.ignored_columns)} "
+            "(--map COLUMN=FIELD reads one as a field)."
+        )
     if report.suppressed:
         out_console.print(
             f"{report.suppressed} suppressed address(es) were stored but will not be mailed."

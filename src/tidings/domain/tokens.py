@@ -85,3 +85,12 @@ def key_fingerprint(key: str) -> str:
     """Identifies a key without revealing it (an HMAC of a fixed message), to tell at start-up
     which key the stored hashes were made with."""
     return hmac.new(key.encode(), b"tidings key fingerprint", hashlib.sha256).hexdigest()[:32]
+
+
+# The unsubscribe and preferences token in a campaign's test send (CMP-5): a test reader is
+# not a subscriber, so the links open a page that says the message was a test.
+TEST_SEND_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
+
+
+def is_test_send_token(token: str) -> bool:
+    return token == TEST_SEND_TOKEN

@@ -10,7 +10,7 @@ escaping cannot make a `javascript:` URL safe. Routes choose the status code, no
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,16 +50,25 @@ class Pages:
         *,
         action_url: str,
         error: str | None = None,
+        email: str = "",
+        name: str = "",
+        chosen: Collection[str] = (),
     ) -> str:
-        """The form: POSTs `email`, `name` and `newsletter` (a slug) to `action_url`.
+        """The form: POSTs `email`, `name` and `newsletter` (one slug per ticked box) to
+        `action_url`.
 
-        `newsletters` are (slug, name, description); with one, it is chosen for the reader.
+        `newsletters` are (slug, name, description); with one, it is chosen for the reader,
+        with several each is a checkbox, ticked when its slug is in `chosen`. `email` and
+        `name` fill the inputs again after an error, so nobody types twice.
         """
         return self._render(
             "subscribe.html",
             newsletters=[tuple(newsletter) for newsletter in newsletters],
             action_url=_url(action_url, "action_url"),
             error=error,
+            typed_email=email,
+            typed_name=name,
+            chosen=frozenset(chosen),
         )
 
     def subscribe_thanks(self) -> str:
@@ -124,6 +133,12 @@ class Pages:
             reason=reason,
             subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
         )
+
+    def test_link(self, *, purpose: Literal["unsubscribe", "preferences"]) -> str:
+        """What an unsubscribe or preferences link in a test send opens: "this was a test"."""
+        if purpose not in ("unsubscribe", "preferences"):
+            raise InvalidInput("purpose must be 'unsubscribe' or 'preferences'", field="purpose")
+        return self._render("test_link.html", purpose=purpose)
 
     def _render(self, name: str, *, kicker: str | None = None, **context: Any) -> str:
         template = self._environment.get_template(f"pages/{name}")

@@ -28,8 +28,9 @@ MONO = "Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
 class Theme:
     """Brand and palette for every campaign email. Colours are `#rgb`/`#rrggbb`."""
 
-    site_name: str = "Tidings"
-    postal_address: str = "Tidings Publishing, 1 Example Street, Springfield"
+    # The defaults of `site.name` and `theme.postal_address`: one spelling of the name.
+    site_name: str = "tidings"
+    postal_address: str = "Your Publication, 1 Example Street, Springfield"
     logo_url: str | None = None
     logo_width: int = 160
     language: str = "en"

@@ -26,6 +26,8 @@ class NewsletterRow:
     double_opt_in: bool
     created_at: datetime
     updated_at: datetime
+    welcome_subject: str | None = None
+    welcome_body: str | None = None
 
 
 def _row(row: Any) -> NewsletterRow:

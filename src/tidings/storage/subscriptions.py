@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.consent import mailable
+from tidings.storage.consent import is_suppressed, mailable
 from tidings.storage.tables import newsletters, subscribers, subscriptions
 from tidings.storage.upsert import insert_for
 
@@ -143,3 +143,24 @@ async def mailable_subscriber_ids(conn: AsyncConnection, newsletter_id: int) -> 
         .order_by(subscribers.c.id)
     )
     return list((await conn.execute(query)).scalars())
+
+
+async def pending_page(
+    conn: AsyncConnection, newsletter_id: int, *, after_id: int, limit: int
+) -> list[SubscriptionRow]:
+    """Subscriptions of `newsletter_id` waiting for their person's confirmation (neither
+    confirmed nor unsubscribed) whose address is not suppressed, by id after `after_id`."""
+    query = (
+        select(subscriptions)
+        .join(subscribers, subscribers.c.id == subscriptions.c.subscriber_id)
+        .where(
+            subscriptions.c.newsletter_id == newsletter_id,
+            subscriptions.c.id > after_id,
+            subscriptions.c.confirmed_at.is_(None),
+            subscriptions.c.unsubscribed_at.is_(None),
+            ~is_suppressed(),
+        )
+        .order_by(subscriptions.c.id)
+        .limit(limit)
+    )
+    return [_row(row) for row in await conn.execute(query)]

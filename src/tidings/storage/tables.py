@@ -183,6 +183,9 @@ newsletters = Table(
     Column("double_opt_in", Boolean(), nullable=False, server_default="1"),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # An optional welcome email, sent once a person confirms (both set, or neither).
+    Column("welcome_subject", String(200), nullable=True),
+    Column("welcome_body", Text(), nullable=True),
     UniqueConstraint("slug"),
 )
 

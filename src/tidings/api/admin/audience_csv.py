@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from tidings.api.deps import AdminKeyId, ContainerDep
+from tidings.audience.import_rows import parse_column_map
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
@@ -29,6 +30,9 @@ class ImportResult(BaseModel):
     suppressed: int
     failed_rows: int
     kept_unsubscribed: int
+    mailable: int
+    awaiting_confirmation: int
+    ignored_columns: list[str]
     errors: list[RowErrorPublic]
 
 
@@ -42,14 +46,29 @@ async def import_subscribers(
     key_id: AdminKeyId,
     request: Request,
     newsletter: Annotated[str, Query(max_length=64, description="Default newsletter slug.")],
+    column_map: Annotated[
+        list[str] | None,
+        Query(
+            alias="map",
+            max_length=50,
+            description="COLUMN=FIELD: read the file's COLUMN as FIELD; COLUMN= ignores it. "
+            "Repeat for several.",
+        ),
+    ] = None,
 ) -> ImportResult:
+    """The delimiter (`,`, `;`, tab) is detected; common exports' column names are read as
+    ours; a one-column file of addresses needs no header."""
+    mapping = parse_column_map(entry[:200] for entry in column_map or [])
     raw = await request.body()  # size-capped by http.max_body_bytes
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InvalidInput("the CSV must be UTF-8", field="body") from None
     report = await container.importer.import_csv(
-        io.StringIO(text, newline=""), newsletter_slug=newsletter, actor=f"admin:{key_id}"
+        io.StringIO(text, newline=""),
+        newsletter_slug=newsletter,
+        actor=f"admin:{key_id}",
+        column_map=mapping,
     )
     return ImportResult(
         total_rows=report.total_rows,
@@ -59,6 +78,9 @@ async def import_subscribers(
         suppressed=report.suppressed,
         failed_rows=report.failed_rows,
         kept_unsubscribed=report.kept_unsubscribed,
+        mailable=report.mailable,
+        awaiting_confirmation=report.awaiting_confirmation,
+        ignored_columns=report.ignored_columns,
         errors=[
             RowErrorPublic(line=e.line, field=e.field, message=e.message) for e in report.errors
         ],

@@ -31,6 +31,9 @@ class EmailQueued(BaseModel):
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, summary="Queue a transactional email")
 async def send_email(container: ContainerDep, body: EmailCreate) -> EmailQueued:
+    """Refused (409 `placeholder_identity`) through a real provider while the sender address,
+    the postal address or the public URL are still the defaults."""
+    container.identity.check()
     email = container.settings.email
     job, created = await container.mailer.queue(
         TransactionalEmail(

@@ -24,6 +24,17 @@ class NewsletterCreate(BaseModel):
     sender_address: EmailAddress
     reply_to: EmailAddress | None = None
     double_opt_in: bool = Field(default=True, description="Require a confirmation click.")
+    welcome_subject: HeaderText | None = Field(
+        default=None,
+        max_length=200,
+        description="Subject of the welcome email sent once a person confirms (with "
+        "welcome_body); unset: no welcome email.",
+    )
+    welcome_body: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Plain text of the welcome email; blank lines separate paragraphs.",
+    )
 
 
 class NewsletterUpdate(BaseModel):
@@ -34,6 +45,12 @@ class NewsletterUpdate(BaseModel):
     sender_address: EmailAddress | None = None
     reply_to: EmailAddress | None = Field(default=None, description="null clears it.")
     double_opt_in: bool | None = None
+    welcome_subject: HeaderText | None = Field(
+        default=None,
+        max_length=200,
+        description='"" or null turns the welcome email off.',
+    )
+    welcome_body: str | None = Field(default=None, max_length=20_000)
 
 
 class NewsletterPublic(RecordView):
@@ -45,6 +62,8 @@ class NewsletterPublic(RecordView):
     sender_address: str
     reply_to: str | None
     double_opt_in: bool
+    welcome_subject: str | None
+    welcome_body: str | None
     created_at: datetime
     updated_at: datetime
 

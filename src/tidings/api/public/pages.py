@@ -8,20 +8,24 @@ the signed token in the URL is the authority. These URLs never change once mail 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Form, Path, Request
+from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tidings.api.deps import ContainerDep
 from tidings.api.public.json import client_ip
 from tidings.audience.public import LinkProblem, Preference
-from tidings.domain.audience import Source
+from tidings.domain import tokens
+from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import InvalidInput, NotFound, RateLimited
 from tidings.rendering.pages import PreferenceItem
 
 router = APIRouter(tags=["public pages"], include_in_schema=True)
 Token = Annotated[str, Path(max_length=100)]
+Slug = Annotated[str, Path(description="A newsletter's slug.")]
+MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 
 
 def _html(body: str, status_code: int = 200) -> HTMLResponse:
@@ -34,8 +38,15 @@ def _html(body: str, status_code: int = 200) -> HTMLResponse:
 
 
 async def _page_or_problem(
-    container: ContainerDep, render: Callable[[], Awaitable[str]]
+    container: ContainerDep,
+    render: Callable[[], Awaitable[str]],
+    *,
+    token: str | None = None,
+    purpose: Literal["unsubscribe", "preferences"] = "unsubscribe",
 ) -> HTMLResponse:
+    if token is not None and tokens.is_test_send_token(token):
+        # A link from a campaign's test send (CMP-5): no subscriber behind it, and nothing to do.
+        return _html(container.pages.test_link(purpose=purpose))
     try:
         return _html(await render())
     except LinkProblem as problem:
@@ -44,45 +55,109 @@ async def _page_or_problem(
         return _html(container.pages.link_problem(reason="invalid"), status_code=404)
 
 
-async def _subscribe_form(container: ContainerDep, error: str | None = None) -> str:
+@dataclass(frozen=True, slots=True)
+class _Typed:
+    """What the reader put in the form, shown again when it comes back with an error."""
+
+    email: str = ""
+    name: str = ""
+    chosen: frozenset[str] = frozenset()
+
+
+async def _subscribe_form(
+    container: ContainerDep, typed: _Typed = _Typed(), error: str | None = None
+) -> str:
     newsletters = [(n.slug, n.name, n.description) for n in await container.newsletters.list()]
-    return container.pages.subscribe_form(newsletters, action_url="/subscribe", error=error)
+    return container.pages.subscribe_form(
+        newsletters,
+        action_url="/subscribe",
+        error=error,
+        email=typed.email,
+        name=typed.name,
+        chosen=typed.chosen,
+    )
+
+
+async def _form_for(container: ContainerDep, slug: str | None) -> HTMLResponse:
+    """The form, with `slug`'s newsletter ticked; an unknown slug gets the whole form, 404."""
+    if slug is None:
+        return _html(await _subscribe_form(container))
+    known = {n.slug for n in await container.newsletters.list()}
+    if slug not in known:
+        page = await _subscribe_form(container, error="There is no newsletter at that address.")
+        return _html(page, status_code=404)
+    return _html(await _subscribe_form(container, _Typed(chosen=frozenset({slug}))))
 
 
 @router.get("/subscribe", response_class=HTMLResponse, summary="Signup form")
-async def subscribe_form(container: ContainerDep) -> HTMLResponse:
-    return _html(await _subscribe_form(container))
+async def subscribe_form(
+    container: ContainerDep,
+    # Unconstrained: a bad slug gets the form and a 404, not the framework's JSON.
+    newsletter: Annotated[str | None, Query(description="Tick this newsletter.")] = None,
+) -> HTMLResponse:
+    return await _form_for(container, newsletter)
 
 
 @router.post("/subscribe", response_class=HTMLResponse, summary="Signup form post")
 async def subscribe_form_post(
     container: ContainerDep,
     request: Request,
-    email: Annotated[str, Form(max_length=320)],
-    newsletter: Annotated[str, Form(max_length=64)],
-    name: Annotated[str | None, Form(max_length=200)] = None,
+    email: Annotated[str, Form()] = "",
+    name: Annotated[str, Form()] = "",
+    newsletter: Annotated[list[str] | None, Form()] = None,
 ) -> Response:
+    """Always answers with a page: the form again, with what was typed and why it failed
+    (422, 404 or 429), or a redirect to the thank-you page."""
+    # Fields are checked here rather than by the framework, whose answer would be JSON.
+    typed = _Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset(s[:64] for s in newsletter or []))
+    problem = await _form_problem(container, email, name, typed.chosen)
+    if problem is not None:
+        return _html(await _subscribe_form(container, typed, error=problem), status_code=422)
     try:
-        await container.public.subscribe(
-            email=email,
-            name=name,
-            newsletter_slug=newsletter,
-            source=Source.FORM,
-            client_ip=client_ip(request),
-        )
+        for slug in sorted(typed.chosen):
+            await container.public.subscribe(
+                email=email,
+                name=name or None,
+                newsletter_slug=slug,
+                source=Source.FORM,
+                client_ip=client_ip(request),
+            )
     except (InvalidInput, NotFound) as exc:
-        return _html(await _subscribe_form(container, error=exc.detail), status_code=422)
+        return _html(await _subscribe_form(container, typed, error=exc.detail), status_code=422)
     except RateLimited as exc:
-        page = await _subscribe_form(container, error="Too many attempts; try again later.")
+        page = await _subscribe_form(container, typed, error="Too many attempts; try again later.")
         response = _html(page, status_code=429)
         response.headers["Retry-After"] = str(exc.retry_after_seconds)
         return response
     return RedirectResponse("/subscribe/thanks", status_code=303)
 
 
+async def _form_problem(
+    container: ContainerDep, email: str, name: str, chosen: frozenset[str]
+) -> str | None:
+    """Why the form cannot be taken as it is, in words for the reader; None when it can."""
+    if not email.strip():
+        return "Enter your email address."
+    try:
+        normalise_email(email)
+        validate_name(name or None)
+    except InvalidInput as exc:
+        return exc.detail
+    if not chosen:
+        return "Choose at least one newsletter."
+    if chosen - {n.slug for n in await container.newsletters.list()}:
+        return "One of the chosen newsletters no longer exists; choose again."
+    return None
+
+
 @router.get("/subscribe/thanks", response_class=HTMLResponse, summary="After signing up")
 async def subscribe_thanks(container: ContainerDep) -> HTMLResponse:
     return _html(container.pages.subscribe_thanks())
+
+
+@router.get("/subscribe/{slug}", response_class=HTMLResponse, summary="Signup form, one ticked")
+async def subscribe_form_for(container: ContainerDep, slug: Slug) -> HTMLResponse:
+    return await _form_for(container, slug)
 
 
 @router.get("/confirm/{token}", response_class=HTMLResponse, summary="Confirm page (no change)")
@@ -117,7 +192,7 @@ async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLRespons
             preferences_url=target.preferences_url,
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token)
 
 
 @router.post(
@@ -132,7 +207,7 @@ async def unsubscribe(container: ContainerDep, token: Token) -> HTMLResponse:
             newsletter_name=target.newsletter_name, preferences_url=target.preferences_url
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token)
 
 
 def _items(preferences: list[Preference]) -> list[PreferenceItem]:
@@ -156,7 +231,7 @@ async def preferences_page(container: ContainerDep, token: Token) -> HTMLRespons
             items=items, action_url=f"/preferences/{token}", saved=False
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose="preferences")
 
 
 @router.post("/preferences/{token}", response_class=HTMLResponse, summary="Save preferences")
@@ -171,4 +246,4 @@ async def save_preferences(
             items=_items(updated), action_url=f"/preferences/{token}", saved=True
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose="preferences")
