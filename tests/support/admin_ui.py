@@ -59,7 +59,10 @@ async def ui_app(
     async with LifespanManager(app) as manager, AsyncExitStack() as clients:
         transport = httpx.ASGITransport(app=manager.app)
 
-        def client(base_url: str = "http://tidings.test") -> httpx.AsyncClient:
+        # Cookies are Secure when the site is served over https: browse it the same way.
+        scheme = "https" if str(settings.site.public_url).startswith("https") else "http"
+
+        def client(base_url: str = f"{scheme}://tidings.test") -> httpx.AsyncClient:
             made = httpx.AsyncClient(transport=transport, base_url=base_url)
             clients.push_async_callback(made.aclose)
             return made
