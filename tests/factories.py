@@ -17,6 +17,10 @@ from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain.clock import Clock
 
+# App start-up (migrations, the container, in-process workers) on a loaded CI machine can take
+# well over asgi-lifespan's default of 5 s; a slow start is not what these tests are about.
+STARTUP_SECONDS = 60
+
 
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
     return load_settings(database={"url": database_url}, log={"format": "json"}, **sections)
@@ -49,7 +53,7 @@ async def api_client(
         settings, clock=clock, email_provider=email_provider, webhook_client=webhook_client
     )
     app: FastAPI = create_app(settings, apply_migrations=apply_migrations, container=container)
-    async with LifespanManager(app) as manager:
+    async with LifespanManager(app, startup_timeout=STARTUP_SECONDS) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:
             yield client, app.state.container

@@ -18,7 +18,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 from standardwebhooks import Webhook
 
-from tests.factories import admin_headers, make_settings, real_mail
+from tests.factories import STARTUP_SECONDS, admin_headers, make_settings, real_mail
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
@@ -36,7 +36,7 @@ FAST_QUEUE = {
 @asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
     app = create_app(settings, apply_migrations=True, run_workers=True)
-    async with LifespanManager(app) as manager:
+    async with LifespanManager(app, startup_timeout=STARTUP_SECONDS) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:
             yield client, app.state.container

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import httpx
 from asgi_lifespan import LifespanManager
 
+from tests.factories import STARTUP_SECONDS
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, build, utcnow
 from tidings.config import Settings
@@ -56,7 +57,10 @@ async def ui_app(
     client with its own cookie jar at `base_url` (https for Secure cookies)."""
     container = build(settings, clock=clock)
     app = create_app(settings, apply_migrations=True, container=container)
-    async with LifespanManager(app) as manager, AsyncExitStack() as clients:
+    async with (
+        LifespanManager(app, startup_timeout=STARTUP_SECONDS) as manager,
+        AsyncExitStack() as clients,
+    ):
         transport = httpx.ASGITransport(app=manager.app)
 
         # Cookies are Secure when the site is served over https: browse it the same way.
