@@ -6,17 +6,10 @@ import asyncio
 import httpx
 
 from tests.factories import make_settings
-from tests.support.admin_ui import csrf_from, signed_in, ui_app
+from tests.support.admin_ui import NEWSLETTER, csrf_from, signed_in, ui_app
+from tests.support.locks import write_lock_held
+from tidings.config import load_settings
 
-NEWSLETTER = {
-    "name": "Weekly Notes",
-    "slug": "weekly",
-    "description": "Every Friday",
-    "sender_name": "The Editors",
-    "sender_address": "editors@example.org",
-    "reply_to": "",
-    "double_opt_in": "on",
-}
 CSV = (
     "email,name,tier,labels,status\n"
     "ada@example.org,Ada,paid,beta,confirmed\n"
@@ -123,3 +116,20 @@ async def test_person_page_suppress_export_and_confirmed_delete(database_url: st
         assert deleted.status_code == 303
         assert await container.subscribers.search(text="ada") == []
         assert (await client.get(person_url)).status_code == 404
+
+
+async def test_a_form_post_meeting_a_held_write_lock_gets_a_busy_page(sqlite_url: str) -> None:
+    """The admin UI answers a refusal with the status the API gives it (one table for both): a
+    form posted while another process holds SQLite's write lock gets a 503 page with
+    Retry-After and changes nothing, not a 500."""
+    settings = load_settings(database={"url": sqlite_url, "sqlite_busy_timeout_ms": 50})
+    async with ui_app(settings) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        with write_lock_held(sqlite_url):
+            busy = await client.post(
+                "/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf}
+            )
+        assert busy.status_code == 503, busy.text
+        assert int(busy.headers["Retry-After"]) >= 1
+        assert await container.newsletters.list() == []

@@ -3,21 +3,16 @@ confirmation with the preflight count, progress, the verification summary (UI-1)
 
 import re
 
-from tests.e2e.test_admin_ui_audience import NEWSLETTER
 from tests.factories import make_settings
-from tests.support.admin_ui import signed_in, ui_app
+from tests.support.admin_ui import DRAFT, composed_campaign, signed_in, ui_app
 from tests.support.sending import (
     FAST_QUEUE,
     batch_provider_settings,
-    seed,
     wait_for_campaign_status,
     workers,
 )
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
-
-BODY = 'Hello {{ name | fallback: "reader" }}.\n\n::: only paid\nMembers only.\n:::\n'
-DRAFT = {"subject": "Issue 1", "preheader": "", "body": BODY, "body_format": "markdown"}
 
 
 async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(
@@ -29,13 +24,7 @@ async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(
     async with ui_app(settings) as (browser, container):
         client = browser()
         csrf = await signed_in(client, container)
-        await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
-        await seed(container, "weekly", 6)
-        made = await client.post(
-            "/admin/campaigns/new", data={**DRAFT, "newsletter": "weekly", "csrf_token": csrf}
-        )
-        assert made.status_code == 303
-        campaign_url = made.headers["location"]
+        campaign_url, campaign_id = await composed_campaign(client, container, csrf, 6)
         editor = await client.get(campaign_url)
         assert editor.text.count("<iframe") == 6  # free, paid and comped; desktop and mobile
         live = await client.post(
@@ -65,7 +54,6 @@ async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(
         assert re.search(r'data-testid="preflight">6<', confirm.text)
         sent = await client.post(campaign_url + "/send", data={"csrf_token": csrf})
         assert sent.status_code == 303
-        campaign_id = int(campaign_url.rsplit("/", 1)[1])
         async with workers(container):
             assert await wait_for_campaign_status(container, campaign_id) == "submitted"
         progress = (await client.get(campaign_url + "/progress")).json()
@@ -89,13 +77,7 @@ async def test_a_failed_send_shows_its_reason_and_is_retried_from_the_page(
     async with ui_app(settings) as (browser, container):
         client = browser()
         csrf = await signed_in(client, container)
-        await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
-        await seed(container, "weekly", 4)
-        made = await client.post(
-            "/admin/campaigns/new", data={**DRAFT, "newsletter": "weekly", "csrf_token": csrf}
-        )
-        campaign_url = made.headers["location"]
-        campaign_id = int(campaign_url.rsplit("/", 1)[1])
+        campaign_url, campaign_id = await composed_campaign(client, container, csrf, 4)
         await client.post(campaign_url + "/send", data={"csrf_token": csrf})
         async with workers(container):
             assert await wait_for_campaign_status(container, campaign_id) == "failed"

@@ -5,11 +5,9 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from tests.e2e.test_admin_ui_audience import NEWSLETTER
-from tests.e2e.test_admin_ui_campaigns import DRAFT
 from tests.factories import make_settings
-from tests.support.admin_ui import signed_in, ui_app
-from tests.support.sending import batch_provider_settings, seed, wait_for_campaign_status, workers
+from tests.support.admin_ui import composed_campaign, signed_in, ui_app
+from tests.support.sending import batch_provider_settings, wait_for_campaign_status, workers
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.storage.tables import campaign_batches
@@ -60,13 +58,7 @@ async def test_a_campaign_is_scheduled_and_cancelled_from_its_page(database_url:
     async with ui_app(make_settings(database_url)) as (browser, container):
         client = browser()
         csrf = await signed_in(client, container)
-        await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
-        await seed(container, "weekly", 2)
-        made = await client.post(
-            "/admin/campaigns/new", data={**DRAFT, "newsletter": "weekly", "csrf_token": csrf}
-        )
-        campaign_url = made.headers["location"]
-        campaign_id = int(campaign_url.rsplit("/", 1)[1])
+        campaign_url, campaign_id = await composed_campaign(client, container, csrf, 2)
         when = (container.clock() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
         scheduled = await client.post(
             campaign_url + "/schedule", data={"scheduled_at": when, "csrf_token": csrf}
@@ -94,13 +86,7 @@ async def test_a_batch_of_unknown_outcome_is_reconciled_from_the_campaign_page(
     async with ui_app(settings) as (browser, container):
         client = browser()
         csrf = await signed_in(client, container)
-        await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
-        await seed(container, "weekly", 4)
-        made = await client.post(
-            "/admin/campaigns/new", data={**DRAFT, "newsletter": "weekly", "csrf_token": csrf}
-        )
-        campaign_url = made.headers["location"]
-        campaign_id = int(campaign_url.rsplit("/", 1)[1])
+        campaign_url, campaign_id = await composed_campaign(client, container, csrf, 4)
         await client.post(campaign_url + "/send", data={"csrf_token": csrf})
         async with workers(container):
             assert await wait_for_campaign_status(container, campaign_id) == "failed"

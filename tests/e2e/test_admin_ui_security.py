@@ -5,9 +5,8 @@ page added later is covered without editing this file."""
 import re
 from collections.abc import Iterator
 
-from tests.e2e.test_admin_ui_audience import NEWSLETTER
 from tests.factories import make_settings
-from tests.support.admin_ui import csrf_from, signed_in, ui_app
+from tests.support.admin_ui import NEWSLETTER, csrf_from, signed_in, ui_app
 from tidings.ui.app import guarded_routers
 
 MARKER = '"><script>alert("tidings")</script><img src=x onerror=alert(1)>'

@@ -10,6 +10,7 @@ import httpx
 from asgi_lifespan import LifespanManager
 
 from tests.factories import STARTUP_SECONDS
+from tests.support.sending import seed
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, build, utcnow
 from tidings.config import Settings
@@ -72,3 +73,31 @@ async def ui_app(
             return made
 
         yield client, container
+
+
+NEWSLETTER = {
+    "name": "Weekly Notes",
+    "slug": "weekly",
+    "description": "Every Friday",
+    "sender_name": "The Editors",
+    "sender_address": "editors@example.org",
+    "reply_to": "",
+    "double_opt_in": "on",
+}
+BODY = 'Hello {{ name | fallback: "reader" }}.\n\n::: only paid\nMembers only.\n:::\n'
+DRAFT = {"subject": "Issue 1", "preheader": "", "body": BODY, "body_format": "markdown"}
+
+
+async def composed_campaign(
+    client: httpx.AsyncClient, container: Container, csrf: str, readers: int
+) -> tuple[str, int]:
+    """Through the UI: the `weekly` newsletter with `readers` confirmed readers and a draft
+    campaign to it. Returns the campaign's page URL and id."""
+    await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
+    await seed(container, "weekly", readers)
+    made = await client.post(
+        "/admin/campaigns/new", data={**DRAFT, "newsletter": "weekly", "csrf_token": csrf}
+    )
+    assert made.status_code == 303, made.text
+    campaign_url = made.headers["location"]
+    return campaign_url, int(campaign_url.rsplit("/", 1)[1])

@@ -2,7 +2,8 @@
 the API answers it with (HOUSE rule 18)."""
 
 from tests.support.markdown import table
-from tidings.api.errors import CODE_BY_STATUS, STATUS_BY_ERROR
+from tidings.api.errors import CODE_BY_STATUS
+from tidings.error_status import STATUS_BY_ERROR
 
 
 def test_every_error_code_is_documented() -> None:

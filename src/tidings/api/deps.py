@@ -9,9 +9,8 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tidings.api.errors import UnsupportedMediaType
 from tidings.bootstrap import Container
-from tidings.domain.errors import Unauthenticated
+from tidings.domain.errors import Unauthenticated, UnsupportedMediaType
 
 _bearer = HTTPBearer(auto_error=False, description="An admin API key: `tdk_...`")
 

@@ -1,4 +1,4 @@
-"""The one table from error class to HTTP status, and problem+json rendering (RFC 9457)."""
+"""problem+json rendering (RFC 9457) of errors, with the status from `tidings.error_status`."""
 
 from __future__ import annotations
 
@@ -9,50 +9,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tidings.audience.public import LinkProblem
-from tidings.campaigns.reconcile import ReconcileRefused
-from tidings.campaigns.retry import ResendRefused, RetryRefused
-from tidings.domain.errors import (
-    Conflict,
-    InvalidInput,
-    NotFound,
-    NotReady,
-    PayloadTooLarge,
-    RateLimited,
-    TidingsError,
-    Unauthenticated,
-)
-from tidings.domain.identity import PlaceholderIdentity
-from tidings.domain.jobs import DatabaseBusy
+from tidings.domain.errors import InvalidInput, TidingsError, Unauthenticated
+from tidings.error_status import retry_after, status_for
 from tidings.observability.logging import get_logger
 
 PROBLEM_JSON = "application/problem+json"
 
 
-class UnsupportedMediaType(TidingsError):
-    """The body's Content-Type is not one the route reads (a JSON route sent a form post)."""
-
-    code = "unsupported_media_type"
-    title = "The body is not in a format this route accepts"
-
-
-STATUS_BY_ERROR: dict[type[TidingsError], int] = {
-    InvalidInput: 422,
-    RetryRefused: 400,
-    ResendRefused: 400,
-    ReconcileRefused: 409,
-    Unauthenticated: 401,
-    NotFound: 404,
-    LinkProblem: 404,
-    Conflict: 409,
-    PlaceholderIdentity: 409,
-    PayloadTooLarge: 413,
-    UnsupportedMediaType: 415,
-    RateLimited: 429,
-    NotReady: 503,
-    DatabaseBusy: 503,
-    TidingsError: 500,
-}
 # Codes for errors that FastAPI/Starlette raise before a tidings use case runs.
 CODE_BY_STATUS = {
     400: "bad_request",
@@ -65,13 +28,6 @@ CODE_BY_STATUS = {
     500: "internal_error",
 }
 log = get_logger(__name__)
-
-
-def status_for(error: TidingsError) -> int:
-    for cls in type(error).__mro__:
-        if cls in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[cls]
-    return 500
 
 
 def problem(
@@ -97,11 +53,9 @@ def problem(
 async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TidingsError)
     status = status_for(exc)
-    headers: dict[str, str] = {}
+    headers = retry_after(exc)
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, RateLimited | DatabaseBusy):
-        headers["Retry-After"] = str(exc.retry_after_seconds)
     extra: dict[str, Any] = exc.problem_fields()
     if exc.field:
         extra["errors"] = [{"field": exc.field, "message": exc.detail}]

@@ -31,6 +31,13 @@ class PayloadTooLarge(TidingsError):
     title = "The request body is too large"
 
 
+class UnsupportedMediaType(TidingsError):
+    """The body's Content-Type is not one the route reads (a JSON route sent a form post)."""
+
+    code = "unsupported_media_type"
+    title = "The body is not in a format this route accepts"
+
+
 class Unauthenticated(TidingsError):
     code = "unauthenticated"
     title = "A valid API key is required"

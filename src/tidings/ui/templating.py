@@ -15,15 +15,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from tidings.access.admins import AdminSession
 from tidings.bootstrap import theme_from
-from tidings.domain.errors import (
-    Conflict,
-    InvalidInput,
-    NotFound,
-    NotReady,
-    PayloadTooLarge,
-    RateLimited,
-    TidingsError,
-)
+from tidings.domain.errors import TidingsError
+from tidings.error_status import retry_after, status_for
 from tidings.ui.guard import CSRF_FIELD, CsrfRejected, SignInRequired, container_of
 
 T = TypeVar("T")
@@ -34,15 +27,6 @@ _environment = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-# The error classes a use case raises for a refusal the operator can act on, by status.
-_STATUS: list[tuple[type[TidingsError], int]] = [
-    (InvalidInput, 422),
-    (NotFound, 404),
-    (Conflict, 409),
-    (PayloadTooLarge, 413),
-    (RateLimited, 429),
-    (NotReady, 503),
-]
 # Pages hold personal data: never cached, never framed, no referrer, scripts from here only.
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -85,13 +69,6 @@ def render(
     return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 
 
-def status_for(error: TidingsError) -> int:
-    for cls, status in _STATUS:
-        if isinstance(error, cls):
-            return status
-    return 500
-
-
 class UiRoute(APIRoute):
     """Answers in HTML: 303 to sign-in without a session, 403 for a missing or wrong CSRF
     token, and an error page for a refused use case or a malformed parameter."""
@@ -123,7 +100,9 @@ class UiRoute(APIRoute):
                 status = status_for(refused)
                 if status == 500:
                     raise
-                return _error_page(request, status, refused.detail)
+                shown = _error_page(request, status, refused.detail)
+                shown.headers.update(retry_after(refused))
+                return shown
 
         return handle
 
