@@ -343,6 +343,42 @@ async def test_notify_wakes_an_idle_worker_before_the_poll(database_url: str) ->
         await database.dispose()
 
 
+async def test_a_job_queued_by_a_handler_starts_without_waiting_for_the_poll(
+    database_url: str,
+) -> None:
+    """A chain of jobs (subscribe request, then its confirmation mail; a batch, then the
+    finalise step) must not wait a poll interval at each step on SQLite, which has no NOTIFY:
+    work queued in this process wakes this process's worker for its kind."""
+    from tidings.storage import migrate
+
+    database = create_database(database_url)
+    await migrate.upgrade(database)
+    slow_poll = policy(poll_interval_seconds=60, prune_interval_seconds=3600)
+    queue = JobQueue(database, slow_poll, utcnow)
+    handled = asyncio.Event()
+
+    async def first(job: Job) -> None:
+        async with database.write() as conn:
+            await queue.enqueue(conn, "second", "second-1", {})
+
+    async def second(job: Job) -> None:
+        handled.set()
+
+    registry = HandlerRegistry()
+    registry.register("first", first)
+    registry.register("second", second)
+    stop = asyncio.Event()
+    task = asyncio.create_task(queue.run_workers(registry, stop))
+    try:
+        await asyncio.sleep(1.0)  # both kinds found nothing: the worker idles for 60 s
+        await _enqueue(database, queue, 1, kind="first")
+        await asyncio.wait_for(handled.wait(), 10)
+    finally:
+        stop.set()
+        await task
+        await database.dispose()
+
+
 async def test_long_job_renews_its_lease_and_stops_when_it_is_lost(db: Database) -> None:
     """A job longer than its lease stays claimed while its worker lives; if another worker takes it
     over anyway, the first stops instead of both carrying on."""

@@ -46,6 +46,8 @@ class JobQueue:
         # Set when this process's workers start shutting down (SIGTERM, SIGINT): long handlers
         # watch it to stop taking new work and hand back what they have not started.
         self.stopping = asyncio.Event()
+        # This process's running workers, told of each kind queued here (see `Worker.arm`).
+        self._local_workers: list[Worker] = []
 
     async def enqueue(
         self,
@@ -60,7 +62,7 @@ class JobQueue:
     ) -> tuple[Job, bool]:
         """Add a job inside the caller's write transaction (PRI-6: the outbox). With `revive`,
         a finished job with the same key is made due again instead (see `store.enqueue`)."""
-        return await store.enqueue(
+        queued = await store.enqueue(
             conn,
             kind=kind,
             idempotency_key=idempotency_key,
@@ -70,13 +72,24 @@ class JobQueue:
             run_at=run_at,
             revive=revive,
         )
+        self._arm(kind)
+        return queued
 
     async def enqueue_many(self, conn: AsyncConnection, kind: str, rows: Select[Any]) -> int:
         """Add a job per row of `rows` inside the caller's write transaction, in one statement
         (see `store.enqueue_many`: `idempotency_key` and the payload's fields as columns)."""
-        return await store.enqueue_many(
+        added = await store.enqueue_many(
             conn, kind=kind, rows=rows, now=self._now(), max_attempts=self.policy.max_attempts
         )
+        if added:
+            self._arm(kind)
+        return added
+
+    def _arm(self, kind: str) -> None:
+        # Before the caller commits: the worker's claim takes the write lock after it (one
+        # writer on SQLite); on PostgreSQL a claim that runs first is followed by NOTIFY.
+        for worker in self._local_workers:
+            worker.arm(kind)
 
     async def live_keys(
         self, conn: AsyncConnection, *, kinds: Sequence[str], key_patterns: Sequence[str]
@@ -173,6 +186,7 @@ class JobQueue:
         the shutdown as the workers stop claiming. Returns after in-flight work drained."""
         self.stopping = stop
         worker = Worker(self.db, registry, self.policy, self._now, on_outcome=on_outcome)
+        self._local_workers.append(worker)
         helpers = [
             asyncio.create_task(listen_for_jobs(self.db, worker.wake, stop)),
             asyncio.create_task(self._prune_loop(stop, maintenance)),
@@ -182,6 +196,7 @@ class JobQueue:
         try:
             await worker.run(stop)
         finally:
+            self._local_workers.remove(worker)
             for helper in helpers:
                 helper.cancel()
             for helper in helpers:

@@ -63,6 +63,13 @@ class Worker:
         self._armed.update(self._registry.kinds())
         self._wakeup.set()
 
+    def arm(self, kind: str) -> None:
+        """A job of `kind` was just queued in this process (by a request or another job's
+        handler): look for it now, not at the next poll. No NOTIFY needed, so SQLite too."""
+        if kind in self._registry.kinds():
+            self._armed.add(kind)
+            self._wakeup.set()
+
     async def claim_round(self) -> int:
         """Write the outcomes reported since the last round, then claim and start as many due
         jobs as free slots allow (every kind in one statement); returns how many started.
