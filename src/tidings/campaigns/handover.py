@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -45,8 +45,7 @@ class Parcel:
     envelope: Envelope
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
     """One recipient to hand over: its row id and the values that personalise its message."""
 
     recipient_id: int

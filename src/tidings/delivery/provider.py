@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from tidings.domain.errors import TidingsError
 
@@ -112,8 +112,7 @@ class PerRecipientProvider(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class BatchRecipient:
+class BatchRecipient(NamedTuple):
     """One recipient of a batch: its own `<...>` Message-ID and the values of its
     `%recipient.NAME%` placeholders."""
 

@@ -4,7 +4,8 @@ with `%recipient.NAME%` placeholders where the per-recipient slots are, the segm
 
 HTML and text take separate variables for one slot (`h0`, `t0`): a name is HTML-escaped in the
 HTML part and not in the text part, and the provider substitutes a variable the same way
-everywhere it appears.
+everywhere it appears. Tokens and ids, whose alphabet needs no escaping, take one variable
+named after the field (`unsubscribe_token`) in both parts and the List-Unsubscribe header.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from tidings.domain.email_headers import (
 )
 from tidings.rendering.render import SegmentRendering
 from tidings.rendering.slots import (
+    NAME_FIELDS,
     UNSUBSCRIBE_PATH,
+    URL_SAFE_FIELDS,
     RecipientValues,
     Slot,
     check_recipient,
@@ -40,6 +43,7 @@ class BatchTemplate:
     text: str
     headers: dict[str, str]
     fields: tuple[tuple[str, Slot, bool], ...]  # (variable, slot, HTML-escaped?)
+    uses_name: bool = False  # a slot shows the reader's name: clean it once per recipient
 
 
 def _placeholders(
@@ -50,8 +54,13 @@ def _placeholders(
     fields: dict[str, tuple[Slot, bool]],
 ) -> str:
     def swap(match: re.Match[str]) -> str:
-        name = f"{prefix}{int(match[1])}"
-        fields[name] = (slots[int(match[1])], prefix == "h")
+        slot = slots[int(match[1])]
+        if slot.field in URL_SAFE_FIELDS:
+            # Checked per recipient to need no escaping: one variable serves HTML and text.
+            name, escaped = slot.field, False
+        else:
+            name, escaped = f"{prefix}{int(match[1])}", prefix == "h"
+        fields[name] = (slot, escaped)
         return f"%recipient.{name}%"
 
     return pattern.sub(swap, text)
@@ -82,13 +91,14 @@ def batch_template(rendering: SegmentRendering) -> BatchTemplate:
         text=text_body,
         headers=headers,
         fields=tuple((name, slot, escaped) for name, (slot, escaped) in fields.items()),
+        uses_name=any(slot.field in NAME_FIELDS for slot, _escaped in fields.values()),
     )
 
 
 def batch_variables(template: BatchTemplate, recipient: RecipientValues) -> dict[str, str]:
     """One recipient's values for every placeholder of `template`."""
     check_recipient(recipient)
-    clean_name = clean_display_name(recipient.name)
+    clean_name = clean_display_name(recipient.name) if template.uses_name else None
     values = {UNSUBSCRIBE_VARIABLE: recipient.unsubscribe_token}
     for name, slot, escaped in template.fields:
         value = resolve(slot, recipient, clean_name)

@@ -15,6 +15,7 @@ import html
 import re
 import secrets
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tidings.domain.email_headers import check_address, check_atom, clean_display_name
 from tidings.domain.errors import InvalidInput
@@ -35,10 +36,12 @@ _TAG_BODY = re.compile(
     r"\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*"
     r"(?:\|\s*fallback\s*:\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'))?\s*"
 )
+NAME_FIELDS = frozenset({"name", "first_name"})
 # Values that may go anywhere, URLs included, because their alphabet is checked per recipient.
 URL_SAFE_FIELDS = frozenset(
     {"unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id"}
 )
+_FOUR_URL_SAFE = re.compile(r"[A-Za-z0-9._-]{1,128}(?: [A-Za-z0-9._-]{1,128}){3}")
 _URL_ATTRIBUTE = re.compile(r"\b(?:href|src)\s*=\s*\"([^\"]*)\"", re.IGNORECASE)
 
 
@@ -50,9 +53,10 @@ class Slot:
     fallback: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class RecipientValues:
-    """What personalises one message. Tokens and ids must be URL-safe (letters, digits, . - _)."""
+class RecipientValues(NamedTuple):
+    """What personalises one message. Tokens and ids must be URL-safe (letters, digits, . - _).
+    Built once per recipient on the send path, hence a NamedTuple (a quarter of a frozen
+    dataclass's construction cost)."""
 
     address: str
     name: str | None
@@ -73,12 +77,17 @@ SAMPLE_RECIPIENT = RecipientValues(
 
 
 def check_recipient(recipient: RecipientValues) -> None:
-    """Refuse values that could break out of a header or a URL; cheap enough per message."""
+    """Refuse values that could break out of a header or a URL. It runs once per message, so
+    the four URL-safe values are matched in one pass (joined by a space, which none may
+    hold); only a failure looks at them one by one, to name the field."""
     check_address("address", recipient.address)
-    check_atom("unsubscribe_token", recipient.unsubscribe_token)
-    check_atom("preferences_token", recipient.preferences_token)
-    check_atom("subscriber_id", recipient.subscriber_id)
-    check_atom("recipient_id", recipient.recipient_id)
+    joined = (
+        f"{recipient.unsubscribe_token} {recipient.preferences_token} "
+        f"{recipient.subscriber_id} {recipient.recipient_id}"
+    )
+    if _FOUR_URL_SAFE.fullmatch(joined) is None:
+        for name in ("unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id"):
+            check_atom(name, getattr(recipient, name))
 
 
 def resolve(slot: Slot, recipient: RecipientValues, clean_name: str | None) -> str:

@@ -8,9 +8,8 @@ and is also conditional on the batch's own claim token, so a late worker changes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -27,9 +26,10 @@ from tidings.storage.tables import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RecipientRow:
-    """A recipient as loaded for sending. `subscriber_id` is None after a privacy delete."""
+class RecipientRow(NamedTuple):
+    """A recipient as loaded for sending. `subscriber_id` is None after a privacy delete.
+    A NamedTuple, as the other values built per recipient on the send path: a frozen
+    dataclass costs four times as much to build, and a batch builds thousands."""
 
     id: int
     state: str
