@@ -393,3 +393,40 @@ async def test_scheduled_send_starts_at_its_time_and_a_cancelled_one_never(
         await asyncio.sleep(0.3)
     assert (await container.campaigns.get(dropped)).campaign.status == "cancelled"
     assert sum((await _captured_recipients(container)).values()) == 60
+
+
+async def test_only_page_commits_skip_the_disk_flush_and_prepared_at_waits_for_it(
+    studio: Studio,
+) -> None:
+    """Page transactions commit without waiting for the WAL flush (PostgreSQL), which is safe
+    only because the commit recording `prepared_at` does wait, carrying every page with it.
+    If the setting leaked beyond a page's own transaction, that commit (and any subscriber's
+    consent written on the same pooled connection) could vanish in a crash."""
+    client, container, headers = studio
+    if container.db.dialect != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's; SQLite has one writer and no WAL flag")
+    seen: list[tuple[str, str]] = []
+
+    def note(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("INSERT INTO campaign_batches"):
+            conn.info["kind"] = "page"
+        elif statement.startswith("UPDATE campaign_sends") and "prepared_at" in statement:
+            conn.info["kind"] = "prepared_at"
+
+    def at_commit(conn: Any) -> None:
+        kind = conn.info.pop("kind", None)
+        if kind is not None:
+            value = conn.exec_driver_sql("SHOW synchronous_commit").scalar_one()
+            seen.append((kind, value))
+
+    engine = container.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", note)
+    event.listen(engine, "commit", at_commit)
+    campaign_id = await create_campaign(client, headers)
+    await _send(client, headers, campaign_id)
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    pages = [value for kind, value in seen if kind == "page"]
+    assert len(pages) >= 3  # 60 readers in pages of 20, per segment
+    assert set(pages) == {"off"}
+    assert [value for kind, value in seen if kind == "prepared_at"] == ["on"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, update
+from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, Page, RecipientState
@@ -77,7 +77,15 @@ async def create_page_batch(
     """Write one page in the caller's one transaction: its batch, then ONE INSERT … SELECT
     that makes every candidate of the page a recipient row of the batch or an exclusion
     (gone since selection, or no usable address), then `recipient_count` counted from the
-    rows stored. A page of only exclusions leaves no batch."""
+    rows stored. A page of only exclusions leaves no batch.
+
+    On PostgreSQL the page's commit does not wait for its WAL to reach the disk (a thousand
+    pages, a thousand flushes). Nothing is lost by it: `prepared_at` is written later by an
+    ordinary commit, whose flush carries every earlier page with it (the WAL is written in
+    order), and a crash before that leaves an unprepared attempt, discarded and rebuilt
+    (SND-8); nothing is sent from a batch before `prepared_at`."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
     batch_id = (
         await conn.execute(
             insert(campaign_batches)
