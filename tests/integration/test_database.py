@@ -50,3 +50,29 @@ async def test_failed_write_rolls_back(db: Database) -> None:
             await conn.execute(text("INSERT INTO things VALUES (1)"))
     async with db.read() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM things"))).scalar_one() == 0
+
+
+async def test_postgresql_sessions_run_in_utc_whatever_the_server_zone(database_url: str) -> None:
+    """Timestamps must mean the same instant whatever zone the server was installed with; a
+    UTC session also lets psycopg hand them over without a per-value zone conversion."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has no session time zone")
+    name = database_url.rpartition("/")[2]
+    setup = create_database(database_url)
+    try:
+        async with setup.write() as conn:
+            await conn.execute(text(f"ALTER DATABASE {name} SET TimeZone = 'America/New_York'"))
+    finally:
+        await setup.dispose()
+    database = create_database(database_url)
+    try:
+        async with database.read() as conn:
+            zone = (await conn.execute(text("SELECT current_setting('TimeZone')"))).scalar_one()
+            stamp = (
+                await conn.execute(text("SELECT TIMESTAMPTZ '2026-07-01 12:00:00+02'"))
+            ).scalar_one()
+        assert zone == "UTC"
+        assert stamp.utcoffset().total_seconds() == 0
+        assert (stamp.hour, stamp.minute) == (10, 0)
+    finally:
+        await database.dispose()

@@ -116,7 +116,22 @@ def create_database(
     engine = create_async_engine(driver_url, **kwargs)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, busy_timeout_ms)
+    else:
+        _configure_postgresql(engine)
     return Database(engine, shown_url)
+
+
+def _configure_postgresql(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Every timestamp is stored and handled in UTC. In a UTC session psycopg hands them
+        # over already in `datetime.UTC` (a server zone like Etc/UTC gives a ZoneInfo that
+        # each of the thousands of values read per batch would convert), and date arithmetic
+        # in SQL does not depend on the server's configured zone.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SET TIME ZONE 'UTC'")
+        cursor.close()
+        dbapi_connection.commit()
 
 
 def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:

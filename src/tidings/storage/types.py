@@ -32,4 +32,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if isinstance(value, str):  # raw SQLite text from an expression
             value = datetime.fromisoformat(value)
         assert isinstance(value, datetime)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        zone = value.tzinfo
+        if zone is UTC:  # PostgreSQL in the UTC session: thousands per batch read
+            return value
+        return value.replace(tzinfo=UTC) if zone is None else value.astimezone(UTC)
