@@ -68,7 +68,7 @@ from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue, Periodic
 from tidings.rendering import Pages, TemplateEngine, Theme
-from tidings.storage import migrate
+from tidings.storage import migrate, revision
 from tidings.storage.database import Database, create_database
 from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
@@ -533,7 +533,7 @@ async def start(container: Container, *, apply_migrations: bool) -> None:
     if apply_migrations:
         await migrate.upgrade(container.db)
     configured = container.settings.site.secret
-    at_head = await migrate.is_at_head(container.db)
+    at_head = await revision.is_at_head(container.db)
     if configured is not None:
         container.site_secret.value = configured.get_secret_value()
     elif at_head:

@@ -6,7 +6,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-from tidings.storage import migrate
+from tidings.storage import migrate, revision
 from tidings.storage.database import Database, create_database
 from tidings.storage.tables import metadata
 
@@ -24,7 +24,7 @@ async def test_upgrade_head_matches_table_definitions(db: Database) -> None:
     """A model change without a migration would work in tests and break every upgrade."""
     async with db.read() as conn:
         assert await conn.run_sync(_diff) == []
-    assert await migrate.is_at_head(db)
+    assert await revision.is_at_head(db)
 
 
 async def test_downgrade_and_upgrade_round_trip(db: Database) -> None:
@@ -32,7 +32,7 @@ async def test_downgrade_and_upgrade_round_trip(db: Database) -> None:
     await migrate.downgrade(db, "base")
     async with db.read() as conn:
         assert await conn.run_sync(_tables) == set()
-    assert not await migrate.is_at_head(db)
+    assert not await revision.is_at_head(db)
     await migrate.upgrade(db)
     async with db.read() as conn:
         assert await conn.run_sync(_tables) == set(metadata.tables)
@@ -45,6 +45,27 @@ async def test_upgrade_is_idempotent(database_url: str) -> None:
     try:
         await migrate.upgrade(database)
         await migrate.upgrade(database)
-        assert await migrate.current_revisions(database) == migrate.head_revisions()
+        assert await revision.current_revisions(database) == migrate.head_revisions()
+    finally:
+        await database.dispose()
+
+
+def test_the_known_head_is_the_newest_migration() -> None:
+    """Workers check the revision against HEAD_REVISIONS without Alembic: a new migration
+    that does not move it would make every process refuse a migrated database (or accept an
+    old one)."""
+    assert migrate.head_revisions() == revision.HEAD_REVISIONS
+
+
+async def test_the_revision_is_read_without_alembic(database_url: str) -> None:
+    """Before the first migration there is no version table: the revision is none, not an
+    error, so `tidings worker` on an empty database says to run `tidings migrate`."""
+    database = create_database(database_url)
+    try:
+        assert await revision.current_revisions(database) == ()
+        assert not await revision.is_at_head(database)
+        await migrate.upgrade(database)
+        assert await revision.current_revisions(database) == revision.HEAD_REVISIONS
+        assert await revision.is_at_head(database)
     finally:
         await database.dispose()

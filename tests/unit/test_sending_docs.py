@@ -51,7 +51,7 @@ def test_every_bulk_email_setting_has_a_row() -> None:
 def test_every_status_field_has_a_row() -> None:
     """Admin UIs and scripts read the status endpoint; a field nobody explains is a field
     someone misreads (is `completed` messages sent? it is not)."""
-    from tidings.api.admin.campaign_status import SendStatusPublic
+    from tidings.api.admin.send_views import SendStatusPublic
 
     assert set(SendStatusPublic.model_fields) == _first_cells(
         "Status, progress and ETA (SND-17, SND-18)"

@@ -4,15 +4,14 @@ account and per client address, and server-side sessions with idle and absolute 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
+from typing import TYPE_CHECKING
 
 from tidings.domain.audience import normalise_email
 from tidings.domain.errors import InvalidInput, RateLimited, Unauthenticated
@@ -21,6 +20,9 @@ from tidings.storage import admins as queries
 from tidings.storage import ratelimits
 from tidings.storage.admins import AdminRow
 from tidings.storage.database import Database
+
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
 
 MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024  # argon2 takes any length; this only bounds the work per attempt
@@ -76,8 +78,14 @@ class AdminAccounts:
         self._secret = secret
         self._policy = policy
         self._limits = limits
-        self._hasher = PasswordHasher()
         self._decoy_hash: str | None = None
+
+    @functools.cached_property
+    def _hasher(self) -> PasswordHasher:
+        # argon2 is loaded by the first password operation: a worker only prunes sessions.
+        from argon2 import PasswordHasher
+
+        return PasswordHasher()
 
     async def create(self, email: str, password: str) -> AdminRow:
         """A new operator. Conflict when the address has an account already."""
@@ -192,6 +200,8 @@ class AdminAccounts:
             )
 
     def _verifies(self, password_hash: str, password: str) -> bool:
+        from argon2.exceptions import InvalidHashError, VerificationError
+
         try:
             return self._hasher.verify(password_hash, password)
         except (VerificationError, InvalidHashError):

@@ -10,6 +10,8 @@ from sqlalchemy.engine import make_url
 
 from tidings import __version__
 from tidings.config import Settings, mask_url_password
+from tidings.storage import revision
+from tidings.storage.database import Database
 
 CAPTURE_NOTE = "mail is captured locally; see `tidings outbox`"
 METRICS_OFF = "off (metrics.enabled, or metrics.port for a port of their own)"
@@ -26,6 +28,18 @@ class Revision:
         if self.current == self.latest:
             return f"revision {self.current} (the latest)"
         return f"revision {self.current}, not the latest ({self.latest}): run `tidings migrate`"
+
+
+async def database_revision(db: Database) -> Revision:
+    """The database's revision, beside the latest this code knows."""
+    current = await revision.current_revisions(db)
+    return Revision(", ".join(current) or "base", ", ".join(revision.HEAD_REVISIONS))
+
+
+def say(lines: list[str]) -> None:
+    """Print a banner on stdout, as it is, at once (plain print: Rich's rendering would load
+    half a megabyte of its modules into a worker for these few lines)."""
+    print("\n".join(lines), flush=True)
 
 
 def database_line(settings: Settings) -> str:

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 import typer
 
-from tidings.api.admin.campaign_repairs import AttemptQueued, ReconcileResult
+from tidings.api.admin.send_views import AttemptQueued, ReconcileResult
 from tidings.campaigns.retry import AttemptStarted
 from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.sending import BatchStatus, RecipientState

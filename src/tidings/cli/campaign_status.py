@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from tidings.api.admin.campaign_status import RecipientPublic, SendStatusPublic
+from tidings.api.admin.send_views import RecipientPublic, SendStatusPublic
 from tidings.audience.import_rows import neutralise_formula
 from tidings.bootstrap import Container
 from tidings.campaigns.send_status import CampaignRecipient

@@ -21,7 +21,7 @@ from tidings.config import ConfigurationError, Settings, load_settings
 from tidings.domain.errors import TidingsError
 from tidings.observability.logging import configure_logging
 from tidings.observability.sentry import configure_sentry
-from tidings.storage import migrate
+from tidings.storage import revision
 from tidings.storage.errors import DatabaseUnreachable
 
 T = TypeVar("T")
@@ -148,6 +148,6 @@ async def container_for(ctx: typer.Context) -> AsyncIterator[Container]:
     """A running container for a command that reads or writes data (no auto-migration)."""
     settings = state_of(ctx).settings()
     async with running(settings, apply_migrations=False) as container:
-        if not await migrate.is_at_head(container.db):
+        if not await revision.is_at_head(container.db):
             fail("the database is not migrated to the latest revision: run `tidings migrate`")
         yield container

@@ -10,7 +10,6 @@ import typer
 
 from tidings.cli.context import cannot_listen, err_console, wait_for_stop_signal
 from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
 
 RATE_HELP = "Fraction of requests (0 to 1) that get it."
 
@@ -79,6 +78,9 @@ def dev_provider(
     faults, stats). Point the Mailgun provider at it with
     TIDINGS_MAILGUN_API_BASE_URL=http://127.0.0.1:8026 and any key and domain.
     """
+    # The server (uvicorn and Starlette) is imported when it runs, not with the command tree.
+    from tidings.delivery.dev_server import DevProviderServer
+
     if store is not None:
         store.mkdir(parents=True, exist_ok=True)
     faults = []

@@ -9,7 +9,6 @@ import typer
 
 from tidings.bootstrap import utcnow
 from tidings.cli.context import cannot_listen, err_console, wait_for_stop_signal
-from tidings.delivery.sink import Faults, SmtpSink
 
 
 def dev_smtp(
@@ -36,6 +35,9 @@ def dev_smtp(
     TIDINGS_EMAIL_PROVIDER=smtp TIDINGS_SMTP_HOST=127.0.0.1 TIDINGS_SMTP_PORT=2525
     TIDINGS_SMTP_SECURITY=none.
     """
+    # The sink (aiosmtpd) is imported when it runs, not with the command tree.
+    from tidings.delivery.sink import Faults, SmtpSink
+
     if store is not None:
         store.mkdir(parents=True, exist_ok=True)
     if data_reply is not None and not (data_reply[:3].isdigit() and data_reply[:1] in "2345"):

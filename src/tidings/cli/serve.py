@@ -3,28 +3,26 @@
 Before anything starts, the ports are bound and the database is reached (and migrated, for
 `serve`): a port in use or a database that cannot be reached is one line and exit code 2,
 never a traceback in the log. Then the process says what it is doing (cli/banner.py).
+
+The web stack (cli/http_server.py) is imported by the commands that serve HTTP, when they run:
+a worker process stays free of it unless it has a metrics port.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Literal
 
 import typer
-import uvicorn
-from fastapi import FastAPI
 
-from tidings.api.app import create_app, create_metrics_app
-from tidings.bootstrap import Container, build, start
-from tidings.cli.banner import Revision, ServerBanner, base_url, worker_lines
+from tidings.bootstrap import build
+from tidings.cli.banner import base_url, database_revision, say, worker_lines
 from tidings.cli.context import bind_port, container_for, out_console, run, state_of
 from tidings.config import Settings
 from tidings.observability.logging import get_logger
 from tidings.storage import migrate as migrations
+from tidings.storage import revision
 
 log = get_logger("tidings.cli")
 HostOption = typer.Option(None, "--host", help="Listen address (default: http.host).")
@@ -32,58 +30,6 @@ PortOption = typer.Option(None, "--port", help="Listen port (default: http.port)
 HTTP_PORT_SETTING = "--port, or http.port (TIDINGS_HTTP_PORT)"
 METRICS_PORT_SETTING = "metrics.port (TIDINGS_METRICS_PORT)"
 WORKER_METRICS_PORT_SETTING = f"--metrics-port, or {METRICS_PORT_SETTING}"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, minus its habit of re-raising SIGTERM after a graceful stop (exit 0 instead),
-    calling `on_started` once it listens and the app has started."""
-
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
-        super().__init__(config)
-        self.on_started = on_started
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._request_exit)
-        try:
-            yield
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-    def _request_exit(self) -> None:
-        self.force_exit = self.should_exit  # a second signal skips the grace period
-        self.should_exit = True
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            self.on_started()
-
-
-class _MetricsServer(uvicorn.Server):
-    """The metrics port: stopped by whoever runs it, never by signals of its own."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _uvicorn_config(
-    app: FastAPI, settings: Settings, *, lifespan: Literal["on", "off"] = "on"
-) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        lifespan=lifespan,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=30,
-        proxy_headers=True,
-        forwarded_allow_ips=settings.http.trusted_proxies,
-    )
 
 
 def _metrics_listener(
@@ -100,61 +46,14 @@ def _metrics_listener(
     return sock, f"{base_url(host, port)}/metrics"
 
 
-async def _with_metrics(
-    main: Awaitable[None], metrics: socket.socket | None, container: Container
-) -> None:
-    """Await `main`, serving `/metrics` on `metrics` (if any) until it returns."""
-    if metrics is None:
-        await main
-        return
-    app = create_metrics_app(container)
-    server = _MetricsServer(_uvicorn_config(app, container.settings, lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[metrics]))
-    try:
-        await main
-    finally:
-        server.should_exit = True
-        await serving
-
-
-async def _revision(container: Container) -> Revision:
-    current = await migrations.current_revisions(container.db)
-    return Revision(", ".join(current) or "base", ", ".join(migrations.head_revisions()))
-
-
-def _say(lines: list[str]) -> None:
-    out_console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
-    out_console.file.flush()
-
-
 def _serve(ctx: typer.Context, host: str | None, port: int | None, *, embedded: bool) -> None:
+    from tidings.cli.http_server import serve_app  # the web stack: see the module docstring
+
     settings = state_of(ctx).settings(long_running=True)
     host, port = host or settings.http.host, port or settings.http.port
     listener = bind_port(host, port, setting=HTTP_PORT_SETTING)
     metrics = _metrics_listener(settings)
-    url = base_url(host, port)
-    metrics_url = (
-        metrics[1] if metrics else (f"{url}/metrics" if settings.metrics.enabled else None)
-    )
-    container = build(settings)
-
-    async def go() -> None:
-        try:
-            await start(container, apply_migrations=embedded)
-            revision = await _revision(container)
-        except BaseException:
-            await container.close()
-            raise
-        # The app's lifespan starts the container again (migrated already: only the site
-        # secret is read again) and closes it when the server stops.
-        app = create_app(settings, run_workers=embedded, container=container)
-        banner = ServerBanner(settings, revision, url, embedded, metrics_url)
-        server = _Server(_uvicorn_config(app, settings), on_started=lambda: _say(banner.lines()))
-        await _with_metrics(
-            server.serve(sockets=[listener]), metrics[0] if metrics else None, container
-        )
-
-    run(go)
+    serve_app(settings, listener, base_url(host, port), metrics, embedded=embedded)
 
 
 def serve(ctx: typer.Context, host: str | None = HostOption, port: int | None = PortOption) -> None:
@@ -198,10 +97,13 @@ def worker(
                 "worker.started", database=container.db.dialect, provider=settings.email.provider
             )
             metrics_url = metrics[1] if metrics else None
-            _say(worker_lines(settings, await _revision(container), metrics_url))
-            await _with_metrics(
-                container.run_workers(stop), metrics[0] if metrics else None, container
-            )
+            say(worker_lines(settings, await database_revision(container.db), metrics_url))
+            if metrics is None:
+                await container.run_workers(stop)
+            else:
+                from tidings.cli.http_server import with_metrics  # only with a metrics port
+
+                await with_metrics(container.run_workers(stop), metrics[0], container)
             log.info("worker.stopped")
 
     run(go)
@@ -222,7 +124,7 @@ def migrate(
                 await migrations.downgrade(container.db, downgrade_to)
             else:
                 await migrations.upgrade(container.db)
-            return await migrations.current_revisions(container.db)
+            return await revision.current_revisions(container.db)
         finally:
             await container.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import psycopg
 import structlog
 
 from tidings.queue.store import NOTIFY_CHANNEL
@@ -22,6 +21,8 @@ async def listen_for_jobs(db: Database, wake: Callable[[], None], stop: asyncio.
     """Call `wake()` for each notification until `stop` is set; reconnect on failure."""
     if not db.is_postgresql:
         return
+    import psycopg  # here, not at the top: a SQLite deployment never loads the driver (9 MB)
+
     conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
     while not stop.is_set():
         try:

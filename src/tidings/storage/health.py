@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from tidings.domain.errors import NotReady
-from tidings.storage import migrate
+from tidings.storage import revision
 from tidings.storage.database import Database
 from tidings.storage.errors import unreachable_as_not_ready
 
@@ -15,6 +15,6 @@ async def check_ready(db: Database) -> None:
     with unreachable_as_not_ready():
         async with db.read() as conn:
             await conn.execute(select(1))
-        at_head = await migrate.is_at_head(db)
+        at_head = await revision.is_at_head(db)
     if not at_head:
         raise NotReady("the database is not migrated to the latest revision: run `tidings migrate`")

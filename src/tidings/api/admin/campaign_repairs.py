@@ -9,9 +9,8 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from tidings.api.admin.campaign_sends import CampaignId
+from tidings.api.admin.send_views import AttemptQueued, ReconcileResult
 from tidings.api.deps import AdminKeyId, ContainerDep
-from tidings.campaigns.reconcile import Reconciled
-from tidings.campaigns.retry import AttemptStarted
 from tidings.domain.sending import BatchStatus, RecipientState
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
@@ -44,46 +43,6 @@ class ResendRequest(BaseModel):
         description="Send again to the uncertain recipients, or to the transiently failed ones."
     )
     note: Note
-
-
-class AttemptQueued(BaseModel):
-    campaign_id: int
-    attempt: int
-    job_id: int
-    batches_requeued: int
-    recipients_requeued: int
-
-    @classmethod
-    def of(cls, started: AttemptStarted) -> AttemptQueued:
-        return cls(
-            campaign_id=started.campaign_id,
-            attempt=started.attempt,
-            job_id=started.job_id,
-            batches_requeued=started.batches,
-            recipients_requeued=started.recipients,
-        )
-
-
-class ReconcileResult(BaseModel):
-    campaign_id: int
-    batch_id: int
-    outcome: str
-    recipients: int = Field(description="Recipients whose state the decision settled.")
-    campaign_status: str
-    next_step: str
-    attempt: int | None = Field(description="The attempt the decision started, if any.")
-
-    @classmethod
-    def of(cls, done: Reconciled) -> ReconcileResult:
-        return cls(
-            campaign_id=done.campaign_id,
-            batch_id=done.batch_id,
-            outcome=done.outcome.value,
-            recipients=done.recipients,
-            campaign_status=done.campaign_status.value,
-            next_step=done.next_step,
-            attempt=done.attempt,
-        )
 
 
 @router.post(

@@ -1,4 +1,9 @@
-"""The `tidings bench` command group."""
+"""The `tidings bench` command group.
+
+Each benchmark's module is imported by its command when it runs: between them they load the
+API, PgQueuer and the seeding code, none of which the other commands (a worker among them,
+whose process builds this command tree too) should carry in memory.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,8 @@ import json
 import typer
 
 from tidings.bootstrap import utcnow
-from tidings.cli.bench.importing import bench_import
-from tidings.cli.bench.prepare import bench_prepare
-from tidings.cli.bench.queue import bench_queue
-from tidings.cli.bench.send import bench_send
-from tidings.cli.bench.subscribe import bench_subscribe
 from tidings.cli.context import state_of
 from tidings.observability.logging import configure_logging
-from tidings.rendering.bench import run_render_benchmark
 
 app = typer.Typer(
     help="Benchmarks: measure and print JSON (never pass/fail).", no_args_is_help=True
@@ -42,6 +41,8 @@ def queue(
     workers, on a scratch database of the configured kind (created and dropped). On
     PostgreSQL, PgQueuer (`pip install 'tidings[bench]'`) does the same on another scratch
     database of the same server in the same run, and the ratio is printed."""
+    from tidings.cli.bench.queue import bench_queue
+
     url = state_of(ctx).settings().database.url
     result = bench_queue(
         url, jobs=jobs, workers=workers, concurrency=concurrency, probes=probes, peer=peer
@@ -58,6 +59,8 @@ def render(
 ) -> None:
     """Personalised messages per second (rendered once per segment, headers built, bytes
     ready for SMTP), beside a full template render and EmailMessage per recipient (CMP-3)."""
+    from tidings.rendering.bench import run_render_benchmark
+
     print(
         json.dumps(
             run_render_benchmark(recipients, now=utcnow(), comparison_sample=sample), indent=2
@@ -79,6 +82,8 @@ def import_(
     ),
 ) -> None:
     """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
+    from tidings.cli.bench.importing import bench_import
+
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_import(url, rows=rows, webhooks=webhooks)), indent=2))
 
@@ -95,6 +100,8 @@ def prepare(
 ) -> None:
     """Recipient preparation (BEN-1) on a scratch database of the configured kind: the full
     audience, discard-and-rebuild, a label audience, each beside one bare INSERT … SELECT."""
+    from tidings.cli.bench.prepare import bench_prepare
+
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_prepare(url, members, concurrency)), indent=2))
 
@@ -117,6 +124,8 @@ def send(
     """Campaign recipients per second (BEN-2) through real worker processes to a local SMTP
     sink and to the local batch-API server, each beside a bare client (aiosmtplib, httpx)
     sending the same messages to the same server in the same run."""
+    from tidings.cli.bench.send import bench_send
+
     unknown = set(provider) - {"smtp", "http"}
     if unknown:
         raise typer.BadParameter(f"unknown: {', '.join(sorted(unknown))}", param_hint="--provider")
@@ -141,6 +150,8 @@ def subscribe(
     and suppressed address (AUD-5: no enumeration by timing; target: the slowest median
     under 1.2x the fastest), through the real app on a scratch database of the configured
     kind."""
+    from tidings.cli.bench.subscribe import bench_subscribe
+
     url = state_of(ctx).settings().database.url
     configure_logging(level="warning")  # a log line per request would be timed too
     print(json.dumps(asyncio.run(bench_subscribe(url, requests=requests)), indent=2))

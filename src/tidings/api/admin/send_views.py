@@ -1,0 +1,128 @@
+"""The bodies the admin API answers about a campaign's send (its status, its recipients, the
+attempt a repair started), which the CLI prints with `--json` too: pydantic only, without
+FastAPI, so that the CLI's commands load them without the web stack."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tidings.campaigns.reconcile import Reconciled
+from tidings.campaigns.retry import AttemptStarted
+from tidings.campaigns.send_status import CampaignRecipient
+from tidings.domain.send_status import SendingStatus
+
+
+class RecipientCounts(BaseModel):
+    sent: int
+    failed: int
+    excluded: int
+    uncertain: int
+
+
+class SendStatusPublic(BaseModel):
+    campaign_id: int
+    status: str
+    attempt: int | None = Field(description="The send's attempt (1, then one more per retry).")
+    phase: Literal["preparing", "submitting"] | None = Field(
+        description="While sending: `preparing` until any batch has left pending, then "
+        "`submitting`."
+    )
+    completed: int = Field(description="Recipients processed: sent, failed, excluded, uncertain.")
+    total: int
+    eta: int | None = Field(
+        description="Seconds until the current phase's work is done: null until two timing "
+        "samples exist in this phase and attempt, and for a failed send; 0 when no work "
+        "remains. Key completion on `status`, never on this."
+    )
+    failed_during: str | None = Field(description="A failed send: `preparing` or `submitting`.")
+    retryable: bool
+    error_code: str | None
+    error: str | None
+    recipients: RecipientCounts
+
+    @classmethod
+    def of(cls, campaign_id: int, found: SendingStatus) -> SendStatusPublic:
+        totals = found.recipients
+        return cls(
+            campaign_id=campaign_id,
+            status=found.status.value,
+            attempt=found.attempt,
+            phase=found.phase.value if found.phase else None,
+            completed=found.completed,
+            total=found.total,
+            eta=found.eta_seconds,
+            failed_during=found.failed_during,
+            retryable=found.retryable,
+            error_code=found.error_code,
+            error=found.error,
+            recipients=RecipientCounts(
+                sent=totals.sent,
+                failed=totals.failed,
+                excluded=totals.excluded,
+                uncertain=totals.uncertain,
+            ),
+        )
+
+
+class RecipientPublic(BaseModel):
+    id: int
+    batch_id: int | None
+    subscriber_id: int | None
+    address: str | None
+    message_id: str | None = Field(description="Look this up at the provider.")
+    state: str
+    reason: str | None
+
+    @classmethod
+    def of(cls, row: CampaignRecipient) -> RecipientPublic:
+        return cls(
+            id=row.id,
+            batch_id=row.batch_id,
+            subscriber_id=row.subscriber_id,
+            address=row.address,
+            message_id=row.message_id,
+            state=row.state,
+            reason=row.reason,
+        )
+
+
+class AttemptQueued(BaseModel):
+    campaign_id: int
+    attempt: int
+    job_id: int
+    batches_requeued: int
+    recipients_requeued: int
+
+    @classmethod
+    def of(cls, started: AttemptStarted) -> AttemptQueued:
+        return cls(
+            campaign_id=started.campaign_id,
+            attempt=started.attempt,
+            job_id=started.job_id,
+            batches_requeued=started.batches,
+            recipients_requeued=started.recipients,
+        )
+
+
+class ReconcileResult(BaseModel):
+    campaign_id: int
+    batch_id: int
+    outcome: str
+    recipients: int = Field(description="Recipients whose state the decision settled.")
+    campaign_status: str
+    next_step: str
+    attempt: int | None = Field(description="The attempt the decision started, if any.")
+
+    @classmethod
+    def of(cls, done: Reconciled) -> ReconcileResult:
+        return cls(
+            campaign_id=done.campaign_id,
+            batch_id=done.batch_id,
+            outcome=done.outcome.value,
+            recipients=done.recipients,
+            campaign_status=done.campaign_status.value,
+            next_step=done.next_step,
+            attempt=done.attempt,
+        )
