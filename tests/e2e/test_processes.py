@@ -162,7 +162,8 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
 
 async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     """BEN-2 runs end to end: a real worker sends a campaign to an SMTP sink process and to the
-    batch-API server, each beside a bare client, and the JSON names the sink and a ratio."""
+    batch-API server, each beside a bare client (two for the batch API: prebuilt bodies, and
+    requests built while sending), and the JSON names the sink and the ratios."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -188,3 +189,7 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["ratio_to_bare_client"] > 0
         cpu = figures["tidings"]["worker_cpu_us_per_recipient"]  # None if the send outran a poll
         assert cpu is None or cpu > 0
+    building = http["bare_client_building_requests"]
+    assert (building["messages"], building["requests_built"]) == (60, "while sending")
+    assert http["bare_client"]["requests_built"] == "beforehand"
+    assert http["ratio_to_bare_client_building_requests"] > 0
