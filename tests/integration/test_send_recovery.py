@@ -92,7 +92,11 @@ async def test_sweep_resumes_a_send_whose_batch_job_died_and_it_completes(
         assert status_now is JobStatus.DONE
         assert {"dead", "done"} <= set(history)
         send_history = (await _job(container, SendCampaign(campaign_id, 1).idempotency_key))[1]
-        assert send_history == ["done", "done"]
+        # The first run, then one resume per sweep that found the batch dead: under load the
+        # revived job can die once more before the relay is back, and a later sweep resumes
+        # it again. What matters is that each run ended done and nobody was mailed twice.
+        assert len(send_history) >= 2
+        assert set(send_history) == {"done"}
         for batch_id in set(by_batch) - {stranded}:
             key = SendBatch(campaign_id, batch_id, 1).idempotency_key
             assert await _job(container, key) == (JobStatus.DONE, ["done"])
