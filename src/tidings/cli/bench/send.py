@@ -33,7 +33,7 @@ from tidings.observability.logging import configure_logging
 from tidings.rendering.batch import batch_template, batch_variables
 from tidings.rendering.bench import sample_recipient
 from tidings.rendering.engine import TemplateEngine
-from tidings.rendering.render import render_segment
+from tidings.rendering.render import SegmentRendering, render_segment
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
 from tidings.storage import seeding
 from tidings.storage.scratch import scratch_database
@@ -76,11 +76,10 @@ async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
         await process.wait()
 
 
-def _messages(count: int) -> list[tuple[str, bytes]]:
-    content = sample_content()
-    now = datetime.now(UTC)
-    rendering = render_segment(
-        content,
+def _sample_rendering(now: datetime) -> SegmentRendering:
+    """The sample issue's paid segment: what both bare clients send, as the worker does."""
+    return render_segment(
+        sample_content(),
         "paid",
         sender=SAMPLE_SENDER,
         list_info=SAMPLE_LIST,
@@ -88,6 +87,11 @@ def _messages(count: int) -> list[tuple[str, bytes]]:
         engine=TemplateEngine(),
         now=now,
     )
+
+
+def _messages(count: int) -> list[tuple[str, bytes]]:
+    now = datetime.now(UTC)
+    rendering = _sample_rendering(now)
     return [
         (person.address, rendering.personalise(person, now=now))
         for person in (sample_recipient(number) for number in range(count))
@@ -164,15 +168,7 @@ class BatchRequests:
 
     def __init__(self, count: int) -> None:
         now = datetime.now(UTC)
-        self._rendering = render_segment(
-            sample_content(),
-            "paid",
-            sender=SAMPLE_SENDER,
-            list_info=SAMPLE_LIST,
-            base_url=SAMPLE_BASE_URL,
-            engine=TemplateEngine(),
-            now=now,
-        )
+        self._rendering = _sample_rendering(now)
         self._template = batch_template(self._rendering)
         self._encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
         # What a batch read gives a worker: the reader and its rows' ids and creation times.
