@@ -26,23 +26,23 @@ def _tidings(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_keys_commands_on_a_fresh_database(database_url: str) -> None:
+def test_keys_commands_on_a_fresh_database(empty_database_url: str) -> None:
     """The first admin key can only come from the CLI, so it must work on a fresh database."""
-    before = _tidings(database_url, "keys", "list")
+    before = _tidings(empty_database_url, "keys", "list")
     assert before.returncode == 1
     assert "tidings migrate" in before.stderr
-    assert _tidings(database_url, "migrate").returncode == 0
-    created = _tidings(database_url, "keys", "create", "ops", "--json")
+    assert _tidings(empty_database_url, "migrate").returncode == 0
+    created = _tidings(empty_database_url, "keys", "create", "ops", "--json")
     assert created.returncode == 0, created.stderr
     key = json.loads(created.stdout)
     assert key["key"].startswith("tdk_")
-    listed = json.loads(_tidings(database_url, "keys", "list", "--json").stdout)
+    listed = json.loads(_tidings(empty_database_url, "keys", "list", "--json").stdout)
     assert [(row["id"], row["revoked_at"]) for row in listed] == [(key["id"], None)]
     assert key["key"] not in json.dumps(listed)
-    assert _tidings(database_url, "keys", "revoke", key["id"]).returncode == 0
-    listed = json.loads(_tidings(database_url, "keys", "list", "--json").stdout)
+    assert _tidings(empty_database_url, "keys", "revoke", key["id"]).returncode == 0
+    listed = json.loads(_tidings(empty_database_url, "keys", "list", "--json").stdout)
     assert listed[0]["revoked_at"] is not None
-    unknown = _tidings(database_url, "keys", "revoke", "zzzzzzzzzz")
+    unknown = _tidings(empty_database_url, "keys", "revoke", "zzzzzzzzzz")
     assert unknown.returncode == 1
     assert "no API key" in unknown.stderr
     assert "Traceback" not in unknown.stderr

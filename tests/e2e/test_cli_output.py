@@ -63,9 +63,9 @@ def test_import_summary_goes_to_stdout_and_log_events_stay_out(
     assert "subscribers.imported" in [record["event"] for record in _log_records(chatty.stderr)]
 
 
-def test_migrate_reports_the_revision_on_stdout(sqlite_url: str) -> None:
+def test_migrate_reports_the_revision_on_stdout(empty_sqlite_url: str) -> None:
     """Scripts check what `migrate` did by reading its output."""
-    result = tidings("migrate", env=clean_env(DATABASE_URL=sqlite_url))
+    result = tidings("migrate", env=clean_env(DATABASE_URL=empty_sqlite_url))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Database at revision ")
 

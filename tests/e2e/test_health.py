@@ -18,9 +18,9 @@ async def test_health_ready_metrics_and_openapi(database_url: str) -> None:
         assert "/api/admin/keys" in spec["paths"]
 
 
-async def test_readyz_is_503_until_migrated(database_url: str) -> None:
+async def test_readyz_is_503_until_migrated(empty_database_url: str) -> None:
     """`tidings api` does not migrate: a load balancer must not route to it until it is ready."""
-    settings = make_settings(database_url)
+    settings = make_settings(empty_database_url)
     async with api_client(settings, apply_migrations=False) as (client, _):
         response = await client.get("/readyz")
         assert response.status_code == 503

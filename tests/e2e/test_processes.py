@@ -78,14 +78,14 @@ async def test_worker_serves_its_own_metrics(sqlite_url: str) -> None:
     assert process.returncode == 0
 
 
-async def test_worker_refuses_an_unmigrated_database(sqlite_url: str) -> None:
+async def test_worker_refuses_an_unmigrated_database(empty_sqlite_url: str) -> None:
     """A worker on an old schema would fail every job; it refuses to start and says why."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "tidings",
         "worker",
-        env=_env(sqlite_url),
+        env=_env(empty_sqlite_url),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -41,16 +41,19 @@ def test_serve_names_its_database_mail_workers_and_addresses(tmp_path: Path) -> 
 
 
 def test_api_says_it_runs_no_workers_and_the_schema_is_behind(
-    database_url: str, tmp_path: Path
+    empty_database_url: str, tmp_path: Path
 ) -> None:
     """`tidings api` neither migrates nor sends: saying so up front (with the command to run)
     saves an operator from waiting for mail that no process will send."""
     env = clean_env(
-        DATABASE_URL=database_url, LOG_FORMAT="json", EMAIL_PROVIDER="smtp", SMTP_HOST="relay.test"
+        DATABASE_URL=empty_database_url,
+        LOG_FORMAT="json",
+        EMAIL_PROVIDER="smtp",
+        SMTP_HOST="relay.test",
     )
     with serve_process(tmp_path, command="api", env=env) as served:
         output = served.output()
-    shown = database_url if database_url.startswith("postgresql") else "SQLite "
+    shown = empty_database_url if empty_database_url.startswith("postgresql") else "SQLite "
     assert shown in output
     assert "revision base, not the latest" in output
     assert "run `tidings migrate`" in output

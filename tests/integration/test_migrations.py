@@ -39,9 +39,9 @@ async def test_downgrade_and_upgrade_round_trip(db: Database) -> None:
         assert await conn.run_sync(_diff) == []
 
 
-async def test_upgrade_is_idempotent(database_url: str) -> None:
+async def test_upgrade_is_idempotent(empty_database_url: str) -> None:
     """`tidings serve` migrates on every start; a second run must be a no-op."""
-    database = create_database(database_url)
+    database = create_database(empty_database_url)
     try:
         await migrate.upgrade(database)
         await migrate.upgrade(database)
@@ -57,10 +57,10 @@ def test_the_known_head_is_the_newest_migration() -> None:
     assert migrate.head_revisions() == revision.HEAD_REVISIONS
 
 
-async def test_the_revision_is_read_without_alembic(database_url: str) -> None:
+async def test_the_revision_is_read_without_alembic(empty_database_url: str) -> None:
     """Before the first migration there is no version table: the revision is none, not an
     error, so `tidings worker` on an empty database says to run `tidings migrate`."""
-    database = create_database(database_url)
+    database = create_database(empty_database_url)
     try:
         assert await revision.current_revisions(database) == ()
         assert not await revision.is_at_head(database)
