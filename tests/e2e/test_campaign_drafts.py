@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from email import message_from_bytes, policy
@@ -19,6 +17,7 @@ import pytest
 from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.e2e.test_delivery_engine import FAST_QUEUE, eventually, serving
 from tests.factories import admin_headers, make_settings
+from tests.support.cli import tidings_cli
 from tidings.bootstrap import Container
 
 BODY = """# Issue 12
@@ -247,21 +246,7 @@ async def test_test_send_delivers_the_real_message_and_leaves_the_campaign_alone
 
 def test_campaign_cli_creates_previews_and_lists(tmp_path: Path, sqlite_url: str) -> None:
     """The CLI composes the same drafts as the API, from a Markdown or HTML file."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
-        "TIDINGS_DATABASE_URL": sqlite_url,
-        "TIDINGS_LOG_FORMAT": "json",
-    }
-
-    def tidings(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tidings", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    tidings = tidings_cli(sqlite_url)
 
     assert tidings("migrate").returncode == 0
     created = tidings(

@@ -1,4 +1,4 @@
-"""The operator's commands for a troubled send, run as `tidings` processes: status (one line,
+"""The operator's commands for a troubled send, run as an operator runs them: status (one line,
 JSON, --follow with its exit code), the uncertain readers with their Message-IDs, a refused
 retry that says why, and an audited reconcile as `cli:<login>`."""
 
@@ -9,15 +9,13 @@ import csv
 import getpass
 import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from sqlalchemy import select
 
+from tests.support.cli import Ran, clean_env, tidings
 from tests.support.sending import (
     batch_provider_settings,
     create_campaign,
@@ -42,18 +40,10 @@ async def studio(database_url: str, dev_provider: DevProviderServer) -> AsyncIte
         yield client, container, headers, dev_provider, database_url
 
 
-async def _tidings(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TIDINGS_DATABASE_URL": database_url, "TIDINGS_LOG_FORMAT": "json"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "tidings", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+async def _tidings(database_url: str, *args: str) -> Ran:
+    """The command on a thread of its own, while this test's loop serves the provider."""
+    env = clean_env(DATABASE_URL=database_url, LOG_FORMAT="json")
+    return await asyncio.to_thread(tidings, *args, env=env)
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ send lead (issue 13, items 6 and 7)."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ import httpx
 from tests.e2e.audience_helpers import create_newsletter
 from tests.e2e.test_delivery_engine import FAST_QUEUE, eventually, serving
 from tests.factories import admin_headers, make_settings
-from tests.support.cli import tidings_cli
+from tests.support.cli import Ran, clean_env, tidings_cli, tidings_process
 
 
-async def _tidings(database_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+async def _tidings(database_url: str, *args: str, **env: str) -> Ran:
     return await asyncio.to_thread(tidings_cli(database_url, **env), *args)
 
 
@@ -68,10 +67,12 @@ async def test_outbox_show_lists_the_confirmation_link_and_each_part(
             "import shutil, sys\n"
             f"shutil.copy(sys.argv[1].removeprefix('file://'), {str(opened_log)!r})\n"
         )
-        opened = await _tidings(
-            database_url,
+        # Python reads $BROWSER once per process: the browser is the command's own.
+        opened = await asyncio.to_thread(
+            tidings_process,
             *("outbox", "show", message_id, "--open"),
-            BROWSER=f"{sys.executable} {browser} %s",
+            env=clean_env(DATABASE_URL=database_url, LOG_FORMAT="json")
+            | {"BROWSER": f"{sys.executable} {browser} %s"},
         )
         assert opened.returncode == 0, opened.stderr
         assert confirm_link in await asyncio.to_thread(opened_log.read_text)

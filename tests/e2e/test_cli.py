@@ -1,9 +1,6 @@
 """The CLI works from a fresh database: migrate, keys create/list/revoke (CLI-1, API-2)."""
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from email import message_from_bytes, policy
 from email.utils import getaddresses
@@ -11,19 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import Ran, clean_env, tidings, tidings_process
 from tidings.domain.email_headers import message_id
 
 
-def _tidings(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TIDINGS_DATABASE_URL": database_url, "TIDINGS_LOG_FORMAT": "json"}
-    return subprocess.run(
-        [sys.executable, "-m", "tidings", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def _tidings(database_url: str, *args: str) -> Ran:
+    return tidings(*args, env=clean_env(DATABASE_URL=database_url, LOG_FORMAT="json"))
 
 
 def test_keys_commands_on_a_fresh_database(empty_database_url: str) -> None:
@@ -55,14 +45,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     a campaign reaching every one of the 10,001 once, the paid ones with their own version,
     under the documented Message-ID — must be what really reached the SMTP sink."""
     workdir = tmp_path / "demo"
-    result = subprocess.run(
-        [sys.executable, "-m", "tidings", "demo", "--dir", str(workdir)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
-    )
+    result = tidings_process("demo", "--dir", str(workdir), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     printed = " ".join(result.stdout.split())
     assert "stopped cleanly (exit 0)" in printed

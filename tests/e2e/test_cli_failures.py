@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import IN_CI, postgres_server_url, postgres_unavailable_reason
-from tests.support.cli import clean_env, tidings
+from tests.support.cli import clean_env, tidings, tidings_process
 from tidings.cli.context import free_port
 
 pytestmark = pytest.mark.slow
@@ -86,7 +86,8 @@ def test_every_kind_of_command_reports_an_unreachable_database_alike(
     inside a log record that an operator has to unpick."""
     url = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{free_port()}/tidings"
     extra = ["--port", str(free_port())] if command[0] in {"serve", "api"} else []
-    result = tidings(*command, *extra, env=clean_env(DATABASE_URL=url, LOG_FORMAT="json"))
+    # Servers configure their logging (uvicorn's too) for the process: run one.
+    result = tidings_process(*command, *extra, env=clean_env(DATABASE_URL=url, LOG_FORMAT="json"))
     assert result.returncode == 2, result.stderr
     _assert_one_clear_line(result.stderr, "postgresql://postgres:********@127.0.0.1:")
 
@@ -116,7 +117,7 @@ def test_a_port_in_use_is_one_line_naming_the_setting(
     """A second `tidings serve`, or any program on 8000, is a common first-hour collision;
     the answer must name the port and how to choose another, and start nothing."""
     env = clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'tidings.db'}", LOG_FORMAT="json")
-    result = tidings(command, option, str(busy_port), env=env)
+    result = tidings_process(command, option, str(busy_port), env=env)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -1,26 +1,33 @@
-"""tidings run as a user runs it: a one-shot command in a subprocess (on a test database, as an
-operator would), and a real `tidings serve` (or `api`) on a free loopback port, for a browser
-on /docs, the start-up banner, the README tour."""
+"""tidings run as a user runs it: a one-shot command (on a test database, as an operator
+would), in this process or in a process of its own, and a real `tidings serve` (or `api`) on a
+free loopback port, for a browser on /docs, the start-up banner, the README tour."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import structlog
+from typer.testing import CliRunner
 
 from tidings.cli.context import free_port
 
 START_DEADLINE_SECONDS = 60.0
-Cli = Callable[..., subprocess.CompletedProcess[str]]
+Cli = Callable[..., "Ran"]
 
 
 @dataclass
@@ -45,18 +52,101 @@ def clean_env(**settings: str) -> dict[str, str]:
     return {**clean, **{f"TIDINGS_{key}": value for key, value in settings.items()}}
 
 
+@dataclass
+class Ran:
+    """What a `tidings` command did: its exit code and what it printed (as a process would)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def tidings(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> Ran:
+    """`tidings ARGS` run in this process through Typer's CliRunner, with `env` as its whole
+    environment (default: the test process's, without TIDINGS_*): the same command tree,
+    exit codes and output as `python -m tidings`, without two seconds of interpreter start-up
+    and imports per call. Tests of the process itself (signals, imports, start-up) use
+    `tidings_process`. Inside a running event loop (an async test) the command runs on a
+    thread of its own, the loop blocked meanwhile, as `subprocess.run` would block it."""
+    environ = env if env is not None else clean_env()
+    if not _in_event_loop():
+        return _invoke(args, environ, input)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(_invoke, args, environ, input).result(timeout=timeout)
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _invoke(args: tuple[str, ...], environ: dict[str, str], given: str | None) -> Ran:
+    from tidings.cli.main import app
+
+    # CliRunner sets what it is given (None removes); the rest of os.environ stays.
+    changes: dict[str, str | None] = {
+        key: value for key, value in environ.items() if os.environ.get(key) != value
+    }
+    changes |= {key: None for key in os.environ if key not in environ}
+    with _logging_restored(), _INVOKING:
+        result = CliRunner().invoke(app, list(args), env=changes, input=given)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))  # as Python would print
+    return Ran(result.exit_code, result.stdout, stderr)
+
+
+# Commands configure logging for the process (structlog and the root logger) to write to the
+# stderr CliRunner captured; the test process's own configuration comes back afterwards.
+_INVOKING = threading.Lock()
+
+
+@contextmanager
+def _logging_restored() -> Iterator[None]:
+    structlog_config = structlog.get_config()
+    loggers = {
+        name: (logger.handlers[:], logger.level, logger.propagate, logger.disabled)
+        for name, logger in [
+            (name, logging.getLogger(name))
+            for name in ("", "uvicorn", "uvicorn.error", "uvicorn.access", "alembic")
+        ]
+    }
+    try:
+        yield
+    finally:
+        structlog.configure(**structlog_config)
+        for name, (handlers, level, propagate, disabled) in loggers.items():
+            logger = logging.getLogger(name)
+            logger.handlers, logger.level = handlers, level
+            logger.propagate, logger.disabled = propagate, disabled
+
+
+def tidings_process(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m tidings ARGS`, its output captured as text."""
+    """`python -m tidings ARGS` in a process of its own, its output captured as text."""
     return subprocess.run(
         [sys.executable, "-m", "tidings", *args],
         env=env if env is not None else clean_env(),
         cwd=cwd,
+        input=input,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        stdin=None if input is not None else subprocess.DEVNULL,
     )
 
 

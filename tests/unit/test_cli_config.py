@@ -1,20 +1,12 @@
 """An invalid setting stops any command with exit code 2 and one line naming the key (CFG-1)."""
 
 import json
-import os
-import subprocess
-import sys
+
+from tests.support.cli import Ran, clean_env, tidings
 
 
-def _tidings(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidings", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def _tidings(*args: str, **env: str) -> Ran:
+    return tidings(*args, env={**clean_env(), **env})
 
 
 def test_invalid_value_exits_2_with_one_line_naming_the_key() -> None:
