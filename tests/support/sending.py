@@ -128,19 +128,23 @@ class RaisingProvider:
 class Relay:
     """The relay (the world outside), stood in for: messages are captured through the real
     capture provider once `inner` is set, except that addresses in `unreachable` cannot be
-    reached (as if the relay were down for them) until removed; `before_send`, if set, is
-    called with the number of messages handed over so far, just before each one."""
+    reached (as if the relay were down for them) until removed, or until `recovered()`, if
+    set, answers true; `before_send`, if set, is called with the number of messages handed
+    over so far, just before each one."""
 
     name = "relay"
 
     def __init__(self, inner: Any = None) -> None:
         self.inner = inner
         self.unreachable: set[str] = set()
+        self.recovered: Callable[[], Awaitable[bool]] | None = None
         self.before_send: Callable[[int], None] | None = None
         self.handed_over = 0
 
     async def send(self, envelope: Any) -> Any:
-        if envelope.recipients[0] in self.unreachable:
+        if envelope.recipients[0] in self.unreachable and not (
+            self.recovered is not None and await self.recovered()
+        ):
             raise ProviderUnreachable("relay down (test double)")
         if self.before_send is not None:
             self.before_send(self.handed_over)
