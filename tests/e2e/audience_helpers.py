@@ -3,7 +3,6 @@ and a snapshot of audience tables to prove bad input changed nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
+from tests.support.waiting import wait_for
 from tidings.audience.consent_requests import REQUEST_CONSENT
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container
@@ -90,8 +90,8 @@ async def confirmation_tokens(container: Container) -> list[str]:
 
 async def settled(container: Container) -> None:
     """Wait until the workers have finished every job and delivered every webhook."""
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
+
+    async def idle() -> bool:
         async with container.db.read() as conn:
             busy = (
                 await conn.execute(
@@ -103,22 +103,22 @@ async def settled(container: Container) -> None:
                     select(webhook_deliveries.c.id).where(webhook_deliveries.c.status == "pending")
                 )
             ).first()
-        if busy is None and undelivered is None:
-            return
-        assert asyncio.get_running_loop().time() < deadline, "the workers did not settle"
-        await asyncio.sleep(0.05)
+        return busy is None and undelivered is None
+
+    await wait_for(idle, within_seconds=60, message="the workers did not settle")
 
 
 async def sent_confirmation_token(container: Container) -> str:
     """The link from the first confirmation email the running workers send."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
+
+    async def token() -> str | None:
         for message in await container.captured_mail.list():
             match = CONFIRM_LINK.search(captured_text(message.raw))
             if match:
                 return match.group(1)
-        assert asyncio.get_running_loop().time() < deadline, "no confirmation email was sent"
-        await asyncio.sleep(0.05)
+        return None
+
+    return await wait_for(token, message="no confirmation email was sent")
 
 
 async def snapshot(container: Container) -> dict[str, list[tuple[Any, ...]]]:

@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from tests.e2e.audience_helpers import create_newsletter, snapshot
-from tests.e2e.test_delivery_engine import FAST_QUEUE, eventually, serving
+from tests.e2e.test_delivery_engine import FAST_QUEUE, serving
 from tests.factories import admin_headers, make_settings
 from tests.support.cli import tidings_cli
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 
 BODY = """# Issue 12
@@ -175,7 +176,7 @@ async def _test_sent(
     async def captured() -> list[dict[str, Any]]:
         return list((await client.get("/api/admin/outbox", headers=headers)).json()["items"])
 
-    (item,) = await eventually(captured)
+    (item,) = await wait_for(captured)
     raw = (await client.get(f"/api/admin/outbox/{item['id']}/raw", headers=headers)).content
     message = message_from_bytes(raw, policy=policy.default)
     assert isinstance(message, EmailMessage)

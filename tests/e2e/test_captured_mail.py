@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.e2e.test_delivery_engine import FAST_QUEUE, eventually, serving
+from tests.e2e.test_delivery_engine import FAST_QUEUE, serving
 from tests.factories import admin_headers, make_settings
 from tests.support.cli import Ran, clean_env, tidings_cli, tidings_process
+from tests.support.waiting import wait_for
 
 
 async def _tidings(database_url: str, *args: str, **env: str) -> Ran:
@@ -36,7 +37,7 @@ async def test_outbox_show_lists_the_confirmation_link_and_each_part(
         await client.post(
             "/api/subscribe", json={"email": "ann@example.org", "newsletter": "weekly"}
         )
-        (item,) = await eventually(lambda: _captured(client, headers))
+        (item,) = await wait_for(lambda: _captured(client, headers))
         message_id = str(item["id"])
 
         shown = await _tidings(database_url, "outbox", "show", message_id)
@@ -103,7 +104,7 @@ async def test_links_in_a_test_send_open_a_page_that_says_it_was_a_test(database
             json={"to": ["editor@example.org"]},
         )
         assert sent.status_code == 202
-        (item,) = await eventually(lambda: _captured(client, headers))
+        (item,) = await wait_for(lambda: _captured(client, headers))
         links = await _tidings(database_url, "outbox", "show", str(item["id"]), "--links")
         paths = [
             line.removeprefix("http://127.0.0.1:8000")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email import message_from_bytes
 from typing import Any
@@ -19,6 +19,7 @@ from asgi_lifespan import LifespanManager
 from standardwebhooks import Webhook
 
 from tests.factories import STARTUP_SECONDS, admin_headers, make_settings, real_mail
+from tests.support.waiting import wait_for
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
@@ -40,17 +41,6 @@ async def serving(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, 
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:
             yield client, app.state.container
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], within_seconds: float = 10.0) -> Any:
-    """Poll until `check()` returns something truthy; fail with its last value otherwise."""
-    deadline = asyncio.get_running_loop().time() + within_seconds
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert asyncio.get_running_loop().time() < deadline, f"gave up waiting; last: {value!r}"
-        await asyncio.sleep(0.05)
 
 
 async def test_transactional_email_is_captured_and_readable(database_url: str) -> None:
@@ -75,7 +65,7 @@ async def test_transactional_email_is_captured_and_readable(database_url: str) -
             page = await client.get("/api/admin/outbox", headers=headers)
             return list(page.json()["items"])
 
-        (item,) = await eventually(captured)
+        (item,) = await wait_for(captured)
         assert item["recipients"] == ["reader@example.org"]
         assert item["subject"] == "Welcome"
         raw = await client.get(f"/api/admin/outbox/{item['id']}/raw", headers=headers)
@@ -134,7 +124,7 @@ async def test_smtp_outcomes_map_onto_the_queue(
                 job = (await client.get(f"/api/admin/jobs/{job_id}", headers=headers)).json()
                 return job if job["status"] in ("done", "dead") else None
 
-            job = await eventually(settled)
+            job = await wait_for(settled)
     assert job["status"] == expected_status
     if expected_error is not None:
         assert job["last_error"] == expected_error
@@ -212,7 +202,7 @@ async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: s
 
         test = await client.post(f"/api/admin/webhooks/{endpoint['id']}/test", headers=headers)
         assert test.status_code == 202
-        await eventually(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
+        await wait_for(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
         request_headers, body = receiver.requests[0]
         verified = Webhook(endpoint["secret"]).verify(body, request_headers)
         assert verified["type"] == "webhook.test"
@@ -223,13 +213,13 @@ async def test_webhook_is_signed_delivered_logged_and_replayable(database_url: s
             )
             return [d for d in log.json()["items"] if d["status"] == "delivered"]
 
-        (delivery,) = await eventually(delivered)
+        (delivery,) = await wait_for(delivered)
         assert delivery["last_status_code"] == 200
         replay = await client.post(
             f"/api/admin/webhooks/deliveries/{delivery['id']}/replay", headers=headers
         )
         assert replay.status_code == 202
-        await eventually(lambda: asyncio.sleep(0, result=len(receiver.requests) == 2))
+        await wait_for(lambda: asyncio.sleep(0, result=len(receiver.requests) == 2))
         assert receiver.requests[1][0]["webhook-id"] == request_headers["webhook-id"]
 
 
@@ -254,7 +244,7 @@ async def test_rotated_secret_signs_with_both_secrets_during_overlap(database_ur
         ).json()
         assert rotated["secret"] != endpoint["secret"]
         await client.post(f"/api/admin/webhooks/{endpoint['id']}/test", headers=headers)
-        await eventually(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
+        await wait_for(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
         request_headers, body = receiver.requests[0]
         for secret in (endpoint["secret"], rotated["secret"]):
             assert Webhook(secret).verify(body, request_headers)["type"] == "webhook.test"
@@ -283,7 +273,7 @@ async def test_410_disables_the_endpoint(database_url: str) -> None:
             ).json()
             return None if current["enabled"] else current
 
-        current = await eventually(disabled)
+        current = await wait_for(disabled)
         assert "410" in current["disabled_reason"]
         assert len(receiver.requests) == 1
 
@@ -310,7 +300,7 @@ async def test_ssrf_guard_blocks_loopback_endpoint_by_default(database_url: str)
             )
             return [d for d in log.json()["items"] if d["status"] == "blocked"]
 
-        (delivery,) = await eventually(blocked)
+        (delivery,) = await wait_for(blocked)
         assert "loopback" in delivery["last_error"]
         assert receiver.requests == []
         dead = (
@@ -380,13 +370,11 @@ async def test_a_slow_webhook_host_does_not_delay_another_host(database_url: str
         ).json()
         for _ in range(6):
             await client.post(f"/api/admin/webhooks/{slow_hook['id']}/test", headers=headers)
-        await eventually(lambda: asyncio.sleep(0, result=len(slow.requests) >= 1))
+        await wait_for(lambda: asyncio.sleep(0, result=len(slow.requests) >= 1))
         await client.post(f"/api/admin/webhooks/{fast_hook['id']}/test", headers=headers)
         # Within 5 s: the slow host's six deliveries take at least 6 s one after another.
-        await eventually(lambda: asyncio.sleep(0, result=len(fast.requests) == 1), within_seconds=5)
+        await wait_for(lambda: asyncio.sleep(0, result=len(fast.requests) == 1), within_seconds=5)
         assert len(slow.requests) < 6  # the slow host's backlog is still being worked through
-        await eventually(
-            lambda: asyncio.sleep(0, result=len(slow.requests) == 6), within_seconds=20
-        )
+        await wait_for(lambda: asyncio.sleep(0, result=len(slow.requests) == 6), within_seconds=20)
         jobs = await container.queue.list_jobs(kind="deliver_webhook")
     assert all(job.attempts <= 1 for job in jobs)  # waiting for a busy host spent no attempts

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.cli import clean_env, tidings
+from tests.support.waiting import wait_until
 from tidings.delivery.dev_faults import Action, Fault, FaultPlan
 from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
 from tidings.delivery.form_data import FilePart, encode_multipart
@@ -330,14 +331,7 @@ async def test_store_dir_gets_json_lines_of_batches_and_recipients(tmp_path: Pat
 
 def test_cli_help_describes_faults() -> None:
     """`tidings dev-provider --help` is where a developer learns what it can do."""
-    result = subprocess.run(
-        [sys.executable, "-m", "tidings", "dev-provider", "--help"],
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = tidings("dev-provider", "--help", env=clean_env() | {"COLUMNS": "200"})
     assert result.returncode == 0
     for flag in ("--fail-status", "--drop-after-accept-rate", "--reject-rate", "--slow"):
         assert flag in result.stdout
@@ -362,15 +356,16 @@ def cli_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
     )  # fmt: skip
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answering() -> bool:
+            assert process.poll() is None, "the dev provider exited"
             try:
                 httpx.get(f"{base_url}/_dev/stats", timeout=1)
-                break
             except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return False
+            return True
+
+        wait_until(answering, message="the dev provider never answered")
         yield base_url, process
     finally:
         if process.poll() is None:

@@ -12,10 +12,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.e2e.test_delivery_engine import eventually
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.locks import write_lock_held
 from tests.support.tables import every_row
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 from tidings.config import load_settings
 from tidings.domain.jobs import JobStatus
@@ -206,7 +206,7 @@ async def test_a_job_meeting_a_held_write_lock_is_retried_not_counted_a_crash(
             with write_lock_held(sqlite_url):
                 lock_taken.set()
                 # The retry cannot be written while the lock is held either; it waits.
-                await eventually(
+                await wait_for(
                     lambda: asyncio.sleep(
                         0, result=any(log["event"] == "job.outcome_write_failed" for log in logs)
                     )

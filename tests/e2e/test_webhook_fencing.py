@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from tests.e2e.test_delivery_engine import Receiver, eventually
+from tests.e2e.test_delivery_engine import Receiver
 from tests.factories import make_settings
+from tests.support.waiting import wait_for
 from tidings.bootstrap import running
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler
 from tidings.domain.jobs import ClaimLost, GiveUp
@@ -41,7 +42,7 @@ async def test_a_stalled_webhook_worker_writes_nothing_after_its_job_is_reclaime
         handler = WebhookJobHandler(container.queue, container.webhook_client(), container.clock)
         attempt = asyncio.create_task(handler(job))
         # The request is out and the receiver is stalling (or the handler failed early).
-        await eventually(lambda: asyncio.sleep(0, result=bool(receiver.requests) or attempt.done()))
+        await wait_for(lambda: asyncio.sleep(0, result=bool(receiver.requests) or attempt.done()))
         async with container.db.write() as conn:  # the lease lapsed; another worker took it
             await conn.execute(
                 update(jobs)

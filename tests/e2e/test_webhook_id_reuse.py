@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_delivery_engine import FAST_QUEUE, Receiver, eventually, serving
+from tests.e2e.test_delivery_engine import FAST_QUEUE, Receiver, serving
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.waiting import wait_for
 from tidings.delivery.webhooks import DELIVER_WEBHOOK
 from tidings.domain.events import webhook_delivery_key
 from tidings.domain.jobs import GiveUp, JobStatus
@@ -37,7 +38,7 @@ async def test_a_recreated_endpoint_with_a_reused_id_gets_its_test_delivery(
 
         first = (await client.post("/api/admin/webhooks", headers=headers, json=definition)).json()
         await client.post(f"/api/admin/webhooks/{first['id']}/test", headers=headers)
-        (old_delivery,) = await eventually(lambda: delivered_once(first["id"]))
+        (old_delivery,) = await wait_for(lambda: delivered_once(first["id"]))
         deleted = await client.delete(f"/api/admin/webhooks/{first['id']}", headers=headers)
         assert deleted.status_code == 204
 
@@ -47,7 +48,7 @@ async def test_a_recreated_endpoint_with_a_reused_id_gets_its_test_delivery(
         ).json()
         if container.db.is_sqlite:  # the situation this guards against: both ids come back
             assert (again["id"], test["id"]) == (first["id"], old_delivery["id"])
-        (delivery,) = await eventually(lambda: delivered_once(again["id"]))
+        (delivery,) = await wait_for(lambda: delivered_once(again["id"]))
         assert delivery["id"] == test["id"]
         assert len(receiver.requests) == 2
 
@@ -88,5 +89,5 @@ async def test_a_job_left_from_a_deleted_delivery_never_delivers_the_row_reusing
             await handler(old_job)
         assert receiver.requests == []
         await handler(new_job)
-        await eventually(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
+        await wait_for(lambda: asyncio.sleep(0, result=len(receiver.requests) == 1))
         assert receiver.requests[0][0]["webhook-id"] == new["event_id"]

@@ -5,10 +5,10 @@ import asyncio
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 from tests.support.queue_policy import policy
+from tests.support.waiting import wait_for
 from tidings.bootstrap import utcnow
 from tidings.domain.jobs import JobStatus
 from tidings.queue.job import Job
@@ -44,11 +44,12 @@ async def test_killed_worker_job_is_reclaimed_and_completed_once(
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (marker.exists() and marker.read_text()):
-            assert time.monotonic() < deadline, "the worker never started the job"
+
+        async def started() -> bool:
             assert process.returncode is None, "the worker process died on its own"
-            await asyncio.sleep(0.05)
+            return marker.exists() and bool(marker.read_text())
+
+        await wait_for(started, message="the worker never started the job")
         os.kill(process.pid, signal.SIGKILL)
         assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGKILL
     finally:

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.support.browser import chromium_executable
+from tests.support.waiting import wait_until
 
 PASSWORD = "correct horse battery staple"
 EMAIL = "operator@example.org"
@@ -81,16 +81,15 @@ def admin_server(tmp_path: Path) -> Iterator[AdminServer]:
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen([*command, "serve"], env=env, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+
+        def ready() -> bool:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "tidings serve did not become ready"
-            time.sleep(0.2)
+            try:
+                return httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, within_seconds=60, message="tidings serve did not become ready")
         yield AdminServer(base_url, EMAIL, PASSWORD)
     finally:
         server.terminate()

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ import httpx
 import structlog
 from typer.testing import CliRunner
 
+from tests.support.waiting import wait_until
 from tidings.cli.context import free_port
 
 START_DEADLINE_SECONDS = 60.0
@@ -189,14 +189,12 @@ def serve_process(
 
 
 def _wait_until_up(served: Served) -> None:
-    deadline = time.monotonic() + START_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
+    def answering() -> bool:
         if served.process.poll() is not None:
             raise AssertionError(f"the server exited ({served.process.returncode}): {served.log()}")
         try:
-            if httpx.get(f"{served.base_url}/healthz", timeout=1).status_code == 200:
-                return
+            return httpx.get(f"{served.base_url}/healthz", timeout=1).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"the server did not answer within {START_DEADLINE_SECONDS}s")
+            return False
+
+    wait_until(answering, within_seconds=START_DEADLINE_SECONDS, message="the server is not up")

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
@@ -69,16 +70,14 @@ async def wait_for_campaign_status(
 ) -> str:
     """Wait until the campaign is `submitted` or `failed` and return which: the caller
     asserts the one it expects (a terminal status is not proof of success)."""
-    deadline = asyncio.get_running_loop().time() + within_seconds
-    while True:
+
+    async def terminal() -> str | None:
         async with container.db.read() as conn:
-            status = (
-                await conn.execute(select(campaigns.c.status).where(campaigns.c.id == campaign_id))
-            ).scalar_one()
-        if status in TERMINAL:
-            return str(status)
-        assert asyncio.get_running_loop().time() < deadline, f"still {status!r}"
-        await asyncio.sleep(0.05)
+            query = select(campaigns.c.status).where(campaigns.c.id == campaign_id)
+            status = str((await conn.execute(query)).scalar_one())
+        return status if status in TERMINAL else None
+
+    return await wait_for(terminal, within_seconds=within_seconds, message="the send never ended")
 
 
 async def recipient_states(container: Container, campaign_id: int) -> dict[str, int]:
@@ -208,16 +207,12 @@ async def running(container: Container, handlers: Any) -> AsyncIterator[None]:
 
 
 async def wait_for_send_status(container: Container, campaign_id: int, status: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
+    async def reached() -> bool:
         async with container.db.read() as conn:
-            found = (
-                await conn.execute(select(campaigns.c.status).where(campaigns.c.id == campaign_id))
-            ).scalar_one()
-        if found == status:
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"still {found!r}"
-        await asyncio.sleep(0.05)
+            query = select(campaigns.c.status).where(campaigns.c.id == campaign_id)
+            return (await conn.execute(query)).scalar_one() == status
+
+    await wait_for(reached, message=f"the campaign never became {status!r}")
 
 
 async def batch_addresses(container: Container, campaign_id: int) -> dict[int, set[str]]:
@@ -232,17 +227,6 @@ async def batch_addresses(container: Container, campaign_id: int) -> dict[int, s
         for batch_id, email in await conn.execute(query):
             found.setdefault(int(batch_id), set()).add(str(email))
     return found
-
-
-async def wait_for(condition: Callable[[], Awaitable[Any]], *, within_seconds: float = 30.0) -> Any:
-    """Poll an async `condition` until it returns something truthy, and return that."""
-    deadline = asyncio.get_running_loop().time() + within_seconds
-    while True:
-        found = await condition()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, "condition never held"
-        await asyncio.sleep(0.05)
 
 
 def batch_provider_settings(database_url: str, base_url: str, *, batch_size: int = 40) -> Settings:
@@ -277,10 +261,8 @@ async def studio_with(
 
 async def wait_for_sent(container: Container, campaign_id: int, count: int) -> None:
     """Wait until `count` recipients of the campaign are `sent` (whatever its status)."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        sent = (await recipient_states(container, campaign_id)).get("sent", 0)
-        if sent >= count:
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"only {sent} sent"
-        await asyncio.sleep(0.05)
+
+    async def enough() -> bool:
+        return (await recipient_states(container, campaign_id)).get("sent", 0) >= count
+
+    await wait_for(enough, message=f"fewer than {count} sent")
