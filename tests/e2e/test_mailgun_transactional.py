@@ -10,7 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 from structlog.testing import capture_logs
 
-from tests.e2e.test_mailgun_provider import API_KEY, DOMAIN, make_provider, unreachable_provider
+from tests.integration.test_mailgun_provider import (
+    API_KEY,
+    DOMAIN,
+    make_provider,
+    unreachable_provider,
+)
 from tests.support.queue_policy import policy
 from tidings.bootstrap import utcnow
 from tidings.delivery.dev_faults import Fault
