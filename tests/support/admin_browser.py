@@ -20,6 +20,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.support.browser import chromium_executable
+from tests.support.cli import tidings
 from tests.support.waiting import wait_until
 
 PASSWORD = "correct horse battery staple"
@@ -63,23 +64,14 @@ def admin_server(tmp_path: Path) -> Iterator[AdminServer]:
         "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.1",
         "TIDINGS_BULK_EMAIL_BATCH_SIZE": "10",
     }
-    command = [sys.executable, "-m", "tidings"]
-    migrated = subprocess.run(
-        [*command, "migrate"], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    migrated = tidings("migrate", env=env)
     assert migrated.returncode == 0, migrated.stderr
-    made = subprocess.run(
-        [*command, "admins", "create", EMAIL],
-        input=f"{PASSWORD}\n{PASSWORD}\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    made = tidings("admins", "create", EMAIL, input=f"{PASSWORD}\n{PASSWORD}\n", env=env)
     assert made.returncode == 0, made.stderr
     log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen([*command, "serve"], env=env, stdout=log, stderr=log)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tidings", "serve"], env=env, stdout=log, stderr=log
+    )
     try:
 
         def ready() -> bool:
