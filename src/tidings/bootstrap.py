@@ -50,10 +50,12 @@ from tidings.config import (
     PrivacySettings,
     QueueSettings,
     Settings,
+    SmtpSettings,
     mask_url_password,
     placeholder_identity,
 )
 from tidings.delivery.capture import CapturedMail, CaptureProvider
+from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
@@ -309,6 +311,42 @@ def configured_email_provider(
         pool_size=smtp.pool_size,
         validate_certs=smtp.validate_certs,
     )
+
+
+async def check_smtp_relay(smtp: SmtpSettings) -> ConnectionCheck:
+    """Connect to the relay of `smtp` and walk its steps (`tidings smtp check`)."""
+    return await check_smtp(
+        host=smtp.host,
+        port=smtp.port,
+        security=smtp.security,
+        username=smtp.username,
+        password=smtp.password.get_secret_value() if smtp.password else None,
+        timeout_seconds=smtp.timeout_seconds,
+        validate_certs=smtp.validate_certs,
+    )
+
+
+async def check_mailgun_account(mailgun: MailgunSettings) -> ConnectionCheck:
+    """Read the sending domain with the key of `mailgun` (`tidings mailgun check`)."""
+    if mailgun.api_key is None or mailgun.domain is None:
+        missing = "mailgun.api_key" if mailgun.api_key is None else "mailgun.domain"
+        raise InvalidInput(f"{missing} is not set", field=missing)
+    return await check_mailgun(
+        api_key=mailgun.api_key.get_secret_value(),
+        domain=mailgun.domain,
+        base_url=str(mailgun.api_base_url),
+        timeout_seconds=mailgun.timeout_seconds,
+    )
+
+
+async def check_email_provider(settings: Settings) -> ConnectionCheck | None:
+    """Check the configured provider's connection; None for the local capture provider, which
+    has nothing to connect to."""
+    if settings.email.provider == "smtp":
+        return await check_smtp_relay(settings.smtp)
+    if settings.email.provider == "mailgun":
+        return await check_mailgun_account(settings.mailgun)
+    return None
 
 
 def configured_webhook_client(settings: Settings, clock: Clock) -> WebhookClient:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import ssl
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.tls import self_signed_certificate
 from tidings.bootstrap import utcnow
 from tidings.delivery.provider import (
     Envelope,
@@ -317,18 +316,7 @@ async def test_wrong_credentials_are_temporary() -> None:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1, made with the openssl command."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.mark.parametrize("security", ["starttls", "tls"])

@@ -23,6 +23,7 @@ from tidings.api.admin import (
     keys,
     newsletters,
     outbox,
+    provider,
     subscribers,
     suppressions,
     webhooks,
@@ -132,6 +133,7 @@ def admin_router() -> APIRouter:
         jobs,
         emails,
         outbox,
+        provider,
         webhooks,
     ):
         router.include_router(module.router)

@@ -19,6 +19,7 @@ from tidings.cli import (
     keys,
     newsletters,
     outbox,
+    provider_check,
     serve,
     subscribers,
     webhooks,
@@ -89,6 +90,8 @@ app.add_typer(outbox.app, name="outbox")
 app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(bench.app, name="bench")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(provider_check.smtp_app, name="smtp")
+app.add_typer(provider_check.mailgun_app, name="mailgun")
 
 
 def main() -> None:

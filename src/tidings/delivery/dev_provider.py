@@ -79,7 +79,9 @@ class DevProviderApp:
             return
         path: str = scope["path"]
         domain, _, endpoint = path.removeprefix("/v3/").rpartition("/")
-        if path.startswith("/v3/") and endpoint in SEND_ENDPOINTS:
+        if path.startswith("/v3/domains/") and scope["method"] == "GET":
+            response = self._domain(scope, path.removeprefix("/v3/domains/"))
+        elif path.startswith("/v3/") and endpoint in SEND_ENDPOINTS:
             if scope["method"] != "POST":
                 response = _error(405, "method not allowed")
             elif not domain or "/" in domain:
@@ -235,6 +237,15 @@ class DevProviderApp:
     async def _clear_faults(self, scope: Scope, receive: Receive) -> JSONResponse:
         self.faults.clear()
         return JSONResponse({"faults": []})
+
+    def _domain(self, scope: Scope, domain: str) -> JSONResponse:
+        """`GET /v3/domains/{domain}`, as `tidings mailgun check` reads it: every well-formed
+        domain is on the dev provider's account, and active."""
+        if self._api_key is not None and not _authorised(scope, self._api_key):
+            return _error(401, "Invalid private key")
+        if not domain or "/" in domain:
+            return _error(404, "Domain not found")
+        return JSONResponse({"domain": {"name": domain, "state": "active"}})
 
     async def _show_stats(self, scope: Scope, receive: Receive) -> JSONResponse:
         return JSONResponse(

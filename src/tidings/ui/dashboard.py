@@ -1,11 +1,14 @@
 """The dashboard: the audience per newsletter and state, 30 days of growth, recent campaigns
-and the queue's health, with a banner when jobs are dead."""
+and the queue's health, with a banner when jobs are dead, and a button that checks the email
+provider's connection step by step."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from tidings.bootstrap import check_email_provider
+from tidings.delivery.connection_check import ConnectionCheck
 from tidings.ui.chart import line_chart
 from tidings.ui.guard import Session, container_of
 from tidings.ui.templating import UiRoute, page
@@ -16,6 +19,23 @@ STATES = ("pending", "confirmed", "unsubscribed")
 
 @router.get("")
 async def dashboard(request: Request, session: Session) -> HTMLResponse:
+    return await _dashboard(request, session)
+
+
+@router.post("/provider-check")
+async def provider_check(request: Request, session: Session) -> HTMLResponse:
+    """Connect to the configured provider now and show each step on the dashboard."""
+    check = await check_email_provider(container_of(request).settings)
+    return await _dashboard(request, session, provider_check=check, checked=True)
+
+
+async def _dashboard(
+    request: Request,
+    session: Session,
+    *,
+    provider_check: ConnectionCheck | None = None,
+    checked: bool = False,
+) -> HTMLResponse:
     container = container_of(request)
     growth = await container.audience_stats.growth(days=30)
     labels = [day.day.isoformat() for day in growth]
@@ -35,4 +55,7 @@ async def dashboard(request: Request, session: Session) -> HTMLResponse:
         campaigns=await container.campaigns.list_campaigns(limit=8),
         queue=sorted(queue.items()),
         dead=dead,
+        provider=container.settings.email.provider,
+        provider_check=provider_check,
+        checked=checked,
     )
