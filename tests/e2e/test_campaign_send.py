@@ -120,7 +120,8 @@ async def test_send_events_are_stable_and_carry_no_personal_data(database_url: s
 
 
 async def test_bad_send_requests_get_problems_and_change_nothing(database_url: str) -> None:
-    """PRI-8: wrong state, unknown ids and bad times are 4xx problems, and nothing moves."""
+    """PRI-8: wrong state, unknown ids, bad times and an audience of nobody are 4xx problems,
+    and nothing moves."""
     settings = make_settings(database_url, queue=FAST_QUEUE)
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
@@ -133,6 +134,8 @@ async def test_bad_send_requests_get_problems_and_change_nothing(database_url: s
             (f"{base}/schedule", {"scheduled_at": "2030-01-01T00:00:00"}, 422),
             (f"{base}/schedule", {"scheduled_at": "soon"}, 422),
             (f"{base}/schedule", {}, 422),
+            (f"{base}/send", None, 409),  # nobody confirmed yet: an empty send is refused
+            (f"{base}/schedule", {"scheduled_at": "2030-01-01T00:00:00Z"}, 409),
         ]
         for url, body, expected in cases:
             response = await client.post(url, json=body, headers=headers)
@@ -140,6 +143,11 @@ async def test_bad_send_requests_get_problems_and_change_nothing(database_url: s
             assert response.headers["content-type"].startswith("application/problem+json")
         assert (await container.campaigns.get(campaign_id)).campaign.status == "draft"
         assert await container.sends.get_send(campaign_id) is None
+        assert await container.queue.list_jobs(kind="send_campaign") == []
+        empty = await client.post(f"{base}/send", headers=headers)
+        assert empty.json()["code"] == "empty_audience"
+        assert "nobody would receive it" in empty.json()["detail"]
+        await seed(container, "weekly", 1)
         assert (await client.post(f"{base}/send", headers=headers)).status_code == 202
         again = await client.post(f"{base}/send", headers=headers)
         assert again.status_code == 409

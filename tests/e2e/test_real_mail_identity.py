@@ -62,6 +62,7 @@ async def test_the_capture_provider_sends_with_the_defaults(database_url: str) -
     async with api_client(make_settings(database_url)) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers, sender_address="news@localhost")
+        await seed(container, "weekly", 1)
         campaign_id = await create_campaign(client, headers)
         sent = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
         assert sent.status_code == 202, sent.text
@@ -76,6 +77,7 @@ async def test_a_newsletter_sender_on_localhost_is_refused_for_real_mail(
     async with api_client(settings) as (client, container):
         headers = await admin_headers(container)
         await create_newsletter(client, headers, sender_address="ed@localhost")
+        await seed(container, "weekly", 1)
         campaign_id = await create_campaign(client, headers)
         refused = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
         assert refused.status_code == 409

@@ -56,6 +56,7 @@ EDITABLE_FIELDS = frozenset(
         "scheduled_at",
     }
 )
+CLONED_FIELDS = EDITABLE_FIELDS - {"scheduled_at"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,24 @@ class CampaignDrafts:
             )
         log.info("campaign.created", campaign_id=row.id)
         return self._draft(row, found)
+
+    async def clone(self, campaign_id: int) -> CampaignDraft:
+        """A new draft with the content, audience and sender of campaign `campaign_id`, in any
+        state (a sent issue is the usual start of the next one); never its schedule."""
+        source = await self.get(campaign_id)
+        original = source.campaign
+        now = self._ctx.now()
+        async with self._ctx.db.write() as conn:
+            row = await queries.insert_campaign(
+                conn,
+                newsletter_id=original.newsletter_id,
+                status="draft",
+                created_at=now,
+                updated_at=now,
+                **{key: getattr(original, key) for key in CLONED_FIELDS},
+            )
+        log.info("campaign.cloned", campaign_id=row.id, cloned_from=campaign_id)
+        return self._draft(row, source.newsletter)
 
     async def update(self, campaign_id: int, edit: DraftChanges) -> CampaignDraft:
         changes = edit.values()

@@ -18,6 +18,14 @@ from tidings.storage import campaign_sends as send_queries
 from tidings.storage import candidates as candidate_queries
 from tidings.storage.campaign_sends import SendRow
 
+
+class EmptyAudience(Conflict):
+    """A send or schedule whose audience has nobody to mail: refused, nothing changes."""
+
+    code = "empty_audience"
+    title = "Nobody would receive this campaign"
+
+
 log = structlog.get_logger("tidings.campaigns")
 MIN_SCHEDULE_LEAD = timedelta(seconds=30)
 
@@ -106,6 +114,16 @@ class CampaignSends:
             preflight = await candidate_queries.count_audience(
                 conn, draft.newsletter.id, draft.audience
             )
+            if preflight == 0:  # the transaction rolls back: the campaign stays as it was
+                raise EmptyAudience(
+                    f"nobody would receive it: {draft.newsletter.slug} has no confirmed "
+                    "subscriber in this audience"
+                    + (
+                        f" ({draft.campaign.audience_filter})"
+                        if draft.campaign.audience_filter
+                        else ""
+                    )
+                )
             send = await send_queries.start_attempt(
                 conn, campaign_id, preflight_email_count=preflight, now=now
             )

@@ -1,4 +1,4 @@
-"""`tidings campaign create|edit|list|preview|test-send` (compose and check campaigns),
+"""`tidings campaign create|edit|clone|list|preview|test-send` (compose and check campaigns),
 `send|schedule|cancel` from `campaign_send`, `status|recipients` from `campaign_status` and
 `retry|reconcile|resend` from `campaign_repair`."""
 
@@ -114,6 +114,23 @@ def edit(
     async def go() -> None:
         async with container_for(ctx) as container:
             draft = await container.campaigns.update(campaign_id, DraftChanges(**changes))
+        _show(draft, as_json)
+
+    run(go)
+
+
+@app.command("clone")
+def clone(
+    ctx: typer.Context,
+    campaign_id: int = typer.Argument(..., help="The campaign to copy, in any state."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Copy a campaign (content, audience, sender) into a new draft: the usual start of the
+    next issue, or of a corrected resend of a cancelled one."""
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            draft = await container.campaigns.clone(campaign_id)
         _show(draft, as_json)
 
     run(go)

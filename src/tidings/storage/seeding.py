@@ -43,6 +43,8 @@ async def seed_audience(
         int((await conn.execute(select(func.coalesce(func.max(subscribers.c.id), 0)))).scalar_one())
         + 1
     )
+    if count <= 0:  # SQLite's number series would still yield its first row
+        return first_id
     stamp = "CAST(:now AS TIMESTAMPTZ)" if dialect == "postgresql" else ":now"
     json_empty = "CAST('{}' AS JSONB)" if dialect == "postgresql" else "'{}'"
     when = now if dialect == "postgresql" else now.replace(tzinfo=None).isoformat(" ")

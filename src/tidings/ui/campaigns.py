@@ -217,6 +217,13 @@ async def confirm_send(request: Request, session: Session, campaign_id: Campaign
     return page(request, session, "campaign_send.html", draft=draft, recipients=recipients)
 
 
+@router.post("/{campaign_id}/clone")
+async def clone(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    """Copy any campaign into a new draft and open it."""
+    draft = await container_of(request).campaigns.clone(campaign_id)
+    return RedirectResponse(f"/admin/campaigns/{draft.campaign.id}", status_code=303)
+
+
 @router.post("/{campaign_id}/send")
 async def send(request: Request, session: Session, campaign_id: CampaignId) -> Response:
     await container_of(request).sends.send(campaign_id)

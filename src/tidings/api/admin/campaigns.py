@@ -115,6 +115,15 @@ async def create_campaign(container: ContainerDep, body: CampaignCreate) -> Camp
     return CampaignPublic.of(await container.campaigns.create(body.newsletter, fields))
 
 
+@router.post(
+    "/{campaign_id}/clone",
+    status_code=status.HTTP_201_CREATED,
+    summary="Copy a campaign (any state) into a new draft",
+)
+async def clone_campaign(container: ContainerDep, campaign_id: CampaignId) -> CampaignPublic:
+    return CampaignPublic.of(await container.campaigns.clone(campaign_id))
+
+
 @router.get("", summary="List campaigns, newest first")
 async def list_campaigns(
     container: ContainerDep,
