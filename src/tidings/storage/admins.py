@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict
@@ -20,6 +20,11 @@ class AdminRow:
     password_hash: str
     created_at: datetime
     last_sign_in_at: datetime | None
+    role: str
+    disabled_at: datetime | None
+    password_changed_at: datetime | None
+    totp_secret: str | None
+    totp_enabled_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,7 @@ class SessionRow:
 
 
 async def insert_admin(
-    conn: AsyncConnection, *, email: str, password_hash: str, now: datetime
+    conn: AsyncConnection, *, email: str, password_hash: str, role: str, now: datetime
 ) -> AdminRow:
     """Conflict (field `email`) when an account with the address exists."""
     taken = {
@@ -43,7 +48,7 @@ async def insert_admin(
     with constraint_errors(taken):
         result = await conn.execute(
             insert(admin_accounts)
-            .values(email=email, password_hash=password_hash, created_at=now)
+            .values(email=email, password_hash=password_hash, role=role, created_at=now)
             .returning(admin_accounts)
         )
     return AdminRow(**result.one()._mapping)
@@ -80,12 +85,37 @@ async def record_sign_in(
     )
 
 
-async def set_password(conn: AsyncConnection, admin_id: int, password_hash: str) -> None:
+async def set_password(
+    conn: AsyncConnection, admin_id: int, password_hash: str, *, now: datetime
+) -> None:
     await conn.execute(
         update(admin_accounts)
         .where(admin_accounts.c.id == admin_id)
-        .values(password_hash=password_hash)
+        .values(password_hash=password_hash, password_changed_at=now)
     )
+
+
+async def update_admin(conn: AsyncConnection, admin_id: int, **values: object) -> None:
+    """Set `role`, `disabled_at`, `totp_secret` or `totp_enabled_at` of one account."""
+    allowed = {"role", "disabled_at", "totp_secret", "totp_enabled_at"}
+    assert set(values) <= allowed, set(values) - allowed
+    await conn.execute(
+        update(admin_accounts).where(admin_accounts.c.id == admin_id).values(**values)
+    )
+
+
+async def delete_admin(conn: AsyncConnection, admin_id: int) -> None:
+    """The account and, by cascade, its sessions and recovery codes."""
+    await conn.execute(delete(admin_accounts).where(admin_accounts.c.id == admin_id))
+
+
+async def count_active_owners(conn: AsyncConnection) -> int:
+    found = await conn.execute(
+        select(func.count())
+        .select_from(admin_accounts)
+        .where((admin_accounts.c.role == "owner") & admin_accounts.c.disabled_at.is_(None))
+    )
+    return int(found.scalar_one())
 
 
 async def insert_session(
@@ -121,8 +151,14 @@ async def delete_session(conn: AsyncConnection, token_hash: str) -> None:
     await conn.execute(delete(admin_sessions).where(admin_sessions.c.token_hash == token_hash))
 
 
-async def delete_sessions_of(conn: AsyncConnection, admin_id: int) -> int:
-    result = await conn.execute(delete(admin_sessions).where(admin_sessions.c.admin_id == admin_id))
+async def delete_sessions_of(
+    conn: AsyncConnection, admin_id: int, *, keep_token_hash: str | None = None
+) -> int:
+    """End the operator's sessions, all of them or all but `keep_token_hash`."""
+    condition = admin_sessions.c.admin_id == admin_id
+    if keep_token_hash is not None:
+        condition &= admin_sessions.c.token_hash != keep_token_hash
+    result = await conn.execute(delete(admin_sessions).where(condition))
     return int(result.rowcount)
 
 

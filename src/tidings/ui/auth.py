@@ -9,9 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from tidings.access.sign_in_limits import SignInClient
 from tidings.domain.errors import RateLimited, Unauthenticated
 from tidings.ui.guard import (
     CSRF_FIELD,
+    KNOWN_CLIENT_COOKIE,
     PRE_SESSION_COOKIE,
     CsrfRejected,
     Session,
@@ -20,6 +22,7 @@ from tidings.ui.guard import (
     guard,
     pre_session_token,
     require_session,
+    set_known_client_cookie,
     set_pre_session_cookie,
     set_session_cookie,
 )
@@ -88,9 +91,12 @@ async def sign_in(
         raise CsrfRejected()
     container = container_of(request)
     next_path = safe_return_path(next_path)
-    client_ip = request.client.host if request.client else None
+    client = SignInClient(
+        ip=request.client.host if request.client else None,
+        known_client_token=request.cookies.get(KNOWN_CLIENT_COOKIE),
+    )
     try:
-        started = await container.admins.sign_in(email, password, client_ip=client_ip)
+        started = await container.admins.sign_in(email, password, client=client)
     except Unauthenticated as refused:
         return _sign_in_page(
             request, next_path=next_path, email=email, error=refused.detail, status_code=401
@@ -107,6 +113,7 @@ async def sign_in(
         return response
     response = RedirectResponse(next_path, status_code=303)
     set_session_cookie(response, container, started.token)
+    set_known_client_cookie(response, container, started.known_client_token)
     response.delete_cookie(PRE_SESSION_COOKIE, path="/admin")
     return response
 

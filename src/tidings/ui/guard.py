@@ -17,6 +17,10 @@ from tidings.bootstrap import Container
 CSRF_FIELD = "csrf_token"
 # Before sign-in there is no session: the sign-in form's token is double-submitted in a cookie.
 PRE_SESSION_COOKIE = "tidings_admin_pre"
+# Proof that this browser signed in to an account before: it is not locked out by strangers'
+# failed attempts on the account (access/sign_in_limits.py).
+KNOWN_CLIENT_COOKIE = "tidings_admin_client"
+KNOWN_CLIENT_DAYS = 400  # the longest lifetime browsers grant a cookie
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -83,6 +87,18 @@ def set_pre_session_cookie(response: Response, container: Container, token: str)
         PRE_SESSION_COOKIE,
         token,
         max_age=3600,
+        path="/admin",
+        secure=cookie_secure(container),
+        httponly=True,
+        samesite="strict",
+    )
+
+
+def set_known_client_cookie(response: Response, container: Container, token: str) -> None:
+    response.set_cookie(
+        KNOWN_CLIENT_COOKIE,
+        token,
+        max_age=KNOWN_CLIENT_DAYS * 86400,
         path="/admin",
         secure=cookie_secure(container),
         httponly=True,

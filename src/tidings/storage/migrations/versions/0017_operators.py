@@ -79,7 +79,10 @@ def upgrade() -> None:
         sa.Column("id", BIG_ID, autoincrement=True, nullable=False),
         sa.Column("occurred_at", UTCDateTime(), nullable=False),
         sa.Column(
-            "actor", sa.String(length=100), nullable=False, comment="admin:<id>, key:<id>, cli:<login>"
+            "actor",
+            sa.String(length=100),
+            nullable=False,
+            comment="admin:<id>, key:<id>, cli:<login>",
         ),
         sa.Column("action", sa.String(length=64), nullable=False),
         sa.Column("target", sa.String(length=200), nullable=True),
