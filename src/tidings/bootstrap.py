@@ -430,7 +430,7 @@ def build(
         metrics=Metrics(),
         templates=templates,
         pages=Pages(theme_from(settings), engine=templates),
-        api_keys=ApiKeys(db, clock),
+        api_keys=ApiKeys(db, clock, audit),
         admins=admin_accounts(settings, db, clock, site_secret, audit),
         audit=audit,
         queue=queue,

@@ -28,7 +28,9 @@ from tidings.api.admin import (
     webhooks,
 )
 from tidings.api.deps import require_accepted_media_type, require_admin_key
+from tidings.api.docs_gate import DocsGate
 from tidings.api.errors import document_problems, install_error_handlers
+from tidings.api.hardening import SiteHardening
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
@@ -91,6 +93,8 @@ def create_app(
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
+    app.add_middleware(DocsGate, container=container)
+    app.add_middleware(SiteHardening, public_origin=str(settings.site.public_url))
     routes = RouteTemplates(
         lambda: [
             *app.openapi()["paths"],

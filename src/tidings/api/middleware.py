@@ -135,7 +135,12 @@ class RequestContext:
             try:
                 await self.app(scope, receive, send_with_id)
             finally:
-                route = self.routes.template_for(scope["path"])
+                # The route the router matched (the admin UI's too, which the OpenAPI
+                # document leaves out), else the template its path fits.
+                matched = getattr(scope.get("route"), "path", None)
+                route = (
+                    matched if isinstance(matched, str) else self.routes.template_for(scope["path"])
+                )
                 elapsed = time.perf_counter() - started
                 self.metrics.http_requests.labels(scope["method"], route, str(status)).inc()
                 self.metrics.http_duration.labels(route).observe(elapsed)
@@ -146,3 +151,5 @@ class RequestContext:
                     status=status,
                     duration_ms=round(elapsed * 1000, 1),
                 )
+                # Who made the request (bound by authentication) ends with it.
+                structlog.contextvars.unbind_contextvars("admin_id", "api_key_id")

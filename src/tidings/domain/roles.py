@@ -38,3 +38,39 @@ def parse_role(value: str) -> Role:
         return Role(value.strip().lower())
     except ValueError:
         raise InvalidInput("role must be owner, editor or viewer", field="role") from None
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Route families by their path below /admin or /api/admin: (reads, changes). The first prefix
+# that matches wins; anything not listed reads as a viewer and changes as an owner only.
+_POLICY: tuple[tuple[str, Role, Role], ...] = (
+    # Every operator manages their own session, password and two-factor sign-in.
+    ("/sign-out", Role.VIEWER, Role.VIEWER),
+    ("/account", Role.VIEWER, Role.VIEWER),
+    # Operators, API keys and the audit log: the owner's alone.
+    ("/operators", Role.OWNER, Role.OWNER),
+    ("/keys", Role.OWNER, Role.OWNER),
+    ("/audit", Role.OWNER, Role.OWNER),
+    # The audience and campaigns, sending included: editors.
+    ("/newsletters", Role.VIEWER, Role.EDITOR),
+    ("/subscribers", Role.VIEWER, Role.EDITOR),
+    ("/suppressions", Role.VIEWER, Role.EDITOR),
+    ("/campaigns", Role.VIEWER, Role.EDITOR),
+)
+_ADMIN_ROOTS = ("/api/admin", "/admin")
+
+
+def required_role(method: str, route_path: str) -> Role:
+    """The least role that may call `method` on the route `route_path` (its template, as
+    `/api/admin/campaigns/{campaign_id}/send` or `/admin/subscribers`). The one policy for
+    the admin API and the admin UI (UI-2)."""
+    path = route_path
+    for root in _ADMIN_ROOTS:
+        if path == root or path.startswith(root + "/"):
+            path = path[len(root) :]
+            break
+    reading = method.upper() in SAFE_METHODS
+    for prefix, reads, changes in _POLICY:
+        if path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "-"):
+            return reads if reading else changes
+    return Role.VIEWER if reading else Role.OWNER

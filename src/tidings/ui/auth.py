@@ -33,10 +33,11 @@ router = APIRouter(route_class=UiRoute)
 
 
 def safe_return_path(candidate: str | None) -> str:
-    """Only a path inside the admin UI: never another site (an open redirect)."""
+    """Only a path inside the admin UI or the API docs (when `admin_ui.api_docs` is
+    `signed_in`): never another site (an open redirect)."""
     if (
         candidate
-        and candidate.startswith("/admin")
+        and candidate.startswith(("/admin", "/docs", "/redoc", "/openapi.json"))
         and "//" not in candidate
         and "\\" not in candidate
         and candidate.isprintable()

@@ -8,11 +8,14 @@ import secrets
 from typing import Annotated
 from urllib.parse import quote
 
+import structlog
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from tidings.access.admins import AdminSession
 from tidings.bootstrap import Container
+from tidings.domain.audit import Actor
+from tidings.domain.roles import Forbidden, required_role
 
 CSRF_FIELD = "csrf_token"
 # Before sign-in there is no session: the sign-in form's token is double-submitted in a cookie.
@@ -119,6 +122,7 @@ async def require_session(request: Request) -> AdminSession:
     session = await container.admins.session(token) if token else None
     if session is None:
         raise SignInRequired(_return_path(request))
+    structlog.contextvars.bind_contextvars(admin_id=session.admin_id)
     return session
 
 
@@ -132,7 +136,20 @@ async def tokens_match(request: Request, expected: str) -> bool:
     return isinstance(presented, str) and hmac.compare_digest(presented.encode(), expected.encode())
 
 
+def operator_actor(request: Request, session: Session) -> Actor:
+    """The audit log's actor for this request: the operator and their client address."""
+    return Actor.operator(session.admin_id, request.client.host if request.client else None)
+
+
+OperatorActor = Annotated[Actor, Depends(operator_actor)]
+
+
 async def guard(request: Request, session: Session) -> None:
-    """Every admin page: a live session; every unsafe request: this session's CSRF token."""
+    """Every admin page: a live session; every unsafe request: this session's CSRF token;
+    every request: a role that allows it (`domain.roles.required_role`, the API's policy)."""
     if request.method not in SAFE_METHODS and not await tokens_match(request, session.csrf_token):
         raise CsrfRejected()
+    route = request.scope.get("route")
+    needed = required_role(request.method, str(getattr(route, "path", request.url.path)))
+    if not session.role.allows(needed):
+        raise Forbidden(f"this needs the {needed} role; you are {session.role}")
