@@ -299,8 +299,7 @@ class AdminAccounts:
         return admin
 
     def _related_words(self, email_key: str) -> tuple[str, ...]:
-        local, _, domain = email_key.partition("@")
-        return (email_key, local, *domain.split("."), self._site_name, "tidings")
+        return (email_key, self._site_name, "tidings")
 
 
 def _account_hint(email_key: str) -> str:

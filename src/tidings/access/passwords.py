@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import secrets
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -35,7 +36,14 @@ def check_password(password: str, *, related: Iterable[str] = ()) -> None:
     from zxcvbn import zxcvbn  # its dictionaries take a while to load: only when needed
 
     # zxcvbn's work grows with length; past 100 characters the rest adds only strength.
-    estimate = zxcvbn(password[:100], user_inputs=[word for word in related if word])
+    # An address counts whole, by its local part and by each word in it.
+    words = {
+        part
+        for word in related
+        for part in (word, *word.split("@"), *re.split(r"[^\w]+", word))
+        if part
+    }
+    estimate = zxcvbn(password[:100], user_inputs=sorted(words))
     sequence = estimate["sequence"]
     if len(sequence) == 1 and sequence[0].get("dictionary_name") == "passwords":
         raise InvalidInput("password is on the list of common passwords", field="password")

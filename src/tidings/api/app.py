@@ -36,7 +36,7 @@ from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
-from tidings.ui.app import ui_router
+from tidings.ui.app import ui_route_templates, ui_router
 
 DOCS_ASSETS = "/docs/assets"
 
@@ -102,6 +102,7 @@ def create_app(
             "/docs",
             "/redoc",
             DOCS_ASSETS + "/{file}",
+            *ui_route_templates(),  # the admin UI, which the OpenAPI document leaves out
         ]
     )
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)

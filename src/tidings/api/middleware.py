@@ -135,12 +135,7 @@ class RequestContext:
             try:
                 await self.app(scope, receive, send_with_id)
             finally:
-                # The route the router matched (the admin UI's too, which the OpenAPI
-                # document leaves out), else the template its path fits.
-                matched = getattr(scope.get("route"), "path", None)
-                route = (
-                    matched if isinstance(matched, str) else self.routes.template_for(scope["path"])
-                )
+                route = self.routes.template_for(scope["path"])
                 elapsed = time.perf_counter() - started
                 self.metrics.http_requests.labels(scope["method"], route, str(status)).inc()
                 self.metrics.http_duration.labels(route).observe(elapsed)

@@ -126,6 +126,7 @@ def page(
         status_code=status_code,
         csrf_token=session.csrf_token,
         admin_email=session.email,
+        admin_role=str(session.role),
         **context,
     )
 
