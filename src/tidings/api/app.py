@@ -27,6 +27,7 @@ from tidings.api.admin import (
     suppressions,
     webhooks,
 )
+from tidings.api.audit_trail import AuditTrail
 from tidings.api.deps import require_accepted_media_type, require_admin_key
 from tidings.api.docs_gate import DocsGate
 from tidings.api.errors import document_problems, install_error_handlers
@@ -105,6 +106,7 @@ def create_app(
             *ui_route_templates(),  # the admin UI, which the OpenAPI document leaves out
         ]
     )
+    app.add_middleware(AuditTrail, audit=container.audit)  # inside RequestContext: its actor
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
     return app
 
