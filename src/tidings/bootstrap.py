@@ -23,6 +23,7 @@ from tidings.access.audit import AuditLog
 from tidings.access.keys import ApiKeys
 from tidings.access.passwords import PasswordHashing
 from tidings.access.sign_in_limits import SignInLimiter, SignInLimits
+from tidings.access.two_factor import TwoFactor
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -486,7 +487,9 @@ def admin_accounts(
         limiter=SignInLimiter(db, clock, site_secret, limits),
         passwords=PasswordHashing(ui.password_check_concurrency),
         audit=audit,
+        two_factor=TwoFactor(db, clock, site_secret, audit, issuer=settings.site.name),
         site_name=settings.site.name,
+        require_two_factor=ui.require_two_factor,
     )
 
 

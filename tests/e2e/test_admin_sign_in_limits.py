@@ -14,6 +14,7 @@ from tidings.access.admins import AdminAccounts, SessionPolicy
 from tidings.access.audit import AuditLog
 from tidings.access.passwords import PasswordHashing
 from tidings.access.sign_in_limits import SignInClient, SignInLimiter, SignInLimits
+from tidings.access.two_factor import TwoFactor
 from tidings.cli.main import app as cli
 from tidings.domain.audit import Actor
 from tidings.domain.errors import Unauthenticated
@@ -170,6 +171,7 @@ async def test_concurrent_sign_in_attempts_hash_a_bounded_number_at_once(db: Dat
         limiter=SignInLimiter(db, now, secret, limits),
         passwords=passwords,
         audit=AuditLog(db, now),
+        two_factor=TwoFactor(db, now, secret, AuditLog(db, now), issuer="tests"),
     )
     await accounts.create(OWNER, PASSWORD)
 

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.access.audit import AuditLog
 from tidings.access.passwords import PasswordHashing, check_password
 from tidings.access.sign_in_limits import SignInClient, SignInLimiter
+from tidings.access.two_factor import TwoFactor
 from tidings.domain.audience import normalise_email
 from tidings.domain.audit import Actor
 from tidings.domain.errors import Conflict, NotFound, RateLimited, Unauthenticated
@@ -44,6 +45,14 @@ class AdminSession:
     csrf_token: str
     token_hash: str
     role: Role = Role.OWNER
+    two_factor: bool = False  # signed in to an account with two-factor sign-in on
+
+
+@dataclass(frozen=True, slots=True)
+class SecondFactorNeeded:
+    """The password was right; the code from the app comes next, with this token."""
+
+    pending_token: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +80,9 @@ class AdminAccounts:
         limiter: SignInLimiter,
         passwords: PasswordHashing,
         audit: AuditLog,
+        two_factor: TwoFactor,
         site_name: str = "tidings",
+        require_two_factor: bool = False,
     ) -> None:
         self._db = db
         self._now = now
@@ -79,7 +90,9 @@ class AdminAccounts:
         self._limiter = limiter
         self._passwords = passwords
         self._audit = audit
+        self.two_factor = two_factor
         self._site_name = site_name
+        self.require_two_factor = require_two_factor
 
     async def create(
         self, email: str, password: str, *, role: Role = Role.OWNER, actor: Actor | None = None
@@ -117,9 +130,12 @@ class AdminAccounts:
             raise NotFound(f"no admin account with id {admin_id}")
         return admin
 
-    async def sign_in(self, email: str, password: str, *, client: SignInClient) -> StartedSession:
-        """A new session for the right email and password. Failed attempts count against
-        the limits of `sign_in_limits` (RateLimited past them); a wrong pair raises
+    async def sign_in(
+        self, email: str, password: str, *, client: SignInClient
+    ) -> StartedSession | SecondFactorNeeded:
+        """A new session for the right email and password, or, for an account with two-factor
+        sign-in, the token that `complete_sign_in` takes with the code. Failed attempts count
+        against the limits of `sign_in_limits` (RateLimited past them); a wrong pair raises
         Unauthenticated without saying which half was wrong."""
         email_key = _email_key(email)
         actor = Actor.anonymous(client.ip)
@@ -149,18 +165,53 @@ class AdminAccounts:
         rehashed = None
         if self._passwords.needs_rehash(admin.password_hash):
             rehashed = await self._passwords.hash(password)
-        started = await self._start_session(admin, password_hash=rehashed)
+            async with self._db.write() as conn:
+                await queries.rehash_password(conn, admin.id, rehashed)
+        if admin.totp_enabled_at is not None:
+            return SecondFactorNeeded(self.two_factor.pending_token(admin.id))
+        started = await self._start_session(admin)
         await self._audit.record(
             Actor.operator(admin.id, client.ip), "admin.sign_in", f"admin:{admin.id}"
         )
         return started
 
-    async def _start_session(self, admin: AdminRow, *, password_hash: str | None) -> StartedSession:
+    async def complete_sign_in(
+        self, pending_token: str | None, code: str, *, client: SignInClient
+    ) -> StartedSession:
+        """The second step: a code from the authenticator app, or a recovery code. A wrong
+        code counts as a failed sign-in."""
+        admin_id = self.two_factor.pending_admin(pending_token)
+        admin = None
+        if admin_id is not None:
+            async with self._db.read() as conn:
+                admin = await queries.get_admin(conn, admin_id)
+        if admin is None or admin.disabled_at is not None:
+            raise Unauthenticated("the sign-in took too long; enter your password again")
+        await self._limiter.admit(admin.email, client)
+        if not await self.two_factor.verify(admin, code):
+            await self._limiter.record_failure(admin.email, client)
+            await self._audit.record(
+                Actor.anonymous(client.ip),
+                "admin.sign_in.failed",
+                f"admin:{admin.id}",
+                {"stage": "code"},
+            )
+            raise Unauthenticated("the code is not right")
+        started = await self._start_session(admin)
+        await self._audit.record(
+            Actor.operator(admin.id, client.ip),
+            "admin.sign_in",
+            f"admin:{admin.id}",
+            {"two_factor": True},
+        )
+        return started
+
+    async def _start_session(self, admin: AdminRow) -> StartedSession:
         token = secrets.token_urlsafe(32)
         csrf_token = secrets.token_urlsafe(32)
         now = self._now()
         async with self._db.write() as conn:
-            await queries.record_sign_in(conn, admin.id, now=now, password_hash=password_hash)
+            await queries.record_sign_in(conn, admin.id, now=now, password_hash=None)
             await queries.insert_session(
                 conn,
                 token_hash=_token_hash(token),
@@ -169,7 +220,12 @@ class AdminAccounts:
                 now=now,
             )
         session = AdminSession(
-            admin.id, admin.email, csrf_token, _token_hash(token), Role(admin.role)
+            admin.id,
+            admin.email,
+            csrf_token,
+            _token_hash(token),
+            Role(admin.role),
+            admin.totp_enabled_at is not None,
         )
         return StartedSession(
             token=token,
@@ -199,7 +255,14 @@ class AdminAccounts:
         if now - row.last_seen_at >= TOUCH_RESOLUTION:
             async with self._db.write() as conn:
                 await queries.touch_session(conn, token_hash, now=now)
-        return AdminSession(admin.id, admin.email, row.csrf_token, token_hash, Role(admin.role))
+        return AdminSession(
+            admin.id,
+            admin.email,
+            row.csrf_token,
+            token_hash,
+            Role(admin.role),
+            admin.totp_enabled_at is not None,
+        )
 
     async def sign_out(self, session: AdminSession) -> None:
         async with self._db.write() as conn:
@@ -224,6 +287,18 @@ class AdminAccounts:
             await queries.set_password(conn, admin.id, password_hash, now=self._now())
             await queries.delete_sessions_of(conn, admin.id, keep_token_hash=session.token_hash)
         await self._audit.record(actor, "admin.password_changed", f"admin:{admin.id}")
+
+    async def turn_off_two_factor(
+        self, admin_id: int, *, actor: Actor, password: str | None = None
+    ) -> None:
+        """The operator's own (with their password), or the command line's for one who lost
+        their phone and their recovery codes (no password)."""
+        admin = await self.get(admin_id)
+        if password is not None and not await self._passwords.verify(admin.password_hash, password):
+            raise Unauthenticated("the current password is not right")
+        if password is not None and self.require_two_factor:
+            raise Conflict("two-factor sign-in is required on this site")
+        await self.two_factor.turn_off(admin, actor=actor)
 
     async def set_password(self, admin_id: int, new: str, *, actor: Actor) -> None:
         """Another's password (the command line's reset): all of their sessions end."""

@@ -1,5 +1,6 @@
-"""`tidings admins create|list|set-password|set-role|disable|enable|delete|unlock`: operators
-who sign in to the admin web UI at /admin. Each change is in the audit log as `cli:<login>`."""
+"""`tidings admins ...`: operators who sign in to the admin web UI at /admin (create, list,
+set-password, set-role, disable, enable, delete, unlock, reset-two-factor). Each change is in
+the audit log as `cli:<login>`."""
 
 from __future__ import annotations
 
@@ -193,3 +194,14 @@ def unlock(ctx: typer.Context, email: str = EMAIL) -> None:
         await admins.unlock(admin_id, actor=_actor())
 
     _on_account(ctx, email, change, "Unlocked {email}: its failed sign-ins are forgotten.")
+
+
+@app.command("reset-two-factor")
+def reset_two_factor(ctx: typer.Context, email: str = EMAIL) -> None:
+    """Turn off an operator's two-factor sign-in (a lost phone and lost recovery codes); they
+    sign in with their password and set it up again."""
+
+    async def change(admins: AdminAccounts, admin_id: int) -> None:
+        await admins.turn_off_two_factor(admin_id, actor=_actor())
+
+    _on_account(ctx, email, change, "Turned off two-factor sign-in for {email}.")

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict
 from tidings.storage.errors import constraint_errors
-from tidings.storage.tables import admin_accounts, admin_sessions
+from tidings.storage.tables import admin_accounts, admin_recovery_codes, admin_sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,7 @@ class AdminRow:
     password_changed_at: datetime | None
     totp_secret: str | None
     totp_enabled_at: datetime | None
+    totp_last_step: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +96,18 @@ async def set_password(
     )
 
 
+async def rehash_password(conn: AsyncConnection, admin_id: int, password_hash: str) -> None:
+    """The same password under newer hashing parameters (not a password change)."""
+    await conn.execute(
+        update(admin_accounts)
+        .where(admin_accounts.c.id == admin_id)
+        .values(password_hash=password_hash)
+    )
+
+
 async def update_admin(conn: AsyncConnection, admin_id: int, **values: object) -> None:
     """Set `role`, `disabled_at`, `totp_secret` or `totp_enabled_at` of one account."""
-    allowed = {"role", "disabled_at", "totp_secret", "totp_enabled_at"}
+    allowed = {"role", "disabled_at", "totp_secret", "totp_enabled_at", "totp_last_step"}
     assert set(values) <= allowed, set(values) - allowed
     await conn.execute(
         update(admin_accounts).where(admin_accounts.c.id == admin_id).values(**values)
@@ -173,3 +183,56 @@ async def delete_sessions_before(
         )
     )
     return int(result.rowcount)
+
+
+async def use_totp_step(conn: AsyncConnection, admin_id: int, step: int) -> bool:
+    """Record `step` as used; False when it, or a later one, was used already (a replay)."""
+    result = await conn.execute(
+        update(admin_accounts)
+        .where(
+            (admin_accounts.c.id == admin_id)
+            & (admin_accounts.c.totp_last_step.is_(None) | (admin_accounts.c.totp_last_step < step))
+        )
+        .values(totp_last_step=step)
+    )
+    return int(result.rowcount) == 1
+
+
+async def replace_recovery_codes(
+    conn: AsyncConnection, admin_id: int, code_hashes: list[str]
+) -> None:
+    await conn.execute(
+        delete(admin_recovery_codes).where(admin_recovery_codes.c.admin_id == admin_id)
+    )
+    if code_hashes:
+        await conn.execute(
+            insert(admin_recovery_codes),
+            [{"admin_id": admin_id, "code_hash": code_hash} for code_hash in code_hashes],
+        )
+
+
+async def use_recovery_code(
+    conn: AsyncConnection, admin_id: int, code_hash: str, *, now: datetime
+) -> bool:
+    """Spend one unused recovery code; False when there is no such unused code."""
+    result = await conn.execute(
+        update(admin_recovery_codes)
+        .where(
+            (admin_recovery_codes.c.admin_id == admin_id)
+            & (admin_recovery_codes.c.code_hash == code_hash)
+            & admin_recovery_codes.c.used_at.is_(None)
+        )
+        .values(used_at=now)
+    )
+    return int(result.rowcount) == 1
+
+
+async def count_unused_recovery_codes(conn: AsyncConnection, admin_id: int) -> int:
+    found = await conn.execute(
+        select(func.count())
+        .select_from(admin_recovery_codes)
+        .where(
+            (admin_recovery_codes.c.admin_id == admin_id) & admin_recovery_codes.c.used_at.is_(None)
+        )
+    )
+    return int(found.scalar_one())

@@ -521,6 +521,12 @@ admin_accounts = Table(
         "totp_secret", String(64), nullable=True, comment="base32 TOTP secret, set at enrolment"
     ),
     Column("totp_enabled_at", UTCDateTime(), nullable=True),
+    Column(
+        "totp_last_step",
+        BigInteger(),
+        nullable=True,
+        comment="the last TOTP time step used: a code is accepted once",
+    ),
     UniqueConstraint("email"),
     CheckConstraint(ROLES, name="role"),
 )

@@ -24,7 +24,11 @@ PRE_SESSION_COOKIE = "tidings_admin_pre"
 # failed attempts on the account (access/sign_in_limits.py).
 KNOWN_CLIENT_COOKIE = "tidings_admin_client"
 KNOWN_CLIENT_DAYS = 400  # the longest lifetime browsers grant a cookie
+# Between the password and the two-factor code: who passed the first step (signed, 5 minutes).
+SECOND_FACTOR_COOKIE = "tidings_admin_2fa"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What an operator who must set up two-factor sign-in may still reach.
+_BEFORE_TWO_FACTOR = ("/admin/account", "/admin/sign-out", "/admin/static/")
 
 
 class SignInRequired(Exception):
@@ -33,6 +37,11 @@ class SignInRequired(Exception):
     def __init__(self, return_to: str) -> None:
         super().__init__("sign in first")
         self.return_to = return_to
+
+
+class TwoFactorSetupRequired(Exception):
+    """`admin_ui.require_two_factor` is on and this operator has not set it up: every page
+    but their account (where they do) answers 303 to it."""
 
 
 class CsrfRejected(Exception):
@@ -153,3 +162,9 @@ async def guard(request: Request, session: Session) -> None:
     needed = required_role(request.method, str(getattr(route, "path", request.url.path)))
     if not session.role.allows(needed):
         raise Forbidden(f"this needs the {needed} role; you are {session.role}")
+    if (
+        container_of(request).admins.require_two_factor
+        and not session.two_factor
+        and not request.url.path.startswith(_BEFORE_TWO_FACTOR)
+    ):
+        raise TwoFactorSetupRequired()

@@ -40,6 +40,14 @@ def upgrade() -> None:
             )
         )
         batch.add_column(sa.Column("totp_enabled_at", UTCDateTime(), nullable=True))
+        batch.add_column(
+            sa.Column(
+                "totp_last_step",
+                sa.BigInteger(),
+                nullable=True,
+                comment="the last TOTP time step used: a code is accepted once",
+            )
+        )
         batch.create_check_constraint(batch.f("ck_admin_accounts_role"), ROLES)
     with op.batch_alter_table("api_keys") as batch:
         batch.add_column(
@@ -111,6 +119,7 @@ def downgrade() -> None:
         batch.drop_column("role")
     with op.batch_alter_table("admin_accounts") as batch:
         batch.drop_constraint(batch.f("ck_admin_accounts_role"), type_="check")
+        batch.drop_column("totp_last_step")
         batch.drop_column("totp_enabled_at")
         batch.drop_column("totp_secret")
         batch.drop_column("password_changed_at")
