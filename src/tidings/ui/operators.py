@@ -4,7 +4,7 @@ disable, enable, unlock and delete accounts. The last enabled owner is never rem
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -84,33 +84,21 @@ async def change_role(
     return await _change(request, session, admins.set_role(admin_id, chosen, actor=actor))
 
 
-@router.post("/{admin_id}/disable")
-async def disable(
-    request: Request, session: Session, actor: OperatorActor, admin_id: AdminId
+@router.post("/{admin_id}/{action}")
+async def change_account(
+    request: Request,
+    session: Session,
+    actor: OperatorActor,
+    admin_id: AdminId,
+    action: Literal["disable", "enable", "unlock", "delete"],
 ) -> Response:
+    """Disable (their sessions end at once), enable, unlock (forget failed sign-ins) or
+    delete an operator."""
     admins = container_of(request).admins
-    return await _change(request, session, admins.disable(admin_id, actor=actor))
-
-
-@router.post("/{admin_id}/enable")
-async def enable(
-    request: Request, session: Session, actor: OperatorActor, admin_id: AdminId
-) -> Response:
-    admins = container_of(request).admins
-    return await _change(request, session, admins.enable(admin_id, actor=actor))
-
-
-@router.post("/{admin_id}/unlock")
-async def unlock(
-    request: Request, session: Session, actor: OperatorActor, admin_id: AdminId
-) -> Response:
-    admins = container_of(request).admins
-    return await _change(request, session, admins.unlock(admin_id, actor=actor))
-
-
-@router.post("/{admin_id}/delete")
-async def delete(
-    request: Request, session: Session, actor: OperatorActor, admin_id: AdminId
-) -> Response:
-    admins = container_of(request).admins
-    return await _change(request, session, admins.delete(admin_id, actor=actor))
+    changes = {
+        "disable": admins.disable,
+        "enable": admins.enable,
+        "unlock": admins.unlock,
+        "delete": admins.delete,
+    }
+    return await _change(request, session, changes[action](admin_id, actor=actor))
