@@ -30,7 +30,6 @@ AUDITED: dict[tuple[str, str], str] = {
     ("DELETE", "/api/admin/newsletters/{slug}"): "newsletter.delete",
     ("DELETE", "/api/admin/subscribers/{subscriber_id}"): "subscriber.delete",
     ("POST", "/api/admin/subscribers/import"): "subscribers.import",
-    ("GET", "/api/admin/subscribers/export"): "subscribers.export",
     ("POST", "/api/admin/suppressions"): "suppression.add",
     ("POST", "/api/admin/suppressions/lift"): "suppression.lift",
     ("POST", "/admin/campaigns/{campaign_id}/send"): "campaign.send",
@@ -41,7 +40,6 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", "/admin/subscribers/{subscriber_id}/delete"): "subscriber.delete",
     ("POST", "/admin/subscribers/{subscriber_id}/suppress"): "suppression.add",
     ("POST", "/admin/subscribers/import"): "subscribers.import",
-    ("GET", "/admin/subscribers/export"): "subscribers.export",
 }
 _PARAM = re.compile(r"\{(\w+)\}")
 
@@ -77,20 +75,20 @@ class AuditTrail:
         if audited is None:
             await self.app(scope, receive, send)
             return
-        status = 500
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        await self.app(scope, receive, watched)
-        if status >= 400:
-            return  # refused: nothing happened
-        bound = structlog.contextvars.get_contextvars()
         client = scope.get("client")
         ip = client[0] if client else None
+
+        async def recorded_first(message: Message) -> None:
+            # Recorded before the client hears of success, so whoever reads the log after
+            # the answer finds the entry.
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                await self._record(audited, ip)
+            await send(message)
+
+        await self.app(scope, receive, recorded_first)
+
+    async def _record(self, audited: tuple[str, str | None], ip: str | None) -> None:
+        bound = structlog.contextvars.get_contextvars()
         if "admin_id" in bound:
             actor = Actor.operator(int(bound["admin_id"]), ip)
         elif "api_key_id" in bound:
