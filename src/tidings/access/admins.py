@@ -142,7 +142,7 @@ class AdminAccounts:
         try:
             admission = await self._limiter.admit(email_key, client)
         except RateLimited:
-            await self._audit.record(actor, "admin.sign_in.locked", _account_hint(email_key))
+            await self._audit.record(actor, "admin.sign_in.locked", await self._target(email_key))
             raise
         if admission.delay_seconds:
             await asyncio.sleep(admission.delay_seconds)
@@ -158,7 +158,7 @@ class AdminAccounts:
             await self._audit.record(
                 actor,
                 "admin.sign_in.failed",
-                f"admin:{admin.id}" if admin else _account_hint(email_key),
+                f"admin:{admin.id}" if admin else self._limiter.account_hint(email_key),
                 {"disabled": True} if admin is not None and verified else None,
             )
             raise Unauthenticated(_REFUSED)
@@ -373,10 +373,11 @@ class AdminAccounts:
             raise Conflict("this is the only enabled owner; make another owner first")
         return admin
 
+    async def _target(self, email_key: str) -> str:
+        """The audit target of an attempt: the account's id, or a keyed hint of the address."""
+        async with self._db.read() as conn:
+            admin = await queries.get_admin_by_email(conn, email_key)
+        return f"admin:{admin.id}" if admin else self._limiter.account_hint(email_key)
+
     def _related_words(self, email_key: str) -> tuple[str, ...]:
         return (email_key, self._site_name, "tidings")
-
-
-def _account_hint(email_key: str) -> str:
-    """An audit target for an attempt on no known account: never the address itself."""
-    return "email-sha256:" + hashlib.sha256(email_key.encode()).hexdigest()[:16]

@@ -136,6 +136,11 @@ class SignInLimiter:
         async with self._db.write() as conn:
             return await ratelimits.clear(conn, self._account_bucket(email_key))
 
+    def account_hint(self, email_key: str) -> str:
+        """An audit target for an attempt on an address with no account: a keyed hash, so
+        the log never holds the address, nor a hash anyone could test guesses against."""
+        return "unknown:" + self._keyed("admin-audit:" + email_key)[:16]
+
     def _keyed(self, value: str) -> str:
         return hmac.new(self._secret().encode(), value.encode(), hashlib.sha256).hexdigest()
 
