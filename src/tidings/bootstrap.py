@@ -18,8 +18,12 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
+from tidings.access.admins import AdminAccounts, SessionPolicy
+from tidings.access.audit import AuditLog
 from tidings.access.keys import ApiKeys
+from tidings.access.passwords import PasswordHashing
+from tidings.access.sign_in_limits import SignInLimiter, SignInLimits
+from tidings.access.two_factor import TwoFactor
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -121,6 +125,7 @@ class Container:
     pages: Pages
     api_keys: ApiKeys
     admins: AdminAccounts
+    audit: AuditLog
     queue: JobQueue
     webhooks: Webhooks
     captured_mail: CapturedMail
@@ -456,6 +461,7 @@ def build(
         secret=site_secret,
         policy=send_policy(settings),
     )
+    audit = AuditLog(db, clock)
     return Container(
         settings=settings,
         clock=clock,
@@ -463,8 +469,9 @@ def build(
         metrics=Metrics(),
         templates=templates,
         pages=Pages(theme_from(settings), engine=templates),
-        api_keys=ApiKeys(db, clock),
-        admins=admin_accounts(settings, db, clock, site_secret),
+        api_keys=ApiKeys(db, clock, audit),
+        admins=admin_accounts(settings, db, clock, site_secret, audit),
+        audit=audit,
         queue=queue,
         webhooks=webhooks,
         captured_mail=CapturedMail(
@@ -496,23 +503,31 @@ def build(
 
 
 def admin_accounts(
-    settings: Settings, db: Database, clock: Clock, site_secret: SiteSecret
+    settings: Settings, db: Database, clock: Clock, site_secret: SiteSecret, audit: AuditLog
 ) -> AdminAccounts:
-    """Admin UI operators: session timeouts and sign-in limits from `admin_ui` (UI-1)."""
+    """Admin UI operators: session timeouts and sign-in limits from `admin_ui` (UI-1, UI-2)."""
     ui = settings.admin_ui
+    limits = SignInLimits(
+        per_client=ui.sign_in_limit_per_client,
+        per_ip=ui.sign_in_limit_per_ip,
+        window_seconds=ui.sign_in_window_seconds,
+        per_account=ui.sign_in_limit_per_account,
+        account_window_seconds=ui.sign_in_account_window_seconds,
+        slowdown_seconds=ui.sign_in_slowdown_seconds,
+    )
     return AdminAccounts(
         db,
         clock,
-        site_secret,
         policy=SessionPolicy(
             idle_timeout=timedelta(minutes=ui.session_idle_minutes),
             absolute_timeout=timedelta(hours=ui.session_absolute_hours),
         ),
-        limits=SignInLimits(
-            per_account=ui.sign_in_limit_per_account,
-            per_ip=ui.sign_in_limit_per_ip,
-            window_seconds=ui.sign_in_window_seconds,
-        ),
+        limiter=SignInLimiter(db, clock, site_secret, limits),
+        passwords=PasswordHashing(ui.password_check_concurrency),
+        audit=audit,
+        two_factor=TwoFactor(db, clock, site_secret, audit, issuer=settings.site.name),
+        site_name=settings.site.name,
+        require_two_factor=ui.require_two_factor,
     )
 
 

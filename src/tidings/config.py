@@ -35,6 +35,7 @@ ENV_PREFIX = "TIDINGS_"
 CONFIG_FILE_ENV = "TIDINGS_CONFIG"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 HOSTNAME_PATTERN = rf"^{_LABEL}(?:\.{_LABEL})+$"
+MIN_SECRET_BYTES = 32
 
 
 class _Section(BaseModel):
@@ -128,10 +129,22 @@ class SiteSettings(_Section):
     secret: SecretStr | None = Field(
         default=None,
         description=(
-            "Site secret for signing tokens and hashing suppressed addresses. When unset, one "
-            "is generated on first start and kept in the database."
+            "Site secret for signing tokens and hashing suppressed addresses, at least 32 "
+            "bytes (`openssl rand -base64 32`). When unset, one is generated on first start "
+            "and kept in the database."
         ),
     )
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # A short secret can be brute-forced from one signed link, and then every link forged.
+        if value is not None and len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -base64 32`); "
+                "leave it unset to have one generated"
+            )
+        return value
 
 
 class PrivacySettings(_Section):
@@ -505,14 +518,68 @@ class AdminUiSettings(_Section):
             "is https; `never` only for plain http://localhost development."
         ),
     )
-    sign_in_limit_per_account: int = Field(
-        default=10, ge=1, description="Sign-in attempts per admin email per window."
+    sign_in_limit_per_client: int = Field(
+        default=10,
+        ge=1,
+        description=(
+            "Failed sign-ins on one account from one client per window; past it that client "
+            "is refused until the window ends. A client is a browser that signed in to the "
+            "account before (a cookie), else an address. Successful sign-ins never count."
+        ),
     )
     sign_in_limit_per_ip: int = Field(
-        default=30, ge=1, description="Sign-in attempts per client address per window."
+        default=30,
+        ge=1,
+        description=(
+            "Failed sign-ins from one client address, over every account, per window. "
+            "Browsers that signed in to the account before are exempt, so a shared proxy "
+            "address cannot lock everyone out."
+        ),
     )
     sign_in_window_seconds: int = Field(
-        default=900, ge=1, description="Length of the sign-in rate-limit window."
+        default=900, ge=1, description="Length of the per-client and per-address window."
+    )
+    sign_in_limit_per_account: int = Field(
+        default=50,
+        ge=1,
+        description=(
+            "Failed sign-ins on one account from every client together per account window. "
+            "Past it, clients that never signed in to the account are refused; those that "
+            "did are slowed down (`sign_in_slowdown_seconds`), never refused."
+        ),
+    )
+    sign_in_account_window_seconds: int = Field(
+        default=3600, ge=1, description="Length of the per-account sign-in window."
+    )
+    sign_in_slowdown_seconds: float = Field(
+        default=3.0,
+        ge=0,
+        le=60,
+        description="How long a known browser waits to sign in to an account under attack.",
+    )
+    password_check_concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description=(
+            "Password hashes computed at once (64 MiB each); further sign-in attempts wait "
+            "their turn, so a burst of attempts cannot exhaust memory."
+        ),
+    )
+    require_two_factor: bool = Field(
+        default=False,
+        description=(
+            "Every operator must sign in with a TOTP code; one without two-factor set up is "
+            "sent to set it up right after the password."
+        ),
+    )
+    api_docs: Literal["public", "signed_in", "off"] = Field(
+        default="public",
+        description=(
+            "`/docs`, `/redoc` and `/openapi.json`: `public` (the default: the API is open "
+            "source, its shape no secret), `signed_in` (only for a signed-in admin UI "
+            "operator) or `off` (404)."
+        ),
     )
 
 

@@ -19,6 +19,7 @@ from tidings.domain.errors import (
 )
 from tidings.domain.identity import PlaceholderIdentity
 from tidings.domain.jobs import DatabaseBusy
+from tidings.domain.roles import Forbidden
 
 STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     InvalidInput: 422,
@@ -26,6 +27,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     ResendRefused: 400,
     ReconcileRefused: 409,
     Unauthenticated: 401,
+    Forbidden: 403,
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,

@@ -68,7 +68,8 @@ async def test_wrong_password_and_unknown_account_get_the_same_answer(sqlite_url
 
 
 async def test_sign_in_attempts_are_limited_per_account(sqlite_url: str) -> None:
-    """Password guessing against one account stops after the limit, even with the right one."""
+    """Password guessing against one account stops after the limit, even with the right
+    password, for a browser that never signed in to it (UI-2: others are only slowed)."""
     settings = make_settings(sqlite_url, admin_ui={"sign_in_limit_per_account": 3})
     async with api_client(settings) as (client, container):
         await container.admins.create("operator@example.org", PASSWORD)

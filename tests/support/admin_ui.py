@@ -53,21 +53,23 @@ async def signed_in(
 @asynccontextmanager
 async def ui_app(
     settings: Settings, *, clock: Clock = utcnow
-) -> AsyncIterator[tuple[Callable[[str], httpx.AsyncClient], Container]]:
+) -> AsyncIterator[tuple[Callable[..., httpx.AsyncClient], Container]]:
     """The real app with its lifespan, and a factory of browsers-to-be: each call gives a
-    client with its own cookie jar at `base_url` (https for Secure cookies)."""
+    client with its own cookie jar at `base_url` (https for Secure cookies), connecting from
+    `client_ip`."""
     container = build(settings, clock=clock)
     app = create_app(settings, apply_migrations=True, container=container)
     async with (
         LifespanManager(app, startup_timeout=STARTUP_SECONDS) as manager,
         AsyncExitStack() as clients,
     ):
-        transport = httpx.ASGITransport(app=manager.app)
-
         # Cookies are Secure when the site is served over https: browse it the same way.
         scheme = "https" if str(settings.site.public_url).startswith("https") else "http"
 
-        def client(base_url: str = f"{scheme}://tidings.test") -> httpx.AsyncClient:
+        def client(
+            base_url: str = f"{scheme}://tidings.test", client_ip: str = "127.0.0.1"
+        ) -> httpx.AsyncClient:
+            transport = httpx.ASGITransport(app=manager.app, client=(client_ip, 50123))
             made = httpx.AsyncClient(transport=transport, base_url=base_url)
             clients.push_async_callback(made.aclose)
             return made

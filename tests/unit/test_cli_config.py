@@ -22,7 +22,11 @@ def test_invalid_value_exits_2_with_one_line_naming_the_key() -> None:
 def test_config_show_masks_secrets_and_reports_effective_values() -> None:
     """`config show` is pasted into tickets: secrets must never appear in it."""
     result = _tidings(
-        "config", "show", "--json", TIDINGS_SITE_SECRET="s3cr3t-value", TIDINGS_HTTP_PORT="8123"
+        "config",
+        "show",
+        "--json",
+        TIDINGS_SITE_SECRET="s3cr3t-value-long-enough-for-32-bytes",
+        TIDINGS_HTTP_PORT="8123",
     )
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)

@@ -79,9 +79,25 @@ def test_missing_or_malformed_file_is_a_configuration_error(tmp_path: Path) -> N
 
 def test_secrets_are_masked_when_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     """`config show` output gets pasted into tickets; it must not carry secrets."""
-    monkeypatch.setenv("TIDINGS_SITE_SECRET", "hunter2-very-secret")
+    monkeypatch.setenv("TIDINGS_SITE_SECRET", "hunter2-very-secret-and-long-enough-now")
     monkeypatch.setenv("TIDINGS_DATABASE_URL", "postgresql://app:pw123@db/tidings")
     shown = repr(masked(load_settings()))
     assert "hunter2" not in shown
     assert "pw123" not in shown
     assert mask_url_password("postgresql://app:pw@db/x") == "postgresql://app:********@db/x"
+
+
+@pytest.mark.parametrize("secret", ["", "short", "x" * 31, "é" * 15])
+def test_a_short_site_secret_stops_boot(secret: str) -> None:
+    """Every signed link hangs on site.secret: one short enough to brute-force from a single
+    link would let anyone forge unsubscribe and preference links, so boot refuses it."""
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings(site={"secret": secret})
+    assert "site.secret (TIDINGS_SITE_SECRET): must be at least 32 bytes" in str(refused.value)
+    assert secret not in str(refused.value) or not secret
+
+
+def test_a_site_secret_of_32_bytes_is_accepted() -> None:
+    """32 bytes is the documented minimum; unset still means one is generated."""
+    assert load_settings(site={"secret": "é" * 16}).site.secret is not None
+    assert load_settings().site.secret is None

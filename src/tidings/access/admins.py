@@ -1,33 +1,33 @@
-"""Use cases for admin UI operators: accounts with argon2id passwords, sign-in rate-limited per
-account and per client address, and server-side sessions with idle and absolute timeouts."""
+"""Use cases for admin UI operators: accounts with argon2id passwords and roles, sign-in
+limited so that no stranger can lock the owner out, and server-side sessions with idle and
+absolute timeouts."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
-import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.access.audit import AuditLog
+from tidings.access.passwords import PasswordHashing, check_password
+from tidings.access.sign_in_limits import SignInClient, SignInLimiter
+from tidings.access.two_factor import TwoFactor
 from tidings.domain.audience import normalise_email
-from tidings.domain.errors import InvalidInput, RateLimited, Unauthenticated
-from tidings.domain.ratelimit import retry_after_seconds, window_start
+from tidings.domain.audit import Actor
+from tidings.domain.errors import Conflict, NotFound, RateLimited, Unauthenticated
+from tidings.domain.roles import Role
 from tidings.storage import admins as queries
-from tidings.storage import ratelimits
 from tidings.storage.admins import AdminRow
 from tidings.storage.database import Database
 
-if TYPE_CHECKING:
-    from argon2 import PasswordHasher
-
-MIN_PASSWORD_LENGTH = 12
-MAX_PASSWORD_LENGTH = 1024  # argon2 takes any length; this only bounds the work per attempt
 # A session's last-seen time is written at most this often, not on every page view.
 TOUCH_RESOLUTION = timedelta(minutes=1)
+_REFUSED = "the email or password is not right"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,30 +37,37 @@ class SessionPolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class SignInLimits:
-    per_account: int
-    per_ip: int
-    window_seconds: int
-
-
-@dataclass(frozen=True, slots=True)
 class AdminSession:
-    """A live session: who, and the token its forms must carry."""
+    """A live session: who, their role, and the token its forms must carry."""
 
     admin_id: int
     email: str
     csrf_token: str
     token_hash: str
+    role: Role = Role.OWNER
+    two_factor: bool = False  # signed in to an account with two-factor sign-in on
+
+
+@dataclass(frozen=True, slots=True)
+class SecondFactorNeeded:
+    """The password was right; the code from the app comes next, with this token."""
+
+    pending_token: str
 
 
 @dataclass(frozen=True, slots=True)
 class StartedSession:
     token: str  # for the cookie only; the database keeps its hash
     session: AdminSession
+    known_client_token: str  # for the known-client cookie (sign_in_limits)
 
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _email_key(email: str) -> str:
+    return email.strip().lower()[:320]
 
 
 class AdminAccounts:
@@ -68,63 +75,143 @@ class AdminAccounts:
         self,
         db: Database,
         now: Callable[[], datetime],
-        secret: Callable[[], str],
         *,
         policy: SessionPolicy,
-        limits: SignInLimits,
+        limiter: SignInLimiter,
+        passwords: PasswordHashing,
+        audit: AuditLog,
+        two_factor: TwoFactor,
+        site_name: str = "tidings",
+        require_two_factor: bool = False,
     ) -> None:
         self._db = db
         self._now = now
-        self._secret = secret
         self._policy = policy
-        self._limits = limits
-        self._decoy_hash: str | None = None
+        self._limiter = limiter
+        self._passwords = passwords
+        self._audit = audit
+        self.two_factor = two_factor
+        self._site_name = site_name
+        self.require_two_factor = require_two_factor
 
-    @functools.cached_property
-    def _hasher(self) -> PasswordHasher:
-        # argon2 is loaded by the first password operation: a worker only prunes sessions.
-        from argon2 import PasswordHasher
-
-        return PasswordHasher()
-
-    async def create(self, email: str, password: str) -> AdminRow:
+    async def create(
+        self, email: str, password: str, *, role: Role = Role.OWNER, actor: Actor | None = None
+    ) -> AdminRow:
         """A new operator. Conflict when the address has an account already."""
         address = normalise_email(email)
-        _check_password(password)
-        password_hash = await asyncio.to_thread(self._hasher.hash, password)
+        check_password(password, related=self._related_words(address.key))
+        password_hash = await self._passwords.hash(password)
         async with self._db.write() as conn:
-            return await queries.insert_admin(
-                conn, email=address.key, password_hash=password_hash, now=self._now()
+            admin = await queries.insert_admin(
+                conn, email=address.key, password_hash=password_hash, role=role, now=self._now()
             )
+        if actor is not None:
+            await self._audit.record(
+                actor, "admin.created", f"admin:{admin.id}", {"role": str(role)}
+            )
+        return admin
 
     async def list(self) -> list[AdminRow]:
         async with self._db.read() as conn:
             return await queries.list_admins(conn)
 
-    async def sign_in(self, email: str, password: str, *, client_ip: str | None) -> StartedSession:
-        """A new session for the right email and password. Every attempt counts against the
-        account's and the address's limits (RateLimited past them); a wrong pair raises
+    async def find(self, email: str) -> AdminRow:
+        """The account signing in as `email`; NotFound (field `email`) when there is none."""
+        async with self._db.read() as conn:
+            admin = await queries.get_admin_by_email(conn, _email_key(email))
+        if admin is None:
+            raise NotFound("no admin account with this email", field="email")
+        return admin
+
+    async def get(self, admin_id: int) -> AdminRow:
+        async with self._db.read() as conn:
+            admin = await queries.get_admin(conn, admin_id)
+        if admin is None:
+            raise NotFound(f"no admin account with id {admin_id}")
+        return admin
+
+    async def sign_in(
+        self, email: str, password: str, *, client: SignInClient
+    ) -> StartedSession | SecondFactorNeeded:
+        """A new session for the right email and password, or, for an account with two-factor
+        sign-in, the token that `complete_sign_in` takes with the code. Failed attempts count
+        against the limits of `sign_in_limits` (RateLimited past them); a wrong pair raises
         Unauthenticated without saying which half was wrong."""
-        email_key = email.strip().lower()[:320]
-        await self._count_attempt(email_key, client_ip)
+        email_key = _email_key(email)
+        actor = Actor.anonymous(client.ip)
+        try:
+            admission = await self._limiter.admit(email_key, client)
+        except RateLimited:
+            await self._audit.record(actor, "admin.sign_in.locked", await self._target(email_key))
+            raise
+        if admission.delay_seconds:
+            await asyncio.sleep(admission.delay_seconds)
         async with self._db.read() as conn:
             admin = await queries.get_admin_by_email(conn, email_key)
         if admin is None:
-            # Spend the same work as a real check, so timing does not reveal accounts.
-            await asyncio.to_thread(self._verifies, await self._decoy(), password)
-            raise Unauthenticated("the email or password is not right")
-        if len(password) > MAX_PASSWORD_LENGTH or not await asyncio.to_thread(
-            self._verifies, admin.password_hash, password
-        ):
-            raise Unauthenticated("the email or password is not right")
+            await self._passwords.spend_equal_time(password)
+            verified = False
+        else:
+            verified = await self._passwords.verify(admin.password_hash, password)
+        if admin is None or not verified or admin.disabled_at is not None:
+            await self._limiter.record_failure(email_key, client)
+            await self._audit.record(
+                actor,
+                "admin.sign_in.failed",
+                f"admin:{admin.id}" if admin else self._limiter.account_hint(email_key),
+                {"disabled": True} if admin is not None and verified else None,
+            )
+            raise Unauthenticated(_REFUSED)
         rehashed = None
-        if self._hasher.check_needs_rehash(admin.password_hash):
-            rehashed = await asyncio.to_thread(self._hasher.hash, password)
+        if self._passwords.needs_rehash(admin.password_hash):
+            rehashed = await self._passwords.hash(password)
+            async with self._db.write() as conn:
+                await queries.rehash_password(conn, admin.id, rehashed)
+        if admin.totp_enabled_at is not None:
+            return SecondFactorNeeded(self.two_factor.pending_token(admin.id))
+        started = await self._start_session(admin)
+        await self._audit.record(
+            Actor.operator(admin.id, client.ip), "admin.sign_in", f"admin:{admin.id}"
+        )
+        return started
+
+    async def complete_sign_in(
+        self, pending_token: str | None, code: str, *, client: SignInClient
+    ) -> StartedSession:
+        """The second step: a code from the authenticator app, or a recovery code. A wrong
+        code counts as a failed sign-in."""
+        admin_id = self.two_factor.pending_admin(pending_token)
+        admin = None
+        if admin_id is not None:
+            async with self._db.read() as conn:
+                admin = await queries.get_admin(conn, admin_id)
+        if admin is None or admin.disabled_at is not None:
+            raise Unauthenticated("the sign-in took too long; enter your password again")
+        await self._limiter.admit(admin.email, client)
+        if not await self.two_factor.verify(admin, code):
+            await self._limiter.record_failure(admin.email, client)
+            await self._audit.record(
+                Actor.anonymous(client.ip),
+                "admin.sign_in.failed",
+                f"admin:{admin.id}",
+                {"stage": "code"},
+            )
+            raise Unauthenticated("the code is not right")
+        started = await self._start_session(admin)
+        await self._audit.record(
+            Actor.operator(admin.id, client.ip),
+            "admin.sign_in",
+            f"admin:{admin.id}",
+            {"two_factor": True},
+        )
+        return started
+
+    async def _start_session(self, admin: AdminRow) -> StartedSession:
         token = secrets.token_urlsafe(32)
         csrf_token = secrets.token_urlsafe(32)
         now = self._now()
         async with self._db.write() as conn:
-            await queries.record_sign_in(conn, admin.id, now=now, password_hash=rehashed)
+            await queries.record_sign_in(conn, admin.id, now=now, password_hash=None)
             await queries.insert_session(
                 conn,
                 token_hash=_token_hash(token),
@@ -132,12 +219,23 @@ class AdminAccounts:
                 csrf_token=csrf_token,
                 now=now,
             )
-        session = AdminSession(admin.id, admin.email, csrf_token, _token_hash(token))
-        return StartedSession(token=token, session=session)
+        session = AdminSession(
+            admin.id,
+            admin.email,
+            csrf_token,
+            _token_hash(token),
+            Role(admin.role),
+            admin.totp_enabled_at is not None,
+        )
+        return StartedSession(
+            token=token,
+            session=session,
+            known_client_token=self._limiter.known_client_token(admin.email),
+        )
 
     async def session(self, token: str) -> AdminSession | None:
-        """The live session for a cookie's token, or None (unknown, idle too long, or past its
-        absolute lifetime: an expired session is deleted)."""
+        """The live session for a cookie's token, or None (unknown, idle too long, past its
+        absolute lifetime, or its account disabled: an expired session is deleted)."""
         if not token or len(token) > 100:
             return None
         token_hash = _token_hash(token)
@@ -145,7 +243,7 @@ class AdminAccounts:
         async with self._db.read() as conn:
             row = await queries.get_session(conn, token_hash)
             admin = None if row is None else await queries.get_admin(conn, row.admin_id)
-        if row is None or admin is None:
+        if row is None or admin is None or admin.disabled_at is not None:
             return None
         if (
             now - row.last_seen_at > self._policy.idle_timeout
@@ -157,7 +255,14 @@ class AdminAccounts:
         if now - row.last_seen_at >= TOUCH_RESOLUTION:
             async with self._db.write() as conn:
                 await queries.touch_session(conn, token_hash, now=now)
-        return AdminSession(admin.id, admin.email, row.csrf_token, token_hash)
+        return AdminSession(
+            admin.id,
+            admin.email,
+            row.csrf_token,
+            token_hash,
+            Role(admin.role),
+            admin.totp_enabled_at is not None,
+        )
 
     async def sign_out(self, session: AdminSession) -> None:
         async with self._db.write() as conn:
@@ -167,6 +272,78 @@ class AdminAccounts:
         """End every session of the operator (a lost laptop); returns how many ended."""
         async with self._db.write() as conn:
             return await queries.delete_sessions_of(conn, admin_id)
+
+    async def change_password(
+        self, session: AdminSession, current: str, new: str, *, actor: Actor
+    ) -> None:
+        """The operator's own change: the current password first; every other session of
+        theirs ends (whoever might have learnt the old one is signed out)."""
+        admin = await self.get(session.admin_id)
+        if not await self._passwords.verify(admin.password_hash, current):
+            raise Unauthenticated("the current password is not right")
+        check_password(new, related=self._related_words(admin.email))
+        password_hash = await self._passwords.hash(new)
+        async with self._db.write() as conn:
+            await queries.set_password(conn, admin.id, password_hash, now=self._now())
+            await queries.delete_sessions_of(conn, admin.id, keep_token_hash=session.token_hash)
+        await self._audit.record(actor, "admin.password_changed", f"admin:{admin.id}")
+
+    async def turn_off_two_factor(
+        self, admin_id: int, *, actor: Actor, password: str | None = None
+    ) -> None:
+        """The operator's own (with their password), or the command line's for one who lost
+        their phone and their recovery codes (no password)."""
+        admin = await self.get(admin_id)
+        if password is not None and not await self._passwords.verify(admin.password_hash, password):
+            raise Unauthenticated("the current password is not right")
+        if password is not None and self.require_two_factor:
+            raise Conflict("two-factor sign-in is required on this site")
+        await self.two_factor.turn_off(admin, actor=actor)
+
+    async def set_password(self, admin_id: int, new: str, *, actor: Actor) -> None:
+        """Another's password (the command line's reset): all of their sessions end."""
+        admin = await self.get(admin_id)
+        check_password(new, related=self._related_words(admin.email))
+        password_hash = await self._passwords.hash(new)
+        async with self._db.write() as conn:
+            await queries.set_password(conn, admin.id, password_hash, now=self._now())
+            await queries.delete_sessions_of(conn, admin.id)
+        await self._limiter.unlock(admin.email)
+        await self._audit.record(actor, "admin.password_reset", f"admin:{admin.id}")
+
+    async def set_role(self, admin_id: int, role: Role, *, actor: Actor) -> None:
+        async with self._db.write() as conn:
+            admin = await self._changeable(conn, admin_id, demoting=role is not Role.OWNER)
+            await queries.update_admin(conn, admin.id, role=str(role))
+        await self._audit.record(actor, "admin.role_changed", f"admin:{admin_id}", {"role": role})
+
+    async def disable(self, admin_id: int, *, actor: Actor) -> None:
+        """The operator can no longer sign in; their sessions end at once."""
+        async with self._db.write() as conn:
+            admin = await self._changeable(conn, admin_id, demoting=True)
+            await queries.update_admin(conn, admin.id, disabled_at=self._now())
+            await queries.delete_sessions_of(conn, admin.id)
+        await self._audit.record(actor, "admin.disabled", f"admin:{admin_id}")
+
+    async def enable(self, admin_id: int, *, actor: Actor) -> None:
+        async with self._db.write() as conn:
+            if await queries.get_admin(conn, admin_id) is None:
+                raise NotFound(f"no admin account with id {admin_id}")
+            await queries.update_admin(conn, admin_id, disabled_at=None)
+        await self._audit.record(actor, "admin.enabled", f"admin:{admin_id}")
+
+    async def delete(self, admin_id: int, *, actor: Actor) -> None:
+        async with self._db.write() as conn:
+            admin = await self._changeable(conn, admin_id, demoting=True)
+            await queries.delete_admin(conn, admin.id)
+        await self._audit.record(actor, "admin.deleted", f"admin:{admin_id}")
+
+    async def unlock(self, admin_id: int, *, actor: Actor) -> int:
+        """Forget the account's failed sign-ins; returns how many counters were cleared."""
+        admin = await self.get(admin_id)
+        cleared = await self._limiter.unlock(admin.email)
+        await self._audit.record(actor, "admin.unlocked", f"admin:{admin_id}")
+        return cleared
 
     async def prune(self) -> int:
         """Delete expired sessions (the worker's maintenance pass)."""
@@ -178,49 +355,29 @@ class AdminAccounts:
                 created_before=now - self._policy.absolute_timeout,
             )
 
-    async def _count_attempt(self, email_key: str, client_ip: str | None) -> None:
-        now = self._now()
-        window = self._limits.window_seconds
-        start = window_start(now, window)
-        secret = self._secret().encode()
-        # Buckets hold keyed hashes: the table never stores an address or an IP in clear.
-        buckets = [(_bucket(secret, "admin-login:", email_key), self._limits.per_account)]
-        if client_ip:
-            buckets.append((_bucket(secret, "admin-login-ip:", client_ip), self._limits.per_ip))
-        async with self._db.write() as conn:
-            over = [
-                limit
-                for bucket, limit in buckets
-                if await ratelimits.hit(conn, bucket, start) > limit
-            ]
-        if over:
-            raise RateLimited(
-                "too many sign-in attempts; try again later",
-                retry_after_seconds=retry_after_seconds(now, window),
-            )
-
-    def _verifies(self, password_hash: str, password: str) -> bool:
-        from argon2.exceptions import InvalidHashError, VerificationError
-
-        try:
-            return self._hasher.verify(password_hash, password)
-        except (VerificationError, InvalidHashError):
-            return False
-
-    async def _decoy(self) -> str:
-        if self._decoy_hash is None:
-            self._decoy_hash = await asyncio.to_thread(self._hasher.hash, secrets.token_urlsafe(16))
-        return self._decoy_hash
-
-
-def _bucket(secret: bytes, prefix: str, value: str) -> str:
-    digest = hmac.new(secret, (prefix + value).encode(), hashlib.sha256).hexdigest()
-    return prefix + digest[:40]
-
-
-def _check_password(password: str) -> None:
-    if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
-        raise InvalidInput(
-            f"password must be {MIN_PASSWORD_LENGTH}-{MAX_PASSWORD_LENGTH} characters",
-            field="password",
+    async def _changeable(
+        self, conn: AsyncConnection, admin_id: int, *, demoting: bool
+    ) -> AdminRow:
+        """The account, unless the change would leave no enabled owner (nobody could then
+        manage operators or keys from the UI)."""
+        admin = await queries.get_admin(conn, admin_id)
+        if admin is None:
+            raise NotFound(f"no admin account with id {admin_id}")
+        last_owner = (
+            demoting
+            and admin.role == Role.OWNER
+            and admin.disabled_at is None
+            and await queries.count_active_owners(conn) <= 1
         )
+        if last_owner:
+            raise Conflict("this is the only enabled owner; make another owner first")
+        return admin
+
+    async def _target(self, email_key: str) -> str:
+        """The audit target of an attempt: the account's id, or a keyed hint of the address."""
+        async with self._db.read() as conn:
+            admin = await queries.get_admin_by_email(conn, email_key)
+        return f"admin:{admin.id}" if admin else self._limiter.account_hint(email_key)
+
+    def _related_words(self, email_key: str) -> tuple[str, ...]:
+        return (email_key, self._site_name, "tidings")

@@ -28,14 +28,17 @@ from tidings.api.admin import (
     suppressions,
     webhooks,
 )
+from tidings.api.audit_trail import AuditTrail
 from tidings.api.deps import require_accepted_media_type, require_admin_key
+from tidings.api.docs_gate import DocsGate
 from tidings.api.errors import document_problems, install_error_handlers
+from tidings.api.hardening import SiteHardening
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
 from tidings.config import Settings
-from tidings.ui.app import ui_router
+from tidings.ui.app import ui_route_templates, ui_router
 
 DOCS_ASSETS = "/docs/assets"
 
@@ -92,6 +95,8 @@ def create_app(
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
+    app.add_middleware(DocsGate, container=container)
+    app.add_middleware(SiteHardening, public_origin=str(settings.site.public_url))
     routes = RouteTemplates(
         lambda: [
             *app.openapi()["paths"],
@@ -99,8 +104,10 @@ def create_app(
             "/docs",
             "/redoc",
             DOCS_ASSETS + "/{file}",
+            *ui_route_templates(),  # the admin UI, which the OpenAPI document leaves out
         ]
     )
+    app.add_middleware(AuditTrail, audit=container.audit)  # inside RequestContext: its actor
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
     return app
 

@@ -9,8 +9,11 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from tidings.access.keys import ApiKeyRow
 from tidings.bootstrap import Container
+from tidings.domain.audit import Actor
 from tidings.domain.errors import Unauthenticated, UnsupportedMediaType
+from tidings.domain.roles import Forbidden, Role, required_role
 
 _bearer = HTTPBearer(auto_error=False, description="An admin API key: `tdk_...`")
 
@@ -23,19 +26,48 @@ def get_container(request: Request) -> Container:
 ContainerDep = Annotated[Container, Depends(get_container)]
 
 
+def route_template(request: Request) -> str:
+    """The matched route's path template (`/api/admin/campaigns/{campaign_id}`)."""
+    route = request.scope.get("route")
+    return str(getattr(route, "path", request.url.path))
+
+
 async def require_admin_key(
+    request: Request,
     container: ContainerDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
-    """The id of the admin API key the request carries (the actor in audit records)."""
+    """Every admin API route: a live key whose role allows this method on this route
+    (`domain.roles.required_role`, the policy the admin UI uses too). Returns the key's id,
+    the actor in audit records; the key itself is kept in `request.state.api_key`."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("send an admin API key as `Authorization: Bearer <key>`")
     key = await container.api_keys.authenticate(credentials.credentials)
     structlog.contextvars.bind_contextvars(api_key_id=key.id)
+    needed = required_role(request.method, route_template(request))
+    if not Role(key.role).allows(needed):
+        raise Forbidden(f"this needs an {needed} key; this key is {key.role}")
+    request.state.api_key = key
     return key.id
 
 
 AdminKeyId = Annotated[str, Depends(require_admin_key)]
+
+
+def key_actor(request: Request, key_id: AdminKeyId) -> Actor:
+    """The audit log's actor for this request: its API key and client address."""
+    return Actor.api_key(key_id, request.client.host if request.client else None)
+
+
+KeyActor = Annotated[Actor, Depends(key_actor)]
+
+
+def calling_key(request: Request, _key_id: AdminKeyId) -> ApiKeyRow:
+    key: ApiKeyRow = request.state.api_key
+    return key
+
+
+CallingKey = Annotated[ApiKeyRow, Depends(calling_key)]
 
 
 def accepted_media_types(route: object) -> tuple[str, ...]:

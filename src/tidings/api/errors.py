@@ -20,6 +20,7 @@ PROBLEM_JSON = "application/problem+json"
 CODE_BY_STATUS = {
     400: "bad_request",
     401: "unauthenticated",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     413: "payload_too_large",

@@ -146,3 +146,5 @@ class RequestContext:
                     status=status,
                     duration_ms=round(elapsed * 1000, 1),
                 )
+                # Who made the request (bound by authentication) ends with it.
+                structlog.contextvars.unbind_contextvars("admin_id", "api_key_id")

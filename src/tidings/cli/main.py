@@ -10,6 +10,7 @@ import typer
 from tidings import __version__
 from tidings.cli import (
     admins,
+    audit,
     campaign,
     config_cmd,
     demo,
@@ -85,6 +86,7 @@ app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")
 app.add_typer(keys.app, name="keys")
 app.add_typer(admins.app, name="admins")
+app.add_typer(audit.app, name="audit")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(outbox.app, name="outbox")
 app.add_typer(webhooks.app, name="webhooks")

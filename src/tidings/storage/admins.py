@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.errors import Conflict
 from tidings.storage.errors import constraint_errors
-from tidings.storage.tables import admin_accounts, admin_sessions
+from tidings.storage.tables import admin_accounts, admin_recovery_codes, admin_sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,12 @@ class AdminRow:
     password_hash: str
     created_at: datetime
     last_sign_in_at: datetime | None
+    role: str
+    disabled_at: datetime | None
+    password_changed_at: datetime | None
+    totp_secret: str | None
+    totp_enabled_at: datetime | None
+    totp_last_step: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +38,7 @@ class SessionRow:
 
 
 async def insert_admin(
-    conn: AsyncConnection, *, email: str, password_hash: str, now: datetime
+    conn: AsyncConnection, *, email: str, password_hash: str, role: str, now: datetime
 ) -> AdminRow:
     """Conflict (field `email`) when an account with the address exists."""
     taken = {
@@ -43,7 +49,7 @@ async def insert_admin(
     with constraint_errors(taken):
         result = await conn.execute(
             insert(admin_accounts)
-            .values(email=email, password_hash=password_hash, created_at=now)
+            .values(email=email, password_hash=password_hash, role=role, created_at=now)
             .returning(admin_accounts)
         )
     return AdminRow(**result.one()._mapping)
@@ -80,12 +86,46 @@ async def record_sign_in(
     )
 
 
-async def set_password(conn: AsyncConnection, admin_id: int, password_hash: str) -> None:
+async def set_password(
+    conn: AsyncConnection, admin_id: int, password_hash: str, *, now: datetime
+) -> None:
+    await conn.execute(
+        update(admin_accounts)
+        .where(admin_accounts.c.id == admin_id)
+        .values(password_hash=password_hash, password_changed_at=now)
+    )
+
+
+async def rehash_password(conn: AsyncConnection, admin_id: int, password_hash: str) -> None:
+    """The same password under newer hashing parameters (not a password change)."""
     await conn.execute(
         update(admin_accounts)
         .where(admin_accounts.c.id == admin_id)
         .values(password_hash=password_hash)
     )
+
+
+async def update_admin(conn: AsyncConnection, admin_id: int, **values: object) -> None:
+    """Set `role`, `disabled_at`, `totp_secret` or `totp_enabled_at` of one account."""
+    allowed = {"role", "disabled_at", "totp_secret", "totp_enabled_at", "totp_last_step"}
+    assert set(values) <= allowed, set(values) - allowed
+    await conn.execute(
+        update(admin_accounts).where(admin_accounts.c.id == admin_id).values(**values)
+    )
+
+
+async def delete_admin(conn: AsyncConnection, admin_id: int) -> None:
+    """The account and, by cascade, its sessions and recovery codes."""
+    await conn.execute(delete(admin_accounts).where(admin_accounts.c.id == admin_id))
+
+
+async def count_active_owners(conn: AsyncConnection) -> int:
+    found = await conn.execute(
+        select(func.count())
+        .select_from(admin_accounts)
+        .where((admin_accounts.c.role == "owner") & admin_accounts.c.disabled_at.is_(None))
+    )
+    return int(found.scalar_one())
 
 
 async def insert_session(
@@ -121,8 +161,14 @@ async def delete_session(conn: AsyncConnection, token_hash: str) -> None:
     await conn.execute(delete(admin_sessions).where(admin_sessions.c.token_hash == token_hash))
 
 
-async def delete_sessions_of(conn: AsyncConnection, admin_id: int) -> int:
-    result = await conn.execute(delete(admin_sessions).where(admin_sessions.c.admin_id == admin_id))
+async def delete_sessions_of(
+    conn: AsyncConnection, admin_id: int, *, keep_token_hash: str | None = None
+) -> int:
+    """End the operator's sessions, all of them or all but `keep_token_hash`."""
+    condition = admin_sessions.c.admin_id == admin_id
+    if keep_token_hash is not None:
+        condition &= admin_sessions.c.token_hash != keep_token_hash
+    result = await conn.execute(delete(admin_sessions).where(condition))
     return int(result.rowcount)
 
 
@@ -137,3 +183,56 @@ async def delete_sessions_before(
         )
     )
     return int(result.rowcount)
+
+
+async def use_totp_step(conn: AsyncConnection, admin_id: int, step: int) -> bool:
+    """Record `step` as used; False when it, or a later one, was used already (a replay)."""
+    result = await conn.execute(
+        update(admin_accounts)
+        .where(
+            (admin_accounts.c.id == admin_id)
+            & (admin_accounts.c.totp_last_step.is_(None) | (admin_accounts.c.totp_last_step < step))
+        )
+        .values(totp_last_step=step)
+    )
+    return int(result.rowcount) == 1
+
+
+async def replace_recovery_codes(
+    conn: AsyncConnection, admin_id: int, code_hashes: list[str]
+) -> None:
+    await conn.execute(
+        delete(admin_recovery_codes).where(admin_recovery_codes.c.admin_id == admin_id)
+    )
+    if code_hashes:
+        await conn.execute(
+            insert(admin_recovery_codes),
+            [{"admin_id": admin_id, "code_hash": code_hash} for code_hash in code_hashes],
+        )
+
+
+async def use_recovery_code(
+    conn: AsyncConnection, admin_id: int, code_hash: str, *, now: datetime
+) -> bool:
+    """Spend one unused recovery code; False when there is no such unused code."""
+    result = await conn.execute(
+        update(admin_recovery_codes)
+        .where(
+            (admin_recovery_codes.c.admin_id == admin_id)
+            & (admin_recovery_codes.c.code_hash == code_hash)
+            & admin_recovery_codes.c.used_at.is_(None)
+        )
+        .values(used_at=now)
+    )
+    return int(result.rowcount) == 1
+
+
+async def count_unused_recovery_codes(conn: AsyncConnection, admin_id: int) -> int:
+    found = await conn.execute(
+        select(func.count())
+        .select_from(admin_recovery_codes)
+        .where(
+            (admin_recovery_codes.c.admin_id == admin_id) & admin_recovery_codes.c.used_at.is_(None)
+        )
+    )
+    return int(found.scalar_one())

@@ -19,6 +19,8 @@ class ApiKeyRow:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    role: str
+    parent_id: str | None
 
 
 def _row(mapping: object) -> ApiKeyRow:
@@ -26,10 +28,24 @@ def _row(mapping: object) -> ApiKeyRow:
 
 
 async def insert_key(
-    conn: AsyncConnection, *, key_id: str, name: str, secret_hash: str, now: datetime
+    conn: AsyncConnection,
+    *,
+    key_id: str,
+    name: str,
+    secret_hash: str,
+    role: str,
+    parent_id: str | None,
+    now: datetime,
 ) -> None:
     await conn.execute(
-        insert(api_keys).values(id=key_id, name=name, secret_hash=secret_hash, created_at=now)
+        insert(api_keys).values(
+            id=key_id,
+            name=name,
+            secret_hash=secret_hash,
+            role=role,
+            parent_id=parent_id,
+            created_at=now,
+        )
     )
 
 
@@ -45,13 +61,23 @@ async def list_keys(conn: AsyncConnection, *, after_id: str | None, limit: int) 
     return [_row(found) for found in (await conn.execute(query)).mappings()]
 
 
-async def revoke_key(conn: AsyncConnection, key_id: str, *, now: datetime) -> bool:
+async def revoke_key(conn: AsyncConnection, key_id: str, *, now: datetime) -> int:
+    """Revoke the key and every key minted from it, at any depth (a leaked key's children
+    must not outlive it); returns how many were live until now."""
+    family = [key_id]
+    frontier = [key_id]
+    while frontier:
+        children = await conn.execute(
+            select(api_keys.c.id).where(api_keys.c.parent_id.in_(frontier))
+        )
+        frontier = [child for child in children.scalars() if child not in family]
+        family += frontier
     result = await conn.execute(
         update(api_keys)
-        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        .where(api_keys.c.id.in_(family), api_keys.c.revoked_at.is_(None))
         .values(revoked_at=now)
     )
-    return result.rowcount == 1
+    return int(result.rowcount)
 
 
 async def touch_key(

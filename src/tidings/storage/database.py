@@ -106,7 +106,9 @@ def create_database(
     """Build the engine for `url` with tidings' per-dialect connection settings. `shown_url`
     is how errors name it (the password masked); SQLAlchemy's masking when not given."""
     driver_url = async_url(url)
-    kwargs: dict[str, Any] = {}
+    # Parameters are addresses, names and token hashes: never in a log line or an error
+    # message, whatever the log level.
+    kwargs: dict[str, Any] = {"hide_parameters": True}
     if make_url(driver_url).get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000}
         if make_url(driver_url).database in (None, "", ":memory:"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import rate_limits
@@ -24,6 +24,24 @@ async def hit(conn: AsyncConnection, bucket: str, window_start: datetime) -> int
         ).returning(rate_limits.c.hits)
     )
     return int(result.scalar_one())
+
+
+async def hits(conn: AsyncConnection, bucket: str, window_start: datetime) -> int:
+    """The hits counted in `bucket` for the window so far (0 when none), counting nothing."""
+    found = await conn.execute(
+        select(rate_limits.c.hits).where(
+            (rate_limits.c.bucket == bucket) & (rate_limits.c.window_start == window_start)
+        )
+    )
+    return int(found.scalar_one_or_none() or 0)
+
+
+async def clear(conn: AsyncConnection, bucket_prefix: str) -> int:
+    """Delete every window of every bucket whose name starts with `bucket_prefix`."""
+    result = await conn.execute(
+        delete(rate_limits).where(rate_limits.c.bucket.startswith(bucket_prefix, autoescape=True))
+    )
+    return int(result.rowcount)
 
 
 async def prune(conn: AsyncConnection, *, before: datetime) -> int:

@@ -28,6 +28,9 @@ from tidings.storage.types import UTCDateTime
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON().with_variant(JSONB(), "postgresql")
 
+# The operator roles (UI-2), for accounts and API keys alike.
+ROLES = "role IN ('owner', 'editor', 'viewer')"
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -47,7 +50,17 @@ api_keys = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("last_used_at", UTCDateTime(), nullable=True),
     Column("revoked_at", UTCDateTime(), nullable=True),
+    Column("role", String(16), nullable=False, server_default="owner"),
+    Column(
+        "parent_id",
+        String(16),
+        ForeignKey("api_keys.id"),
+        nullable=True,
+        comment="the key that minted this one; revoking it revokes this",
+    ),
+    CheckConstraint(ROLES, name="role"),
 )
+Index(None, api_keys.c.parent_id)
 
 site_secrets = Table(
     "site_secrets",
@@ -501,7 +514,21 @@ admin_accounts = Table(
     Column("password_hash", String(255), nullable=False, comment="argon2id, PHC string"),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("last_sign_in_at", UTCDateTime(), nullable=True),
+    Column("role", String(16), nullable=False, server_default="owner"),
+    Column("disabled_at", UTCDateTime(), nullable=True),
+    Column("password_changed_at", UTCDateTime(), nullable=True),
+    Column(
+        "totp_secret", String(64), nullable=True, comment="base32 TOTP secret, set at enrolment"
+    ),
+    Column("totp_enabled_at", UTCDateTime(), nullable=True),
+    Column(
+        "totp_last_step",
+        BigInteger(),
+        nullable=True,
+        comment="the last TOTP time step used: a code is accepted once",
+    ),
     UniqueConstraint("email"),
+    CheckConstraint(ROLES, name="role"),
 )
 
 # Server-side admin sessions: the cookie carries a random token, the table its SHA-256 only,
@@ -516,3 +543,29 @@ admin_sessions = Table(
     Column("last_seen_at", UTCDateTime(), nullable=False),
 )
 Index(None, admin_sessions.c.admin_id)
+
+# One-time recovery codes for operators with two-factor sign-in: SHA-256 of each, never clear.
+admin_recovery_codes = Table(
+    "admin_recovery_codes",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("admin_id", BigId, ForeignKey("admin_accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("code_hash", String(64), nullable=False, comment="SHA-256 of the code"),
+    Column("used_at", UTCDateTime(), nullable=True),
+)
+Index(None, admin_recovery_codes.c.admin_id)
+
+# Who did what, when, from where (UI-2): operators, API keys and the command line.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("occurred_at", UTCDateTime(), nullable=False),
+    Column("actor", String(100), nullable=False, comment="admin:<id>, key:<id>, cli:<login>"),
+    Column("action", String(64), nullable=False),
+    Column("target", String(200), nullable=True),
+    Column("client_ip", String(64), nullable=True),
+    Column("detail", Json, nullable=True),
+)
+Index(None, audit_log.c.occurred_at)
+Index(None, audit_log.c.action)

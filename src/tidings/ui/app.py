@@ -9,12 +9,15 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import RedirectResponse, Response
 
 from tidings.ui import (
+    account,
+    audit,
     auth,
     campaign_sends,
     campaigns,
     dashboard,
     jobs,
     newsletters,
+    operators,
     outbox,
     subscribers,
     webhooks,
@@ -43,6 +46,9 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         webhooks.router,
         jobs.router,
         outbox.router,
+        account.router,
+        operators.router,
+        audit.router,
     )
 
 
@@ -55,6 +61,14 @@ def ui_router() -> APIRouter:
     for guarded in guarded_routers():
         router.include_router(guarded, prefix="/admin", dependencies=[Depends(guard)])
     return router
+
+
+def ui_route_templates() -> list[str]:
+    """Every admin UI path template (`/admin/campaigns/{campaign_id}`), for request logs."""
+    templates = ["/admin/sign-in", "/admin/sign-in/code"]
+    for guarded in guarded_routers():
+        templates += ["/admin" + route.path for route in guarded.routes if hasattr(route, "path")]
+    return templates
 
 
 async def _root() -> RedirectResponse:

@@ -9,31 +9,40 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from tidings.access.admins import StartedSession
+from tidings.access.sign_in_limits import SignInClient
+from tidings.access.two_factor import PENDING_LIFETIME
 from tidings.domain.errors import RateLimited, Unauthenticated
 from tidings.ui.guard import (
     CSRF_FIELD,
+    KNOWN_CLIENT_COOKIE,
     PRE_SESSION_COOKIE,
+    SECOND_FACTOR_COOKIE,
     CsrfRejected,
     Session,
     clear_session_cookie,
     container_of,
+    cookie_secure,
     guard,
     pre_session_token,
     require_session,
+    set_known_client_cookie,
     set_pre_session_cookie,
     set_session_cookie,
 )
 from tidings.ui.templating import UiRoute, render
 
 public = APIRouter(prefix="/admin", route_class=UiRoute, include_in_schema=False)
+TOO_MANY = "Too many sign-in attempts. Wait a while and try again."
 router = APIRouter(route_class=UiRoute)
 
 
 def safe_return_path(candidate: str | None) -> str:
-    """Only a path inside the admin UI: never another site (an open redirect)."""
+    """Only a path inside the admin UI or the API docs (when `admin_ui.api_docs` is
+    `signed_in`): never another site (an open redirect)."""
     if (
         candidate
-        and candidate.startswith("/admin")
+        and candidate.startswith(("/admin", "/docs", "/redoc", "/openapi.json"))
         and "//" not in candidate
         and "\\" not in candidate
         and candidate.isprintable()
@@ -75,6 +84,50 @@ async def sign_in_form(
     return _sign_in_page(request, next_path=safe_return_path(next_path), signed_out=signed_out)
 
 
+def _checked_pre_session(request: Request, csrf_token: str) -> None:
+    cookie = request.cookies.get(PRE_SESSION_COOKIE, "")
+    if not cookie or not hmac.compare_digest(cookie.encode(), csrf_token.encode()):
+        raise CsrfRejected()
+
+
+def _client(request: Request) -> SignInClient:
+    return SignInClient(
+        ip=request.client.host if request.client else None,
+        known_client_token=request.cookies.get(KNOWN_CLIENT_COOKIE),
+    )
+
+
+def _signed_in(request: Request, started: StartedSession, next_path: str) -> Response:
+    container = container_of(request)
+    response = RedirectResponse(next_path, status_code=303)
+    set_session_cookie(response, container, started.token)
+    set_known_client_cookie(response, container, started.known_client_token)
+    response.delete_cookie(PRE_SESSION_COOKIE, path="/admin")
+    response.delete_cookie(SECOND_FACTOR_COOKIE, path="/admin")
+    return response
+
+
+def _rate_limited(page: Response, limited: RateLimited) -> Response:
+    page.headers["Retry-After"] = str(limited.retry_after_seconds)
+    return page
+
+
+def _code_page(
+    request: Request, *, next_path: str, error: str | None = None, status_code: int = 200
+) -> Response:
+    token = pre_session_token(request)
+    response = render(
+        request,
+        "sign_in_code.html",
+        status_code=status_code,
+        pre_session_token=token,
+        next=next_path,
+        error=error,
+    )
+    set_pre_session_cookie(response, container_of(request), token)
+    return response
+
+
 @public.post("/sign-in")
 async def sign_in(
     request: Request,
@@ -83,32 +136,59 @@ async def sign_in(
     csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=100)] = "",
     next_path: Annotated[str | None, Form(alias="next", max_length=2000)] = None,
 ) -> Response:
-    cookie = request.cookies.get(PRE_SESSION_COOKIE, "")
-    if not cookie or not hmac.compare_digest(cookie.encode(), csrf_token.encode()):
-        raise CsrfRejected()
+    _checked_pre_session(request, csrf_token)
     container = container_of(request)
     next_path = safe_return_path(next_path)
-    client_ip = request.client.host if request.client else None
     try:
-        started = await container.admins.sign_in(email, password, client_ip=client_ip)
+        outcome = await container.admins.sign_in(email, password, client=_client(request))
     except Unauthenticated as refused:
         return _sign_in_page(
             request, next_path=next_path, email=email, error=refused.detail, status_code=401
         )
     except RateLimited as limited:
-        response = _sign_in_page(
-            request,
-            next_path=next_path,
-            email=email,
-            error="Too many sign-in attempts. Wait a while and try again.",
-            status_code=429,
+        page = _sign_in_page(
+            request, next_path=next_path, email=email, error=TOO_MANY, status_code=429
         )
-        response.headers["Retry-After"] = str(limited.retry_after_seconds)
-        return response
-    response = RedirectResponse(next_path, status_code=303)
-    set_session_cookie(response, container, started.token)
-    response.delete_cookie(PRE_SESSION_COOKIE, path="/admin")
+        return _rate_limited(page, limited)
+    if isinstance(outcome, StartedSession):
+        return _signed_in(request, outcome, next_path)
+    response = _code_page(request, next_path=next_path)
+    response.set_cookie(
+        SECOND_FACTOR_COOKIE,
+        outcome.pending_token,
+        max_age=int(PENDING_LIFETIME.total_seconds()),
+        path="/admin",
+        secure=cookie_secure(container),
+        httponly=True,
+        samesite="strict",
+    )
     return response
+
+
+@public.post("/sign-in/code")
+async def sign_in_code(
+    request: Request,
+    code: Annotated[str, Form(max_length=32)],
+    csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=100)] = "",
+    next_path: Annotated[str | None, Form(alias="next", max_length=2000)] = None,
+) -> Response:
+    """The second step of a two-factor sign-in: the app's code, or a recovery code."""
+    _checked_pre_session(request, csrf_token)
+    container = container_of(request)
+    next_path = safe_return_path(next_path)
+    pending = request.cookies.get(SECOND_FACTOR_COOKIE)
+    try:
+        started = await container.admins.complete_sign_in(pending, code, client=_client(request))
+    except Unauthenticated as refused:
+        if container.admins.two_factor.pending_admin(pending) is None:
+            return _sign_in_page(
+                request, next_path=next_path, error=refused.detail, status_code=401
+            )
+        return _code_page(request, next_path=next_path, error=refused.detail, status_code=401)
+    except RateLimited as limited:
+        page = _code_page(request, next_path=next_path, error=TOO_MANY, status_code=429)
+        return _rate_limited(page, limited)
+    return _signed_in(request, started, next_path)
 
 
 @router.post("/sign-out", dependencies=[Depends(guard)])

@@ -17,7 +17,13 @@ from tidings.access.admins import AdminSession
 from tidings.bootstrap import theme_from
 from tidings.domain.errors import TidingsError
 from tidings.error_status import retry_after, status_for
-from tidings.ui.guard import CSRF_FIELD, CsrfRejected, SignInRequired, container_of
+from tidings.ui.guard import (
+    CSRF_FIELD,
+    CsrfRejected,
+    SignInRequired,
+    TwoFactorSetupRequired,
+    container_of,
+)
 
 T = TypeVar("T")
 _environment = Environment(
@@ -87,6 +93,8 @@ class UiRoute(APIRoute):
                 return await handler(request)
             except SignInRequired as needed:
                 return RedirectResponse(f"/admin/sign-in?next={needed.return_to}", status_code=303)
+            except TwoFactorSetupRequired:
+                return RedirectResponse("/admin/account", status_code=303)
             except CsrfRejected:
                 return _error_page(
                     request, 403, "The form had expired. Go back, reload the page and try again."
@@ -126,6 +134,7 @@ def page(
         status_code=status_code,
         csrf_token=session.csrf_token,
         admin_email=session.email,
+        admin_role=str(session.role),
         **context,
     )
 

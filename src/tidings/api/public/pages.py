@@ -23,7 +23,9 @@ from tidings.domain.errors import InvalidInput, NotFound, RateLimited
 from tidings.rendering.pages import PreferenceItem
 
 router = APIRouter(tags=["public pages"], include_in_schema=True)
-Token = Annotated[str, Path(max_length=100)]
+# Not `max_length`: a reader who follows a mangled link gets the page saying so, not JSON.
+Token = Annotated[str, Path()]
+MAX_TOKEN_LENGTH = 100
 Slug = Annotated[str, Path(description="A newsletter's slug.")]
 MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 
@@ -41,10 +43,15 @@ async def _page_or_problem(
     container: ContainerDep,
     render: Callable[[], Awaitable[str]],
     *,
-    token: str | None = None,
-    purpose: Literal["unsubscribe", "preferences"] = "unsubscribe",
+    token: str,
+    purpose: Literal["unsubscribe", "preferences"] | None = "unsubscribe",
 ) -> HTMLResponse:
-    if token is not None and tokens.is_test_send_token(token):
+    """The page `render` makes, or the link-problem page (404) for a token that is too long,
+    malformed, out of range, expired or unknown. `purpose`: the page a campaign's test-send
+    link to this route shows (CMP-5); None where test sends have no such link."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        return _html(container.pages.link_problem(reason="invalid"), status_code=404)
+    if purpose is not None and tokens.is_test_send_token(token):
         # A link from a campaign's test send (CMP-5): no subscriber behind it, and nothing to do.
         return _html(container.pages.test_link(purpose=purpose))
     try:
@@ -168,7 +175,7 @@ async def confirm_page(container: ContainerDep, token: Token) -> HTMLResponse:
             newsletter_name=target.newsletter_name, action_url=f"/confirm/{token}"
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose=None)
 
 
 @router.post("/confirm/{token}", response_class=HTMLResponse, summary="Confirm (idempotent)")
@@ -179,7 +186,7 @@ async def confirm(container: ContainerDep, request: Request, token: Token) -> HT
             newsletter_name=target.newsletter_name, preferences_url=target.preferences_url
         )
 
-    return await _page_or_problem(container, render)
+    return await _page_or_problem(container, render, token=token, purpose=None)
 
 
 @router.get("/unsubscribe/{token}", response_class=HTMLResponse, summary="Unsubscribe page")

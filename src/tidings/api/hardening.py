@@ -1,0 +1,63 @@
+"""Transport and browser hardening for every response (UI-2): HSTS on an https site, the admin
+UI moved to https before any form is shown, and a strict policy on the pages readers open
+from an email (no framing, no sniffing, no referrer)."""
+
+from __future__ import annotations
+
+from starlette.datastructures import MutableHeaders
+from starlette.responses import RedirectResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HSTS = "max-age=31536000"
+# The reader-facing pages: a form and a button, styled inline, no script, never framed.
+PUBLIC_PAGE_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+PUBLIC_PAGE_PREFIXES = ("/subscribe", "/confirm/", "/unsubscribe/", "/preferences/")
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+class SiteHardening:
+    """`public_origin` is site.public_url without a trailing slash; an https one turns on
+    HSTS and the redirect of plain-http admin requests (after uvicorn has applied the
+    trusted proxies' X-Forwarded-Proto to the scope's scheme)."""
+
+    def __init__(self, app: ASGIApp, public_origin: str) -> None:
+        self.app = app
+        self.origin = public_origin.rstrip("/")
+        self.https_site = self.origin.startswith("https://")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if self.https_site and scope.get("scheme") == "http" and _under(path, "/admin"):
+            # Never show the sign-in form (or take a password) over plain http. The target
+            # is built from the configured origin, never from the request's Host header.
+            query = scope.get("query_string", b"").decode("latin-1")
+            target = self.origin + path + (f"?{query}" if query else "")
+            await RedirectResponse(target, status_code=308)(scope, receive, send)
+            return
+        public_page = any(_under(path, prefix) for prefix in PUBLIC_PAGE_PREFIXES)
+
+        async def hardened(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if self.https_site:
+                    headers["strict-transport-security"] = HSTS
+                if public_page:
+                    for name, value in PUBLIC_PAGE_HEADERS.items():
+                        headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, hardened)
