@@ -4,6 +4,7 @@ the API (problem+json) and the admin UI (error pages)."""
 from __future__ import annotations
 
 from tidings.audience.public import LinkProblem
+from tidings.campaigns.lifecycle import EmptyAudience
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import ResendRefused, RetryRefused
 from tidings.domain.errors import (
@@ -32,6 +33,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     LinkProblem: 404,
     Conflict: 409,
     PlaceholderIdentity: 409,
+    EmptyAudience: 409,
     PayloadTooLarge: 413,
     UnsupportedMediaType: 415,
     RateLimited: 429,
