@@ -23,6 +23,8 @@ from tidings.access.keys import ApiKeys
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
+from tidings.audience.feedback import Feedback
+from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
@@ -63,6 +65,7 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
+from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
@@ -141,6 +144,8 @@ class Container:
     importer: Importer
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
+    feedback: Feedback
+    provider_events: ProviderEvents
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -275,6 +280,7 @@ class Container:
                 self.subscribe_limiter.prune,
                 self.captured_mail.prune,
                 self.admins.prune,
+                self.feedback.purge,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
@@ -418,11 +424,23 @@ def build(
         secret=site_secret,
         policy=send_policy(settings),
     )
+    metrics = Metrics()
+    inbound = settings.inbound
+    feedback = Feedback(
+        audience,
+        public,
+        BouncePolicy(
+            soft_bounce_limit=inbound.soft_bounce_limit,
+            soft_bounce_window=timedelta(days=inbound.soft_bounce_window_days),
+        ),
+        retention=timedelta(days=inbound.retention_days),
+        on_event=metrics.record_inbound_event,
+    )
     return Container(
         settings=settings,
         clock=clock,
         db=db,
-        metrics=Metrics(),
+        metrics=metrics,
         templates=templates,
         pages=Pages(theme_from(settings), engine=templates),
         api_keys=ApiKeys(db, clock),
@@ -445,6 +463,17 @@ def build(
         importer=Importer(audience),
         identity=identity,
         pending_confirmations=PendingConfirmations(audience),
+        feedback=feedback,
+        provider_events=ProviderEvents(
+            feedback,
+            mailgun_signing_key=(
+                settings.mailgun.webhook_signing_key.get_secret_value()
+                if settings.mailgun.webhook_signing_key
+                else None
+            ),
+            max_age_seconds=inbound.signature_max_age_seconds,
+            max_bytes=inbound.max_event_bytes,
+        ),
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),

@@ -444,6 +444,51 @@ class MailgunSettings(_Section):
             "plans). Unset: off."
         ),
     )
+    webhook_signing_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Mailgun's HTTP webhook signing key (Sending > Webhooks). Needed to accept events "
+            "at `POST /api/events/mailgun`; unset, that route answers 404."
+        ),
+    )
+
+
+class InboundSettings(_Section):
+    """Hearing back from providers and mailboxes (SPEC PRV-6, AUD-13)."""
+
+    soft_bounce_limit: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Soft bounces (mailbox full, greylisted...) after which an address is "
+        "suppressed (`soft_bounce`), when they fall within `soft_bounce_window_days`. A "
+        "delivery reported later clears the count.",
+    )
+    soft_bounce_window_days: float = Field(
+        default=15.0,
+        gt=0,
+        le=365,
+        description="The window within which `soft_bounce_limit` soft bounces suppress.",
+    )
+    signature_max_age_seconds: int = Field(
+        default=900,
+        ge=10,
+        le=86_400,
+        description="A signed provider event whose timestamp is further than this from now is "
+        "refused as stale (replay protection, with the seen-token check).",
+    )
+    max_event_bytes: int = Field(
+        default=262_144,
+        ge=1024,
+        le=10_485_760,
+        description="Largest event request body (or inbound message) accepted; larger is 413.",
+    )
+    retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Received events (applied, unmatched and unparsed) are kept this long; the "
+        "decisions they led to stay on the person's history.",
+    )
 
 
 class WebhookSettings(_Section):
@@ -570,6 +615,7 @@ class Settings(BaseSettings):
     mailgun: MailgunSettings = MailgunSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    inbound: InboundSettings = InboundSettings()
     audience: AudienceSettings = AudienceSettings()
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()

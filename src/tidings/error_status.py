@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tidings.audience.public import LinkProblem
 from tidings.campaigns.reconcile import ReconcileRefused
+from tidings.delivery.mailgun_events import SignatureRejected
 from tidings.campaigns.retry import ResendRefused, RetryRefused
 from tidings.domain.errors import (
     Conflict,
@@ -26,6 +27,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     ResendRefused: 400,
     ReconcileRefused: 409,
     Unauthenticated: 401,
+    SignatureRejected: 401,
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,

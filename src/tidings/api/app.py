@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
+from tidings.api import events as provider_events
 from tidings.api import health
 from tidings.api.admin import (
     audience_csv,
@@ -19,6 +20,7 @@ from tidings.api.admin import (
     campaign_status,
     campaigns,
     emails,
+    events,
     jobs,
     keys,
     newsletters,
@@ -88,6 +90,7 @@ def create_app(
         app.include_router(health.metrics_router)
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
+    app.include_router(provider_events.router)
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
@@ -133,6 +136,7 @@ def admin_router() -> APIRouter:
         emails,
         outbox,
         webhooks,
+        events,
     ):
         router.include_router(module.router)
     return router

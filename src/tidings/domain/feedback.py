@@ -50,6 +50,26 @@ class FeedbackEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportedEvent:
+    """An event as a provider, a bridge or a mailbox reported it, in provider-neutral form.
+    `kind` None: a kind the policy ignores (opened, clicked...), recorded and counted only.
+    `message_id` (without brackets) or `recipient_id` (from a VERP return path) tie it to the
+    campaign recipient it is about; `diagnostic` is the remote server's text (stored for the
+    operator, never logged: it often echoes the address)."""
+
+    source: str
+    event_key: str
+    kind: EventKind | None
+    address: str | None
+    occurred_at: datetime
+    code: str | None = None
+    diagnostic: str | None = None
+    message_id: str | None = None
+    recipient_id: int | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BouncePolicy:
     soft_bounce_limit: int = 3
     soft_bounce_window: timedelta = timedelta(days=15)
@@ -77,17 +97,18 @@ class AddressRecord:
         and folding one event twice changes nothing."""
         at = event.occurred_at
         if event.kind is EventKind.DELIVERED:
-            return replace(self, last_delivered_at=_latest(self.last_delivered_at, at))._pruned()
+            return replace(self, last_delivered_at=_latest(self.last_delivered_at, at)).pruned()
         if event.kind is EventKind.SOFT_BOUNCE:
             bounces = set(self.soft_bounces) | {(at, event.key)}
-            return replace(self, soft_bounces=tuple(sorted(bounces)))._pruned()
+            return replace(self, soft_bounces=tuple(sorted(bounces))).pruned()
         if event.kind is EventKind.HARD_BOUNCE:
             return replace(self, hard_bounced_at=_earliest(self.hard_bounced_at, at))
         if event.kind is EventKind.COMPLAINT:
             return replace(self, complained_at=_earliest(self.complained_at, at))
         return self  # an unsubscribe by mail touches subscriptions, not this record
 
-    def _pruned(self) -> AddressRecord:
+    def pruned(self) -> AddressRecord:
+        """Without the soft bounces a later delivery cleared, and at most the newest kept."""
         delivered = self.last_delivered_at
         kept = [b for b in self.soft_bounces if delivered is None or b[0] > delivered]
         return replace(self, soft_bounces=tuple(kept[-MAX_SOFT_BOUNCES_KEPT:]))

@@ -1,0 +1,326 @@
+"""Hearing back (PRV-6, AUD-13): a reported event is recorded once, tied to its subscriber and
+campaign recipient, and the bounce policy (`domain/feedback.py`) is carried out — suppress,
+unsubscribe everywhere, lift a soft-bounce suppression — with every decision on the person's
+history and the webhooks `subscriber.bounced`, `subscriber.complained`, `subscriber.suppressed`.
+
+All of it happens in one transaction, so a provider hears 2xx only once the event and what it
+changed are durable. Logs carry kinds, sources and ids; never the address or the diagnostic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.audience.context import AudienceContext
+from tidings.audience.events import subscriber_event
+from tidings.audience.public import PublicFlows
+from tidings.domain.audience import normalise_email
+from tidings.domain.email_headers import campaign_of_message_id
+from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.feedback import (
+    AddressRecord,
+    BouncePolicy,
+    EventKind,
+    FeedbackEvent,
+    ReportedEvent,
+    stronger_reason,
+    verdict,
+)
+from tidings.storage import feedback as queries
+from tidings.storage import recipient_outcomes
+from tidings.storage import subscribers as subscriber_queries
+from tidings.storage import subscriptions as subscription_queries
+from tidings.storage import suppressions as suppression_queries
+from tidings.storage.subscribers import SubscriberRow
+
+log = structlog.get_logger("tidings.feedback")
+MAX_UNPARSED_BYTES = 65_536
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"  # about a subscriber: recorded and acted on
+    UNMATCHED = "unmatched"  # about no subscriber: recorded and counted, nothing changed
+    IGNORED = "ignored"  # a kind the policy does not act on (opened, clicked...)
+    DUPLICATE = "duplicate"  # this event id was heard before: nothing to do
+    UNPARSED = "unparsed"  # kept for the operator
+
+
+class ReplayedEvent(Conflict):
+    """The signature token was already used by another event: a replay, refused."""
+
+    code = "event_replayed"
+    title = "The event's signature was already used"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    subscriber: SubscriberRow | None
+    email_hash: str | None
+    campaign_id: int | None
+    recipient_id: int | None
+
+
+class Feedback:
+    def __init__(
+        self,
+        context: AudienceContext,
+        flows: PublicFlows,
+        policy: BouncePolicy,
+        *,
+        retention: timedelta,
+        on_event: Callable[[str, str, str], None] = lambda source, kind, outcome: None,
+    ) -> None:
+        self._ctx = context
+        self._flows = flows
+        self.policy = policy
+        self._retention = retention
+        self._on_event = on_event
+
+    async def receive(self, event: ReportedEvent) -> Outcome:
+        """Record `event` and carry out what it means; raises `ReplayedEvent` for a reused
+        signature token (nothing recorded)."""
+        async with self._ctx.db.write() as conn:
+            outcome = await self._receive(conn, event)
+        self._counted(event.source, event.kind.value if event.kind else "other", outcome)
+        return outcome
+
+    async def receive_many(self, events: list[ReportedEvent]) -> list[Outcome]:
+        """Several events in one transaction (the generic form posts up to 1,000)."""
+        async with self._ctx.db.write() as conn:
+            outcomes = [await self._receive(conn, event) for event in events]
+        for event, outcome in zip(events, outcomes, strict=True):
+            self._counted(event.source, event.kind.value if event.kind else "other", outcome)
+        return outcomes
+
+    async def record_unparsed(
+        self, *, source: str, event_key: str, body: bytes, token: str | None, reason: str
+    ) -> Outcome:
+        """Keep an event nobody could read (authentic, but not understood) for the operator."""
+        async with self._ctx.db.write() as conn:
+            recorded = await queries.record_event(
+                conn,
+                source=source,
+                event_key=event_key[:255],
+                token=token,
+                status=Outcome.UNPARSED.value,
+                diagnostic=reason[:500],
+                payload=body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace"),
+                received_at=self._ctx.now(),
+            )
+        if recorded == "replayed":
+            raise ReplayedEvent()
+        outcome = Outcome.UNPARSED if recorded == "new" else Outcome.DUPLICATE
+        self._counted(source, "unparsed", outcome)
+        return outcome
+
+    async def purge(self) -> int:
+        """Drop received events older than the retention period (decisions stay on history)."""
+        async with self._ctx.db.write() as conn:
+            return await queries.purge_events(conn, before=self._ctx.now() - self._retention)
+
+    async def history(self, email_hash: str) -> list[dict[str, Any]]:
+        async with self._ctx.db.read() as conn:
+            return await queries.history_of(conn, email_hash)
+
+    async def events(
+        self, *, status: str | None, after_id: int | None, limit: int
+    ) -> list[queries.InboundEventRow]:
+        if status is not None and status not in {o.value for o in Outcome} - {"duplicate"}:
+            raise InvalidInput("status must be applied, unmatched, ignored or unparsed", field="status")
+        async with self._ctx.db.read() as conn:
+            return await queries.list_events(conn, status=status, after_id=after_id, limit=limit)
+
+    def _counted(self, source: str, kind: str, outcome: Outcome) -> None:
+        self._on_event(source, kind, outcome.value)
+        log.info("inbound.event", source=source, kind=kind, outcome=outcome.value)
+
+    # -- one event ------------------------------------------------------------------------
+
+    async def _receive(self, conn: AsyncConnection, event: ReportedEvent) -> Outcome:
+        target = await self._target(conn, event)
+        if target.subscriber is None:
+            status = Outcome.UNMATCHED
+        elif event.kind is None:
+            status = Outcome.IGNORED
+        else:
+            status = Outcome.APPLIED
+        recorded = await queries.record_event(
+            conn,
+            source=event.source,
+            event_key=event.event_key,
+            token=event.token,
+            kind=event.kind.value if event.kind else None,
+            status=status.value,
+            email_hash=target.email_hash,
+            campaign_id=target.campaign_id,
+            recipient_id=target.recipient_id,
+            occurred_at=event.occurred_at,
+            code=event.code,
+            diagnostic=event.diagnostic,
+            received_at=self._ctx.now(),
+        )
+        if recorded == "replayed":
+            raise ReplayedEvent()
+        if recorded == "duplicate":
+            return Outcome.DUPLICATE
+        if status is Outcome.APPLIED:
+            assert target.subscriber is not None and event.kind is not None
+            await self._apply(conn, event, event.kind, target, target.subscriber)
+        return status
+
+    async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
+        """The subscriber and campaign recipient the event is about, as far as known."""
+        subscriber = None
+        if event.recipient_id is not None:  # a VERP return path names the row
+            found = await recipient_outcomes.recipient_by_id(conn, event.recipient_id)
+            if found is not None and found[1] is not None:
+                subscriber = await subscriber_queries.get(conn, found[1])
+                if subscriber is not None:
+                    return _Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
+        if event.address is None:
+            return _Target(None, None, None, None)
+        try:
+            address = normalise_email(event.address)
+        except InvalidInput:
+            return _Target(None, None, None, None)
+        email_hash = self._ctx.email_hash(address.key)
+        subscriber = await subscriber_queries.get_by_key(conn, address.key)
+        if subscriber is None:
+            return _Target(None, email_hash, None, None)
+        campaign_id = None
+        if event.message_id is not None:
+            campaign_id = campaign_of_message_id(event.message_id, subscriber.email)
+        recipient_id = None
+        if campaign_id is not None:
+            recipient_id = await recipient_outcomes.recipient_of(conn, campaign_id, subscriber.id)
+        return _Target(subscriber, email_hash, campaign_id, recipient_id)
+
+    async def _apply(
+        self,
+        conn: AsyncConnection,
+        event: ReportedEvent,
+        kind: EventKind,
+        target: _Target,
+        subscriber: SubscriberRow,
+    ) -> None:
+        now = self._ctx.now()
+        email_hash = subscriber.email_hash
+        if target.recipient_id is not None:
+            await recipient_outcomes.record_outcome(
+                conn, target.recipient_id, kind=kind.value, at=event.occurred_at, code=event.code
+            )
+        if kind is EventKind.UNSUBSCRIBE:
+            left = await self._unsubscribe(conn, subscriber, target.campaign_id)
+            await self._history(conn, event, email_hash, target, f"unsubscribed:{left}")
+            return
+        if kind is EventKind.DELIVERED and not await queries.touch_delivered(
+            conn, email_hash, event.occurred_at
+        ):
+            return  # nothing was counted against the address: nothing to clear
+        record = (await queries.load_record(conn, email_hash)).merged(
+            _domain_event(event, kind)
+        )
+        await queries.save_record(conn, email_hash, record, now=now)
+        wanted = verdict(record, self.policy)
+        current = await suppression_queries.reason_of(conn, email_hash)
+        actor = f"policy:{event.source}"
+        decisions: list[str] = []
+        if wanted.suppression is not None and stronger_reason(current, wanted.suppression):
+            if current is None:
+                await suppression_queries.suppress(
+                    conn, email_hash, reason=wanted.suppression, note=None, actor=actor, now=now
+                )
+            else:
+                await suppression_queries.change_reason(
+                    conn, email_hash, reason=wanted.suppression, actor=actor, now=now
+                )
+            decisions.append(f"suppressed:{wanted.suppression}")
+            await subscriber_event(
+                self._ctx, conn, "subscriber.suppressed", subscriber, reason=wanted.suppression
+            )
+        elif wanted.suppression is None and current == "soft_bounce":
+            await suppression_queries.lift(
+                conn, email_hash, note="delivered after the soft bounces", actor=actor, now=now,
+                only_reason="soft_bounce",
+            )
+            decisions.append("suppression_lifted")
+        if wanted.unsubscribe_everywhere:
+            left = await self._unsubscribe(conn, subscriber, None)
+            if left:
+                decisions.append(f"unsubscribed:{left}")
+        if kind in (EventKind.HARD_BOUNCE, EventKind.SOFT_BOUNCE):
+            await subscriber_event(
+                self._ctx,
+                conn,
+                "subscriber.bounced",
+                subscriber,
+                bounce="hard" if kind is EventKind.HARD_BOUNCE else "soft",
+                code=event.code,
+                campaign_id=target.campaign_id,
+                soft_bounces_counted=len(record.soft_bounces),
+            )
+        elif kind is EventKind.COMPLAINT:
+            await subscriber_event(
+                self._ctx, conn, "subscriber.complained", subscriber, campaign_id=target.campaign_id
+            )
+        if kind is not EventKind.DELIVERED or decisions:
+            await self._history(
+                conn, event, email_hash, target, ",".join(decisions) or _counted(kind, record)
+            )
+
+    async def _unsubscribe(
+        self, conn: AsyncConnection, subscriber: SubscriberRow, campaign_id: int | None
+    ) -> int:
+        """Leave every newsletter (a complaint, a provider-side unsubscribe of unknown
+        origin) or only the campaign's; returns how many subscriptions ended."""
+        newsletter_id = None
+        if campaign_id is not None:
+            newsletter_id = await recipient_outcomes.newsletter_of(conn, campaign_id)
+        left = 0
+        for subscription, _slug, _name in await subscription_queries.of_subscriber(
+            conn, subscriber.id
+        ):
+            if newsletter_id is not None and subscription.newsletter_id != newsletter_id:
+                continue
+            if subscription.unsubscribed_at is None:
+                await self._flows.unsubscribe_in(conn, subscription)
+                left += 1
+        return left
+
+    async def _history(
+        self,
+        conn: AsyncConnection,
+        event: ReportedEvent,
+        email_hash: str,
+        target: _Target,
+        decision: str,
+    ) -> None:
+        await queries.add_history(
+            conn,
+            email_hash=email_hash,
+            event=event.kind.value if event.kind else "other",
+            decision=decision[:32],
+            source=event.source,
+            campaign_id=target.campaign_id,
+            code=event.code,
+            diagnostic=event.diagnostic,
+            occurred_at=event.occurred_at,
+            created_at=self._ctx.now(),
+        )
+
+
+def _domain_event(event: ReportedEvent, kind: EventKind) -> FeedbackEvent:
+    return FeedbackEvent(kind, event.occurred_at, f"{event.source}:{event.event_key}", event.code)
+
+
+def _counted(kind: EventKind, record: AddressRecord) -> str:
+    if kind is EventKind.SOFT_BOUNCE:
+        return f"counted:{len(record.soft_bounces)}"
+    return "recorded"

@@ -1,0 +1,151 @@
+"""Named queries for what happened to campaign mail after hand-over (PRV-6, SND-27): each
+recipient row's reported outcome, and the campaign statistics counted from those rows.
+
+Each outcome column only moves one way (the earliest delivery, complaint and unsubscribe;
+the strongest bounce, then the latest of that kind), so an event arriving twice or out of
+order leaves the same row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, func, literal, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import (
+    campaign_batches,
+    campaign_recipients,
+    campaigns,
+    inbound_events,
+)
+
+BOUNCE_RANK = case(
+    (campaign_recipients.c.bounce_kind == "hard", 2),
+    (campaign_recipients.c.bounce_kind == "soft", 1),
+    else_=0,
+)
+
+
+async def recipient_of(
+    conn: AsyncConnection, campaign_id: int, subscriber_id: int
+) -> int | None:
+    query = select(campaign_recipients.c.id).where(
+        campaign_recipients.c.campaign_id == campaign_id,
+        campaign_recipients.c.subscriber_id == subscriber_id,
+    )
+    return (await conn.execute(query)).scalar()
+
+
+async def recipient_by_id(conn: AsyncConnection, recipient_id: int) -> tuple[int, int | None] | None:
+    """(campaign id, subscriber id) of a recipient row, or None."""
+    query = select(campaign_recipients.c.campaign_id, campaign_recipients.c.subscriber_id).where(
+        campaign_recipients.c.id == recipient_id
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else (int(row.campaign_id), row.subscriber_id)
+
+
+async def newsletter_of(conn: AsyncConnection, campaign_id: int) -> int | None:
+    query = select(campaigns.c.newsletter_id).where(campaigns.c.id == campaign_id)
+    return (await conn.execute(query)).scalar()
+
+
+def _earliest(column: Any, at: datetime) -> dict[str, Any]:
+    return {column.name: case((or_(column.is_(None), column > at), at), else_=column)}
+
+
+async def record_outcome(
+    conn: AsyncConnection, recipient_id: int, *, kind: str, at: datetime, code: str | None
+) -> None:
+    """Fold one reported event (`delivered`, `soft_bounce`, `hard_bounce`, `complaint`,
+    `unsubscribe`) into the recipient row."""
+    row = campaign_recipients.c
+    values: dict[str, Any]
+    if kind == "delivered":
+        values = _earliest(row.delivered_at, at)
+    elif kind == "complaint":
+        values = _earliest(row.complained_at, at)
+    elif kind == "unsubscribe":
+        values = _earliest(row.unsubscribed_at, at)
+    else:
+        bounce = "hard" if kind == "hard_bounce" else "soft"
+        rank = 2 if bounce == "hard" else 1
+        # Replace when stronger, or as strong and later: the same for any arrival order.
+        wins = or_(BOUNCE_RANK < rank, and_(BOUNCE_RANK == rank, row.bounced_at < at))
+        values = {
+            "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
+            "bounce_code": case((wins, code), else_=row.bounce_code),
+            "bounced_at": case((wins, at), else_=row.bounced_at),
+        }
+    await conn.execute(update(campaign_recipients).where(row.id == recipient_id).values(**values))
+
+
+async def attribute_unsubscribe(
+    conn: AsyncConnection, *, subscriber_id: int, newsletter_id: int, at: datetime
+) -> None:
+    """Count an unsubscribe through a mailed link against the newsletter's latest campaign
+    sent to the person (the one whose link they most likely used)."""
+    latest = (
+        select(campaign_recipients.c.id)
+        .join(campaigns, campaigns.c.id == campaign_recipients.c.campaign_id)
+        .where(
+            campaign_recipients.c.subscriber_id == subscriber_id,
+            campaigns.c.newsletter_id == newsletter_id,
+            campaign_recipients.c.state == "sent",
+        )
+        .order_by(campaign_recipients.c.campaign_id.desc())
+        .limit(1)
+    )
+    recipient_id = (await conn.execute(latest)).scalar()
+    if recipient_id is not None:
+        await record_outcome(conn, recipient_id, kind="unsubscribe", at=at, code=None)
+
+
+async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, dict[str, int]]:
+    """Per segment (`excluded` for recipients never batched): sent, delivered, hard and soft
+    bounced, complained and unsubscribed, counted from the recipient rows."""
+    row = campaign_recipients.c
+    segment = func.coalesce(campaign_batches.c.segment, literal("excluded"))
+
+    def counted(condition: Any) -> Any:
+        return func.sum(case((condition, 1), else_=0))
+
+    query = (
+        select(
+            segment.label("segment"),
+            counted(row.state == "sent").label("sent"),
+            counted(row.delivered_at.is_not(None)).label("delivered"),
+            counted(row.bounce_kind == "hard").label("hard_bounced"),
+            counted(row.bounce_kind == "soft").label("soft_bounced"),
+            counted(row.complained_at.is_not(None)).label("complained"),
+            counted(row.unsubscribed_at.is_not(None)).label("unsubscribed"),
+        )
+        .select_from(
+            campaign_recipients.outerjoin(
+                campaign_batches, campaign_batches.c.id == campaign_recipients.c.batch_id
+            )
+        )
+        .where(row.campaign_id == campaign_id)
+        .group_by(segment)
+        .order_by(segment)
+    )
+    return {
+        str(r.segment): {key: int(value or 0) for key, value in r._mapping.items() if key != "segment"}
+        for r in await conn.execute(query)
+    }
+
+
+async def campaign_timeline(conn: AsyncConnection, campaign_id: int) -> list[tuple[datetime, str]]:
+    """(occurred_at, kind) of the campaign's received events, oldest first, for the chart."""
+    query = (
+        select(inbound_events.c.occurred_at, inbound_events.c.kind)
+        .where(
+            inbound_events.c.campaign_id == campaign_id,
+            inbound_events.c.status == "applied",
+            inbound_events.c.occurred_at.is_not(None),
+        )
+        .order_by(inbound_events.c.occurred_at)
+    )
+    return [(r.occurred_at, str(r.kind)) for r in await conn.execute(query)]
