@@ -24,9 +24,9 @@ from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
 from tidings.audience.feedback import Feedback
-from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.importer import Importer
 from tidings.audience.newsletters import Newsletters
+from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.stats import AudienceStats
@@ -46,6 +46,7 @@ from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
+from tidings.campaigns.statistics import StatisticsReader
 from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import (
     MailgunSettings,
@@ -139,6 +140,7 @@ class Container:
     sending: SendingContext
     sends: CampaignSends
     send_status: SendStatusReader
+    statistics: StatisticsReader
     retries: SendRetries
     reconciler: Reconciler
     importer: Importer
@@ -478,6 +480,7 @@ def build(
         sending=sending,
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),
+        statistics=StatisticsReader(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
         resources=resources,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tidings.audience.public import LinkProblem
 from tidings.campaigns.reconcile import ReconcileRefused
-from tidings.delivery.mailgun_events import SignatureRejected
 from tidings.campaigns.retry import ResendRefused, RetryRefused
+from tidings.delivery.mailgun_events import SignatureRejected
 from tidings.domain.errors import (
     Conflict,
     InvalidInput,

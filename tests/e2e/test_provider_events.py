@@ -5,6 +5,8 @@ nothing it should not."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -13,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from tests.e2e.audience_helpers import snapshot
 from tests.factories import api_client, make_settings
@@ -25,6 +28,7 @@ from tests.support.sending import (
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container
+from tidings.cli.main import app as cli
 from tidings.config import Settings
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.delivery.mailgun_events import event_data, signed_body
@@ -53,7 +57,11 @@ def hearing_settings(database_url: str, base_url: str) -> Settings:
         database_url,
         **sections,
         site={"public_url": str(base.site.public_url)},
-        mailgun={**base.mailgun.model_dump(mode="json"), "api_key": "key-test", "webhook_signing_key": KEY},
+        mailgun={
+            **base.mailgun.model_dump(mode="json"),
+            "api_key": "key-test",
+            "webhook_signing_key": KEY,
+        },
         bulk_email={"batch_size": 40},
         inbound={"soft_bounce_limit": 2},
     )
@@ -168,7 +176,8 @@ async def test_a_complaint_suppresses_and_unsubscribes_everywhere(studio: Studio
     async with container.db.read() as conn:
         left = list((await conn.execute(query)).scalars())
         history = list((await conn.execute(select(address_history.c.decision))).scalars())
-    assert left and all(at is not None for at in left)
+    assert left
+    assert all(at is not None for at in left)
     assert any(decision.startswith("suppressed:complaint") for decision in history)
     assert "subscriber.complained" in await webhook_events(container)
 
@@ -181,7 +190,9 @@ async def test_soft_bounces_suppress_after_the_limit_and_a_later_delivery_lifts_
     client, container, _headers, campaign_id = studio
     start = datetime.now(UTC) - timedelta(hours=3)
     delivered = mailgun_event("delivered", reader(3), campaign_id, at=start + timedelta(hours=2))
-    first = mailgun_event("failed", reader(3), campaign_id, at=start, severity="temporary", code=452)
+    first = mailgun_event(
+        "failed", reader(3), campaign_id, at=start, severity="temporary", code=452
+    )
     second = mailgun_event(
         "failed", reader(3), campaign_id, at=start + timedelta(hours=1), severity="temporary"
     )
@@ -228,7 +239,9 @@ async def test_malformed_oversized_and_unknown_input_is_answered_without_harm(
     unreadable = await post_event(client, {"event": "failed"})  # signed, but no id/timestamp
     assert unreadable.json() == {"outcome": "unparsed"}
     junk = await client.post(
-        "/api/events/mailgun", content=b"\xff{not json", headers={"content-type": "application/json"}
+        "/api/events/mailgun",
+        content=b"\xff{not json",
+        headers={"content-type": "application/json"},
     )
     assert junk.status_code == 422
     big = await client.post(
@@ -246,7 +259,9 @@ async def test_malformed_oversized_and_unknown_input_is_answered_without_harm(
     assert "event-data.id" in item["diagnostic"]
     assert '"event": "failed"' in item["payload"]
     metrics = container.metrics.render().decode()
-    counted = 'tidings_inbound_events_total{kind="hard_bounce",outcome="unmatched",source="mailgun"}'
+    counted = (
+        'tidings_inbound_events_total{kind="hard_bounce",outcome="unmatched",source="mailgun"}'
+    )
     assert f"{counted} 1.0" in metrics
 
 
@@ -293,3 +308,57 @@ async def test_the_mailgun_route_is_closed_until_a_signing_key_is_set(database_u
     async with api_client(make_settings(database_url)) as (client, _container):
         response = await post_event(client, mailgun_event("delivered", reader(1), None))
     assert response.status_code == 404
+
+
+async def test_campaign_statistics_count_what_came_back_per_segment(studio: Studio) -> None:
+    """The publisher sees how the campaign landed (SND-27): deliveries, bounces, complaints
+    and unsubscribes through its link, per segment, in the API and on the command line."""
+    client, container, headers, campaign_id = studio
+    for number in (1, 2, 3):
+        await post_event(client, mailgun_event("delivered", reader(number), campaign_id))
+    await post_event(client, mailgun_event("failed", reader(4), campaign_id, severity="permanent"))
+    await post_event(client, mailgun_event("complained", reader(2), campaign_id))
+    subscriber_id = (await recipient_row(container, campaign_id, reader(3))).subscriber_id
+    async with container.db.read() as conn:
+        [(subscription_id, created_at)] = (
+            await conn.execute(
+                select(subscriptions.c.id, subscriptions.c.created_at).where(
+                    subscriptions.c.subscriber_id == subscriber_id
+                )
+            )
+        ).all()
+    token = container.audience.unsubscribe_token(subscription_id, created_at)
+    assert (await client.post(f"/unsubscribe/{token}")).status_code < 400
+    response = await client.get(f"/api/admin/campaigns/{campaign_id}/stats", headers=headers)
+    assert response.status_code == 200, response.text
+    stats = response.json()
+    assert stats["total"] | {"rates": None} == {
+        "sent": 4,
+        "delivered": 3,
+        "hard_bounced": 1,
+        "soft_bounced": 0,
+        "complained": 1,
+        "unsubscribed": 1,
+        "rates": None,
+    }
+    assert stats["total"]["rates"]["delivered"] == 0.75
+    assert set(stats["segments"]) == {"free", "paid"}  # readers 1, 3 free; 2, 4 paid
+    assert stats["segments"]["paid"]["hard_bounced"] == 1
+    assert stats["segments"]["free"]["unsubscribed"] == 1
+    missing = await client.get("/api/admin/campaigns/999/stats", headers=headers)
+    assert missing.status_code == 404
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        cli,
+        ["campaign", "stats", str(campaign_id), "--json"],
+        env={"TIDINGS_DATABASE_URL": container.settings.database.url, "TIDINGS_LOG_FORMAT": "json"},
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == stats
+    table = await asyncio.to_thread(
+        CliRunner().invoke,
+        cli,
+        ["campaign", "stats", str(campaign_id)],
+        env={"TIDINGS_DATABASE_URL": container.settings.database.url},
+    )
+    assert "75.0%" in table.stdout

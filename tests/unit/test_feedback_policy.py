@@ -38,7 +38,9 @@ def test_a_hard_bounce_suppresses_at_once() -> None:
 
 def test_a_complaint_suppresses_and_unsubscribes_everywhere() -> None:
     """Someone who marked us as spam wants nothing more from any of our newsletters."""
-    decided = verdict(fold([event(EventKind.HARD_BOUNCE, 0), event(EventKind.COMPLAINT, 1)]), POLICY)
+    decided = verdict(
+        fold([event(EventKind.HARD_BOUNCE, 0), event(EventKind.COMPLAINT, 1)]), POLICY
+    )
     assert decided.suppression == "complaint"
     assert decided.unsubscribe_everywhere
 
@@ -49,7 +51,9 @@ def test_soft_bounces_suppress_only_when_enough_fall_within_the_window() -> None
     assert not verdict(spread, POLICY).suppressed
     run = fold([event(EventKind.SOFT_BOUNCE, day) for day in (0, 3, 6)])
     assert verdict(run, POLICY).suppression == "soft_bounce"
-    assert not verdict(fold([event(EventKind.SOFT_BOUNCE, day) for day in (0, 3)]), POLICY).suppressed
+    assert not verdict(
+        fold([event(EventKind.SOFT_BOUNCE, day) for day in (0, 3)]), POLICY
+    ).suppressed
 
 
 def test_a_delivery_clears_the_soft_count() -> None:

@@ -133,7 +133,9 @@ class Feedback:
         self, *, status: str | None, after_id: int | None, limit: int
     ) -> list[queries.InboundEventRow]:
         if status is not None and status not in {o.value for o in Outcome} - {"duplicate"}:
-            raise InvalidInput("status must be applied, unmatched, ignored or unparsed", field="status")
+            raise InvalidInput(
+                "status must be applied, unmatched, ignored or unparsed", field="status"
+            )
         async with self._ctx.db.read() as conn:
             return await queries.list_events(conn, status=status, after_id=after_id, limit=limit)
 
@@ -171,7 +173,8 @@ class Feedback:
         if recorded == "duplicate":
             return Outcome.DUPLICATE
         if status is Outcome.APPLIED:
-            assert target.subscriber is not None and event.kind is not None
+            assert target.subscriber is not None
+            assert event.kind is not None
             await self._apply(conn, event, event.kind, target, target.subscriber)
         return status
 
@@ -224,9 +227,7 @@ class Feedback:
             conn, email_hash, event.occurred_at
         ):
             return  # nothing was counted against the address: nothing to clear
-        record = (await queries.load_record(conn, email_hash)).merged(
-            _domain_event(event, kind)
-        )
+        record = (await queries.load_record(conn, email_hash)).merged(_domain_event(event, kind))
         await queries.save_record(conn, email_hash, record, now=now)
         wanted = verdict(record, self.policy)
         current = await suppression_queries.reason_of(conn, email_hash)
@@ -247,7 +248,11 @@ class Feedback:
             )
         elif wanted.suppression is None and current == "soft_bounce":
             await suppression_queries.lift(
-                conn, email_hash, note="delivered after the soft bounces", actor=actor, now=now,
+                conn,
+                email_hash,
+                note="delivered after the soft bounces",
+                actor=actor,
+                now=now,
                 only_reason="soft_bounce",
             )
             decisions.append("suppression_lifted")

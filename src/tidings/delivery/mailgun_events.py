@@ -60,7 +60,11 @@ def signed_body(
     events benchmark post these)."""
     timestamp = str(int(now.timestamp()))
     token = token or secrets.token_hex(25)
-    signature = {"timestamp": timestamp, "token": token, "signature": sign(signing_key, timestamp, token)}
+    signature = {
+        "timestamp": timestamp,
+        "token": token,
+        "signature": sign(signing_key, timestamp, token),
+    }
     return json.dumps({"signature": signature, "event-data": event_data}).encode()
 
 
@@ -105,7 +109,9 @@ def verify(body: bytes, *, signing_key: str, now: datetime, max_age_seconds: int
     timestamp, token, given = (signature.get(name) for name in ("timestamp", "token", "signature"))
     if not all(isinstance(value, str) and value for value in (timestamp, token, given)):
         raise SignatureRejected("the signature needs timestamp, token and signature")
-    assert isinstance(timestamp, str) and isinstance(token, str) and isinstance(given, str)
+    assert isinstance(timestamp, str)
+    assert isinstance(token, str)
+    assert isinstance(given, str)
     if len(token) > MAX_KEY:
         raise SignatureRejected("the signature token is too long")
     expected = sign(signing_key, timestamp, token)
@@ -150,6 +156,10 @@ def parse(signed: SignedBody) -> ReportedEvent:
         message_id=_message_id(data.get("message")),
         token=signed.token,
     )
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _kind(name: str, severity: object) -> EventKind | None:

@@ -118,7 +118,7 @@ def campaign_of_message_id(found: str, address: str) -> int | None:
     """The campaign id of a Message-ID `message_id` made for `address` (with or without its
     angle brackets), or None: another message's id, or one forged for another address."""
     local, _, domain = found.strip().removeprefix("<").removesuffix(">").partition("@")
-    campaign_id, _, digest = local.partition(".")
+    campaign_id, _, _digest = local.partition(".")
     if not campaign_id.isdigit() or not domain:
         return None
     if message_id(campaign_id, address, domain) != f"<{local}@{domain}>":

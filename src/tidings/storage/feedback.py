@@ -91,7 +91,9 @@ async def touch_delivered(conn: AsyncConnection, email_hash: str, at: datetime) 
     )
     if result.rowcount:
         return True
-    exists = select(address_feedback.c.email_hash).where(address_feedback.c.email_hash == email_hash)
+    exists = select(address_feedback.c.email_hash).where(
+        address_feedback.c.email_hash == email_hash
+    )
     return (await conn.execute(exists)).first() is not None
 
 
@@ -104,9 +106,7 @@ async def load_record(conn: AsyncConnection, email_hash: str) -> AddressRecord:
     row = (await conn.execute(query)).first()
     if row is None:
         return AddressRecord()
-    bounces = tuple(
-        sorted((datetime.fromisoformat(at), key) for at, key in row.soft_bounces or [])
-    )
+    bounces = tuple(sorted((datetime.fromisoformat(at), key) for at, key in row.soft_bounces or []))
     return AddressRecord(
         soft_bounces=bounces,
         last_delivered_at=row.last_delivered_at,
@@ -126,9 +126,7 @@ async def save_record(
         "updated_at": now,
     }
     statement = insert_for(conn, address_feedback).values(email_hash=email_hash, **values)
-    await conn.execute(
-        statement.on_conflict_do_update(index_elements=["email_hash"], set_=values)
-    )
+    await conn.execute(statement.on_conflict_do_update(index_elements=["email_hash"], set_=values))
 
 
 # -- the person's history -----------------------------------------------------------------

@@ -28,9 +28,7 @@ BOUNCE_RANK = case(
 )
 
 
-async def recipient_of(
-    conn: AsyncConnection, campaign_id: int, subscriber_id: int
-) -> int | None:
+async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: int) -> int | None:
     query = select(campaign_recipients.c.id).where(
         campaign_recipients.c.campaign_id == campaign_id,
         campaign_recipients.c.subscriber_id == subscriber_id,
@@ -38,7 +36,9 @@ async def recipient_of(
     return (await conn.execute(query)).scalar()
 
 
-async def recipient_by_id(conn: AsyncConnection, recipient_id: int) -> tuple[int, int | None] | None:
+async def recipient_by_id(
+    conn: AsyncConnection, recipient_id: int
+) -> tuple[int, int | None] | None:
     """(campaign id, subscriber id) of a recipient row, or None."""
     query = select(campaign_recipients.c.campaign_id, campaign_recipients.c.subscriber_id).where(
         campaign_recipients.c.id == recipient_id
@@ -73,7 +73,7 @@ async def record_outcome(
         bounce = "hard" if kind == "hard_bounce" else "soft"
         rank = 2 if bounce == "hard" else 1
         # Replace when stronger, or as strong and later: the same for any arrival order.
-        wins = or_(BOUNCE_RANK < rank, and_(BOUNCE_RANK == rank, row.bounced_at < at))
+        wins = or_(rank > BOUNCE_RANK, and_(rank == BOUNCE_RANK, row.bounced_at < at))
         values = {
             "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
             "bounce_code": case((wins, code), else_=row.bounce_code),
@@ -132,7 +132,9 @@ async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, 
         .order_by(segment)
     )
     return {
-        str(r.segment): {key: int(value or 0) for key, value in r._mapping.items() if key != "segment"}
+        str(r.segment): {
+            key: int(value or 0) for key, value in r._mapping.items() if key != "segment"
+        }
         for r in await conn.execute(query)
     }
 

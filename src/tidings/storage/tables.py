@@ -552,9 +552,7 @@ inbound_events = Table(
     Column("received_at", UTCDateTime(), nullable=False),
     UniqueConstraint("source", "event_key"),
     UniqueConstraint("source", "token"),
-    CheckConstraint(
-        "status IN ('applied', 'unmatched', 'unparsed', 'ignored')", name="status"
-    ),
+    CheckConstraint("status IN ('applied', 'unmatched', 'unparsed', 'ignored')", name="status"),
 )
 Index(None, inbound_events.c.received_at)
 Index(None, inbound_events.c.email_hash)

@@ -56,9 +56,7 @@ def upgrade() -> None:
         sa.Column(
             "diagnostic", sa.Text(), nullable=True, comment="stored for the operator, never logged"
         ),
-        sa.Column(
-            "payload", sa.Text(), nullable=True, comment="the raw body of an unparsed event"
-        ),
+        sa.Column("payload", sa.Text(), nullable=True, comment="the raw body of an unparsed event"),
         sa.Column("received_at", UTCDateTime(), nullable=False),
         sa.CheckConstraint(
             "status IN ('applied', 'unmatched', 'unparsed', 'ignored')",
@@ -74,9 +72,7 @@ def upgrade() -> None:
     op.create_table(
         "address_feedback",
         sa.Column("email_hash", sa.String(length=64), nullable=False),
-        sa.Column(
-            "soft_bounces", JSON, nullable=False, comment="[[occurred_at, event key], ...]"
-        ),
+        sa.Column("soft_bounces", JSON, nullable=False, comment="[[occurred_at, event key], ...]"),
         sa.Column("last_delivered_at", UTCDateTime(), nullable=True),
         sa.Column("hard_bounced_at", UTCDateTime(), nullable=True),
         sa.Column("complained_at", UTCDateTime(), nullable=True),
@@ -106,7 +102,10 @@ def upgrade() -> None:
         batch.add_column(sa.Column("bounce_kind", sa.String(length=8), nullable=True))
         batch.add_column(
             sa.Column(
-                "bounce_code", sa.String(length=32), nullable=True, comment="e.g. 550 or 5.1.1, no text"
+                "bounce_code",
+                sa.String(length=32),
+                nullable=True,
+                comment="e.g. 550 or 5.1.1, no text",
             )
         )
         batch.add_column(sa.Column("complained_at", UTCDateTime(), nullable=True))
