@@ -13,12 +13,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import structlog
 import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
 from tests.e2e.audience_helpers import snapshot
 from tests.factories import api_client, make_settings
+from tests.support.admin_ui import signed_in
 from tests.support.sending import (
     batch_provider_settings,
     create_campaign,
@@ -111,6 +113,18 @@ async def post_event(
     return await client.post(
         "/api/events/mailgun", content=body, headers={"content-type": "application/json"}
     )
+
+
+async def invoke_cli(container: Container, *args: str) -> Any:
+    """`tidings ARGS` in-process (Typer's runner, in a thread: it runs its own event loop) on
+    the studio's database. The CLI configures logging for its own streams; the test's is put
+    back afterwards so the app under test keeps logging."""
+    saved = structlog.get_config()
+    env = {"TIDINGS_DATABASE_URL": container.settings.database.url, "TIDINGS_LOG_FORMAT": "json"}
+    try:
+        return await asyncio.to_thread(CliRunner().invoke, cli, list(args), env=env)
+    finally:
+        structlog.configure(**saved)
 
 
 async def recipient_row(container: Container, campaign_id: int, address: str) -> Any:
@@ -347,18 +361,57 @@ async def test_campaign_statistics_count_what_came_back_per_segment(studio: Stud
     assert stats["segments"]["free"]["unsubscribed"] == 1
     missing = await client.get("/api/admin/campaigns/999/stats", headers=headers)
     assert missing.status_code == 404
-    result = await asyncio.to_thread(
-        CliRunner().invoke,
-        cli,
-        ["campaign", "stats", str(campaign_id), "--json"],
-        env={"TIDINGS_DATABASE_URL": container.settings.database.url, "TIDINGS_LOG_FORMAT": "json"},
-    )
+    result = await invoke_cli(container, "campaign", "stats", str(campaign_id), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.strip().splitlines()[-1]) == stats
-    table = await asyncio.to_thread(
-        CliRunner().invoke,
-        cli,
-        ["campaign", "stats", str(campaign_id)],
-        env={"TIDINGS_DATABASE_URL": container.settings.database.url},
-    )
+    table = await invoke_cli(container, "campaign", "stats", str(campaign_id))
     assert "75.0%" in table.stdout
+
+
+async def test_the_persons_history_shows_what_was_heard_and_a_privacy_delete_erases_it(
+    studio: Studio,
+) -> None:
+    """An operator answering "why did I stop getting your newsletter?" needs the bounce, its
+    diagnostic and the decision (AUD-13) on the person's page, in `subscribers show` and the
+    privacy export; after a privacy delete only the suppression's keyed hash remains."""
+    client, container, headers, campaign_id = studio
+    data = mailgun_event(
+        "failed", reader(1), campaign_id, severity="permanent", code=550, description="no such user"
+    )
+    await post_event(client, data)
+    subscriber_id = (await recipient_row(container, campaign_id, reader(1))).subscriber_id
+    export = await client.get(f"/api/admin/subscribers/{subscriber_id}/export", headers=headers)
+    history = export.json()["history"]
+    assert [(h["kind"], h.get("event"), h.get("decision") or h.get("reason")) for h in history] == [
+        ("suppression", None, "hard_bounce"),
+        ("event", "hard_bounce", "suppressed:hard_bounce"),
+    ]
+    assert history[1]["diagnostic"] == "no such user"
+    assert history[1]["campaign_id"] == campaign_id
+    result = await invoke_cli(container, "subscribers", "show", reader(1).upper(), "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout.strip().splitlines()[-1])
+    assert shown["suppressed"] is True
+    assert shown["history"] == history
+    unknown = await invoke_cli(container, "subscribers", "show", "nobody@example.test")
+    assert unknown.exit_code != 0
+    assert "no subscriber" in unknown.output
+    # The admin UI's session cookie is Secure (public_url is https): browse over https.
+    async with httpx.AsyncClient(
+        transport=client._transport, base_url="https://tidings.test"
+    ) as browser:
+        await signed_in(browser, container)
+        page = await browser.get(f"/admin/subscribers/{subscriber_id}")
+    assert page.status_code == 200
+    assert "no such user" in page.text
+    assert "hard bounce (550)" in page.text
+    deleted = await client.delete(f"/api/admin/subscribers/{subscriber_id}", headers=headers)
+    assert deleted.status_code == 204
+    async with container.db.read() as conn:
+        left = {
+            table.name: (await conn.execute(select(table))).all()
+            for table in (address_history, inbound_events)
+        }
+        still_suppressed = (await conn.execute(select(suppressions))).all()
+    assert left == {"address_history": [], "inbound_events": []}
+    assert len(still_suppressed) == 1

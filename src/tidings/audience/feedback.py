@@ -203,7 +203,7 @@ class Feedback:
         recipient_id = None
         if campaign_id is not None:
             recipient_id = await recipient_outcomes.recipient_of(conn, campaign_id, subscriber.id)
-        return _Target(subscriber, email_hash, campaign_id, recipient_id)
+        return _Target(subscriber, subscriber.email_hash, campaign_id, recipient_id)
 
     async def _apply(
         self,
