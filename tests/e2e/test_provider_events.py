@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-import structlog
 import pytest
+import structlog
 from sqlalchemy import select
 from typer.testing import CliRunner
 
