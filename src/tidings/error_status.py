@@ -3,6 +3,7 @@ the API (problem+json) and the admin UI (error pages)."""
 
 from __future__ import annotations
 
+from tidings.audience.feedback import ReplayedEvent
 from tidings.audience.public import LinkProblem
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import ResendRefused, RetryRefused
@@ -31,6 +32,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,
+    ReplayedEvent: 409,
     PlaceholderIdentity: 409,
     PayloadTooLarge: 413,
     UnsupportedMediaType: 415,
