@@ -25,6 +25,7 @@ from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHan
 from tidings.audience.context import AudienceContext
 from tidings.audience.feedback import Feedback
 from tidings.audience.importer import Importer
+from tidings.audience.inbound_mail import InboundMail
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.public import PublicFlows
@@ -64,6 +65,7 @@ from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
+from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
@@ -148,6 +150,7 @@ class Container:
     pending_confirmations: PendingConfirmations
     feedback: Feedback
     provider_events: ProviderEvents
+    inbound_mail: InboundMail
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -190,6 +193,7 @@ class Container:
                 deadline_seconds=mailgun.timeout_seconds + 5,
                 limiter=self.send_rate_limiter(),
             )
+        bounce_address = self.settings.inbound.bounce_address
         return PerRecipientHandover(
             self.email_provider(),
             chunk=bulk.in_flight_chunk,
@@ -197,6 +201,13 @@ class Container:
             retries=bulk.recipient_retries,
             deadline_seconds=self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
+            return_path=(
+                None
+                if bounce_address is None
+                else lambda recipient_id: verp.return_path(
+                    bounce_address, self.site_secret(), recipient_id
+                )
+            ),
         )
 
     def send_rate_limiter(self) -> SendRateLimiter:
@@ -466,6 +477,15 @@ def build(
         identity=identity,
         pending_confirmations=PendingConfirmations(audience),
         feedback=feedback,
+        inbound_mail=InboundMail(
+            feedback,
+            public,
+            clock=clock,
+            secret=site_secret,
+            bounce_address=inbound.bounce_address,
+            unsubscribe_address=settings.email.unsubscribe_address,
+            max_bytes=inbound.max_event_bytes,
+        ),
         provider_events=ProviderEvents(
             feedback,
             mailgun_signing_key=(

@@ -456,6 +456,14 @@ class MailgunSettings(_Section):
 class InboundSettings(_Section):
     """Hearing back from providers and mailboxes (SPEC PRV-6, AUD-13)."""
 
+    bounce_address: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s+]+@[^@\s]+$",
+        description="VERP return path of campaign mail sent by SMTP: `bounces@mail.example.org` "
+        "makes each message's envelope sender `bounces+<recipient>-<mac>@mail.example.org`. "
+        "Deliver that domain's mail to `tidings inbound`. Unset: the newsletter's sender address.",
+    )
+
     soft_bounce_limit: int = Field(
         default=3,
         ge=1,

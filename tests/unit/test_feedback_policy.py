@@ -78,6 +78,7 @@ def test_a_policy_reason_never_replaces_an_admins() -> None:
 
 
 def test_the_policy_refuses_a_meaningless_configuration() -> None:
+    """A limit of zero would suppress every address at its first soft bounce."""
     with pytest.raises(ValueError, match="soft_bounce_limit"):
         BouncePolicy(soft_bounce_limit=0)
     with pytest.raises(ValueError, match="soft_bounce_window"):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -88,7 +88,7 @@ class Feedback:
         signature token (nothing recorded)."""
         async with self._ctx.db.write() as conn:
             outcome = await self._receive(conn, event)
-        self._counted(event.source, event.kind.value if event.kind else "other", outcome)
+        self.counted(event.source, event.kind.value if event.kind else "other", outcome)
         return outcome
 
     async def receive_many(self, events: list[ReportedEvent]) -> list[Outcome]:
@@ -96,7 +96,7 @@ class Feedback:
         async with self._ctx.db.write() as conn:
             outcomes = [await self._receive(conn, event) for event in events]
         for event, outcome in zip(events, outcomes, strict=True):
-            self._counted(event.source, event.kind.value if event.kind else "other", outcome)
+            self.counted(event.source, event.kind.value if event.kind else "other", outcome)
         return outcomes
 
     async def record_unparsed(
@@ -110,14 +110,14 @@ class Feedback:
                 event_key=event_key[:255],
                 token=token,
                 status=Outcome.UNPARSED.value,
-                diagnostic=reason[:500],
-                payload=body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace"),
+                diagnostic=_storable(reason[:500]),
+                payload=_storable(body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace")),
                 received_at=self._ctx.now(),
             )
         if recorded == "replayed":
             raise ReplayedEvent()
         outcome = Outcome.UNPARSED if recorded == "new" else Outcome.DUPLICATE
-        self._counted(source, "unparsed", outcome)
+        self.counted(source, "unparsed", outcome)
         return outcome
 
     async def purge(self) -> int:
@@ -139,7 +139,8 @@ class Feedback:
         async with self._ctx.db.read() as conn:
             return await queries.list_events(conn, status=status, after_id=after_id, limit=limit)
 
-    def _counted(self, source: str, kind: str, outcome: Outcome) -> None:
+    def counted(self, source: str, kind: str, outcome: Outcome) -> None:
+        """Count (metrics) and log one event heard; never the address."""
         self._on_event(source, kind, outcome.value)
         log.info("inbound.event", source=source, kind=kind, outcome=outcome.value)
 
@@ -164,8 +165,8 @@ class Feedback:
             campaign_id=target.campaign_id,
             recipient_id=target.recipient_id,
             occurred_at=event.occurred_at,
-            code=event.code,
-            diagnostic=event.diagnostic,
+            code=_storable(event.code),
+            diagnostic=_storable(event.diagnostic),
             received_at=self._ctx.now(),
         )
         if recorded == "replayed":
@@ -314,11 +315,20 @@ class Feedback:
             decision=decision[:32],
             source=event.source,
             campaign_id=target.campaign_id,
-            code=event.code,
-            diagnostic=event.diagnostic,
+            code=_storable(event.code),
+            diagnostic=_storable(event.diagnostic),
             occurred_at=event.occurred_at,
             created_at=self._ctx.now(),
         )
+
+
+@overload
+def _storable(text: str) -> str: ...
+@overload
+def _storable(text: None) -> None: ...
+def _storable(text: str | None) -> str | None:
+    """Remote text as a database can hold it: PostgreSQL refuses NUL characters."""
+    return None if text is None else text.replace("\x00", "\ufffd")
 
 
 def _domain_event(event: ReportedEvent, kind: EventKind) -> FeedbackEvent:

@@ -72,8 +72,9 @@ async def record_outcome(
     else:
         bounce = "hard" if kind == "hard_bounce" else "soft"
         rank = 2 if bounce == "hard" else 1
+        weaker, same = BOUNCE_RANK.in_(list(range(rank))), BOUNCE_RANK.in_([rank])
         # Replace when stronger, or as strong and later: the same for any arrival order.
-        wins = or_(rank > BOUNCE_RANK, and_(rank == BOUNCE_RANK, row.bounced_at < at))
+        wins = or_(weaker, and_(same, row.bounced_at < at))
         values = {
             "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
             "bounce_code": case((wins, code), else_=row.bounce_code),
