@@ -11,6 +11,7 @@ import functools
 import os
 import secrets
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
+from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain import verp
@@ -495,6 +497,8 @@ def build(
             ),
             max_age_seconds=inbound.signature_max_age_seconds,
             max_bytes=inbound.max_event_bytes,
+            sns=sns_certificates(settings, resources),
+            ses_topics=frozenset(settings.ses.topic_arns),
         ),
         campaigns=campaigns,
         sending=sending,
@@ -528,6 +532,19 @@ def admin_accounts(
             window_seconds=ui.sign_in_window_seconds,
         ),
     )
+
+
+def sns_certificates(settings: Settings, resources: AsyncExitStack) -> SnsCertificates | None:
+    """The SNS certificate fetcher, when SES events are configured; closed with the container."""
+    ses = settings.ses
+    if not ses.topic_arns:
+        return None
+    verify: ssl.SSLContext | bool = True
+    if ses.ca_file is not None:
+        verify = ssl.create_default_context(cafile=str(ses.ca_file))
+    certificates = SnsCertificates(host_pattern=ses.certificate_host_pattern, verify=verify)
+    resources.push_async_callback(certificates.close)
+    return certificates
 
 
 def mailgun_provider(mailgun: MailgunSettings, domain: str) -> MailgunProvider:

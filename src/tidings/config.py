@@ -499,6 +499,36 @@ class InboundSettings(_Section):
     )
 
 
+class SesSettings(_Section):
+    """Amazon SES events through SNS (SPEC PRV-6): `POST /api/events/ses`."""
+
+    topic_arns: list[str] = Field(
+        default_factory=list,
+        description="The SNS topics (ARNs) your SES configuration publishes bounces, complaints "
+        "and deliveries to. Messages from any other topic are refused (anyone can send SNS "
+        "messages from a topic of their own). Empty: the route answers 404.",
+    )
+    certificate_host_pattern: str = Field(
+        default=r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+        description="Regular expression a host must match in full for tidings to fetch an SNS "
+        "signing certificate from it, or to confirm a subscription there (https only).",
+    )
+    ca_file: Path | None = Field(
+        default=None,
+        description="Extra CA certificates (PEM) trusted when fetching SNS certificates, for an "
+        "SNS-compatible service on a private network. Unset: the system's CAs.",
+    )
+
+    @field_validator("certificate_host_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return pattern
+
+
 class WebhookSettings(_Section):
     allow_private_networks: bool = Field(
         default=False,
@@ -624,6 +654,7 @@ class Settings(BaseSettings):
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     inbound: InboundSettings = InboundSettings()
+    ses: SesSettings = SesSettings()
     audience: AudienceSettings = AudienceSettings()
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()

@@ -19,7 +19,8 @@ router = APIRouter(prefix="/api/events", tags=["provider events"])
 class EventReceived(BaseModel):
     outcome: str = Field(
         description="applied, unmatched (no such subscriber), ignored (a kind tidings does "
-        "not act on), duplicate (heard before) or unparsed (kept for the operator)"
+        "not act on), duplicate (heard before), unparsed (kept for the operator) or confirmed "
+        "(an SNS subscription)"
     )
 
 
@@ -45,4 +46,20 @@ async def capped_body(request: Request, container: Container) -> bytes:
 async def mailgun(request: Request, container: ContainerDep) -> EventReceived:
     body = await capped_body(request, container)
     outcome = await container.provider_events.mailgun(body, now=container.clock())
+    return EventReceived(outcome=outcome.value)
+
+
+@router.post(
+    "/ses",
+    summary="Receive an Amazon SES notification through SNS (signed)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def ses(request: Request, container: ContainerDep) -> EventReceived:
+    body = await capped_body(request, container)
+    outcome = await container.provider_events.ses(body, now=container.clock())
     return EventReceived(outcome=outcome.value)

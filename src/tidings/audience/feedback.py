@@ -50,6 +50,7 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # a kind the policy does not act on (opened, clicked...)
     DUPLICATE = "duplicate"  # this event id was heard before: nothing to do
     UNPARSED = "unparsed"  # kept for the operator
+    CONFIRMED = "confirmed"  # an SNS subscription confirmed (no event)
 
 
 class ReplayedEvent(Conflict):

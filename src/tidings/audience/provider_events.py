@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tidings.audience.feedback import Feedback, Outcome
-from tidings.delivery import mailgun_events
+from tidings.delivery import mailgun_events, sns
+from tidings.delivery.sns import SnsCertificates
 from tidings.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from tidings.domain.feedback import EventKind, ReportedEvent
 
@@ -40,9 +41,13 @@ class ProviderEvents:
         mailgun_signing_key: str | None,
         max_age_seconds: int,
         max_bytes: int,
+        sns: SnsCertificates | None = None,
+        ses_topics: frozenset[str] = frozenset(),
     ) -> None:
         self._feedback = feedback
         self._mailgun_key = mailgun_signing_key
+        self._sns = sns
+        self._ses_topics = ses_topics
         self._max_age = max_age_seconds
         self.max_bytes = max_bytes
 
@@ -69,6 +74,38 @@ class ProviderEvents:
                 reason=str(exc),
             )
         return await self._feedback.receive(event)
+
+    async def ses(self, body: bytes, *, now: datetime) -> Outcome:
+        """One SNS message about SES: a subscription to confirm, or notifications."""
+        if self._sns is None or not self._ses_topics:
+            raise NotFound("SES events are not configured (ses.topic_arns)")
+        self.check_size(len(body))
+        message = sns.read_message(body)
+        if message.get("TopicArn") not in self._ses_topics:
+            raise mailgun_events.SignatureRejected("the topic is not one of ses.topic_arns")
+        await self._sns.verify(message, now=now, max_age_seconds=self._max_age)
+        if message["Type"] == "SubscriptionConfirmation":
+            await self._sns.confirm(message)
+            self._feedback.counted(sns.SOURCE, "subscription", Outcome.CONFIRMED)
+            return Outcome.CONFIRMED
+        if message["Type"] != "Notification":
+            self._feedback.counted(sns.SOURCE, "other", Outcome.IGNORED)
+            return Outcome.IGNORED
+        try:
+            events = sns.ses_events(message)
+        except mailgun_events.MalformedEvent as exc:
+            return await self._feedback.record_unparsed(
+                source=sns.SOURCE,
+                event_key="unparsed:" + str(message.get("MessageId"))[:200],
+                body=body,
+                token=None,
+                reason=str(exc),
+            )
+        if not events:
+            self._feedback.counted(sns.SOURCE, "other", Outcome.IGNORED)
+            return Outcome.IGNORED
+        outcomes = await self._feedback.receive_many(events)
+        return next((o for o in outcomes if o is Outcome.APPLIED), outcomes[0])
 
     async def generic(self, events: list[GenericEvent]) -> list[Outcome]:
         """Events in the generic form, from any other provider or a bridge (admin key)."""
