@@ -451,6 +451,7 @@ def build(
         retention=timedelta(days=inbound.retention_days),
         on_event=metrics.record_inbound_event,
     )
+    resources.push_async_callback(feedback.close)
     return Container(
         settings=settings,
         clock=clock,

@@ -19,6 +19,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
+from tidings.audience.delivery_batch import GroupCommit
 from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
 from tidings.domain.audience import normalise_email
@@ -83,14 +84,27 @@ class Feedback:
         self.policy = policy
         self._retention = retention
         self._on_event = on_event
+        # Deliveries, the bulk of all events, are written by group commit (delivery_batch.py).
+        self._deliveries: GroupCommit[ReportedEvent, Outcome] = GroupCommit(
+            self._apply_deliveries, self._receive_alone
+        )
 
     async def receive(self, event: ReportedEvent) -> Outcome:
-        """Record `event` and carry out what it means; raises `ReplayedEvent` for a reused
-        signature token (nothing recorded)."""
-        async with self._ctx.db.write() as conn:
-            outcome = await self._receive(conn, event)
+        """Record `event` and carry out what it means, durably before returning; raises
+        `ReplayedEvent` for a reused signature token (nothing recorded)."""
+        if event.kind is EventKind.DELIVERED and event.recipient_id is None:
+            outcome = await self._deliveries.submit(event)
+        else:
+            outcome = await self._receive_alone(event)
         self.counted(event.source, event.kind.value if event.kind else "other", outcome)
         return outcome
+
+    async def close(self) -> None:
+        await self._deliveries.close()
+
+    async def _receive_alone(self, event: ReportedEvent) -> Outcome:
+        async with self._ctx.db.write() as conn:
+            return await self._receive(conn, event)
 
     async def receive_many(self, events: list[ReportedEvent]) -> list[Outcome]:
         """Several events in one transaction (the generic form posts up to 1,000)."""
@@ -179,6 +193,99 @@ class Feedback:
             assert event.kind is not None
             await self._apply(conn, event, event.kind, target, target.subscriber)
         return status
+
+    async def _apply_deliveries(self, events: list[ReportedEvent]) -> list[Outcome | Exception]:
+        """`_receive` for many `delivered` events in one transaction, with a handful of
+        set-based statements whatever their number; only an address with a bounce record
+        (whose verdict a delivery may change) takes the one-by-one path."""
+        keys = [_email_key(event.address) for event in events]
+        outcomes: list[Outcome | Exception] = [Outcome.DUPLICATE] * len(events)
+        async with self._ctx.db.write() as conn:
+            found = await subscriber_queries.by_keys(conn, [key for key in keys if key])
+            campaign_ids: list[int | None] = []
+            for event, key in zip(events, keys, strict=True):
+                subscriber = found.get(key) if key else None
+                campaign_ids.append(
+                    campaign_of_message_id(event.message_id, subscriber.email)
+                    if subscriber is not None and event.message_id
+                    else None
+                )
+            pairs = [
+                (campaign_id, found[key].id)
+                for key, campaign_id in zip(keys, campaign_ids, strict=True)
+                if key in found and campaign_id is not None
+            ]
+            recipients = await recipient_outcomes.recipients_of(conn, pairs)
+            rows: list[dict[str, Any]] = []
+            targets: list[tuple[int, _Target]] = []
+            first: set[tuple[str, str]] = set()
+            now = self._ctx.now()
+            for index, (event, key, campaign_id) in enumerate(
+                zip(events, keys, campaign_ids, strict=True)
+            ):
+                if (event.source, event.event_key) in first:
+                    continue  # the same event twice in one batch: the second is a duplicate
+                first.add((event.source, event.event_key))
+                subscriber = found.get(key) if key else None
+                email_hash = (
+                    subscriber.email_hash
+                    if subscriber is not None
+                    else (self._ctx.email_hash(key) if key else None)
+                )
+                recipient_id = (
+                    recipients.get((campaign_id, subscriber.id))
+                    if subscriber is not None and campaign_id is not None
+                    else None
+                )
+                target = _Target(subscriber, email_hash, campaign_id, recipient_id)
+                targets.append((index, target))
+                rows.append(
+                    {
+                        "source": event.source,
+                        "event_key": event.event_key,
+                        "token": event.token,
+                        "kind": EventKind.DELIVERED.value,
+                        "status": (
+                            Outcome.APPLIED if subscriber is not None else Outcome.UNMATCHED
+                        ).value,
+                        "email_hash": email_hash,
+                        "campaign_id": campaign_id,
+                        "recipient_id": recipient_id,
+                        "occurred_at": event.occurred_at,
+                        "code": _storable(event.code),
+                        "diagnostic": _storable(event.diagnostic),
+                        "received_at": now,
+                        "payload": None,
+                    }
+                )
+            recorded = await queries.record_events(conn, rows)
+            applied: list[tuple[int, _Target]] = []
+            for (index, target), result in zip(targets, recorded, strict=True):
+                if result == "replayed":
+                    outcomes[index] = ReplayedEvent()
+                elif result == "new":
+                    matched = target.subscriber is not None
+                    outcomes[index] = Outcome.APPLIED if matched else Outcome.UNMATCHED
+                    if matched:
+                        applied.append((index, target))
+            await recipient_outcomes.record_deliveries(
+                conn,
+                [
+                    (target.recipient_id, events[index].occurred_at)
+                    for index, target in applied
+                    if target.recipient_id is not None
+                ],
+            )
+            with_records = await queries.hashes_with_records(
+                conn, [target.email_hash for _, target in applied if target.email_hash]
+            )
+            for index, target in applied:
+                if target.email_hash in with_records:
+                    assert target.subscriber is not None
+                    await self._apply(
+                        conn, events[index], EventKind.DELIVERED, target, target.subscriber
+                    )
+        return outcomes
 
     async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
         """The subscriber and campaign recipient the event is about, as far as known."""
@@ -330,6 +437,15 @@ def _storable(text: None) -> None: ...
 def _storable(text: str | None) -> str | None:
     """Remote text as a database can hold it: PostgreSQL refuses NUL characters."""
     return None if text is None else text.replace("\x00", "\ufffd")
+
+
+def _email_key(address: str | None) -> str | None:
+    if address is None:
+        return None
+    try:
+        return normalise_email(address).key
+    except InvalidInput:
+        return None
 
 
 def _domain_event(event: ReportedEvent, kind: EventKind) -> FeedbackEvent:

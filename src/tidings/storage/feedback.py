@@ -4,12 +4,12 @@ events (the dedupe and replay guard), the per-address bounce record and the pers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import delete, func, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.feedback import AddressRecord
@@ -51,6 +51,47 @@ async def record_event(conn: AsyncConnection, **values: Any) -> Recorded:
         inbound_events.c.event_key == values["event_key"],
     )
     return "duplicate" if (await conn.execute(same)).first() is not None else "replayed"
+
+
+async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[Recorded]:
+    """`record_event` for many rows (distinct sources and keys) in a few statements: one
+    multi-row INSERT, and one look-up of those it did not insert."""
+    if not rows:
+        return []
+    inserted = await conn.execute(
+        insert_for(conn, inbound_events)
+        .values(rows)
+        .on_conflict_do_nothing()
+        .returning(inbound_events.c.source, inbound_events.c.event_key)
+    )
+    new = {(source, key) for source, key in inserted}
+    missing = [
+        (row["source"], row["event_key"])
+        for row in rows
+        if (row["source"], row["event_key"]) not in new
+    ]
+    seen: set[tuple[str, str]] = set()
+    if missing:
+        pair = tuple_(inbound_events.c.source, inbound_events.c.event_key)
+        found = await conn.execute(
+            select(inbound_events.c.source, inbound_events.c.event_key).where(pair.in_(missing))
+        )
+        seen = {(source, key) for source, key in found}
+    return [
+        "new" if (row["source"], row["event_key"]) in new
+        else "duplicate" if (row["source"], row["event_key"]) in seen
+        else "replayed"
+        for row in rows
+    ]  # fmt: skip
+
+
+async def hashes_with_records(conn: AsyncConnection, email_hashes: Iterable[str]) -> set[str]:
+    """Which of these addresses have a bounce record (a delivery may change their verdict)."""
+    wanted = list(set(email_hashes))
+    if not wanted:
+        return set()
+    query = select(address_feedback.c.email_hash).where(address_feedback.c.email_hash.in_(wanted))
+    return set((await conn.execute(query)).scalars())
 
 
 async def list_events(

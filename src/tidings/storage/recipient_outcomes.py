@@ -8,10 +8,11 @@ order leaves the same row.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import (
@@ -20,6 +21,7 @@ from tidings.storage.tables import (
     campaigns,
     inbound_events,
 )
+from tidings.storage.types import UTCDateTime
 
 BOUNCE_RANK = case(
     (campaign_recipients.c.bounce_kind == "hard", 2),
@@ -34,6 +36,36 @@ async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: i
         campaign_recipients.c.subscriber_id == subscriber_id,
     )
     return (await conn.execute(query)).scalar()
+
+
+async def recipients_of(
+    conn: AsyncConnection, pairs: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], int]:
+    """Recipient row ids by (campaign id, subscriber id), in one query."""
+    wanted = list(set(pairs))
+    if not wanted:
+        return {}
+    row = campaign_recipients.c
+    query = select(row.id, row.campaign_id, row.subscriber_id).where(
+        tuple_(row.campaign_id, row.subscriber_id).in_(wanted)
+    )
+    return {
+        (int(r.campaign_id), int(r.subscriber_id)): int(r.id) for r in await conn.execute(query)
+    }
+
+
+async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, datetime]]) -> None:
+    """`record_outcome(kind="delivered")` for many rows in one executemany round trip."""
+    if not deliveries:
+        return
+    column = campaign_recipients.c.delivered_at
+    at = bindparam("at", type_=UTCDateTime())
+    statement = (
+        update(campaign_recipients)
+        .where(campaign_recipients.c.id == bindparam("recipient"))
+        .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
+    )
+    await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
 
 
 async def recipient_by_id(
