@@ -415,3 +415,36 @@ async def test_the_persons_history_shows_what_was_heard_and_a_privacy_delete_era
         still_suppressed = (await conn.execute(select(suppressions))).all()
     assert left == {"address_history": [], "inbound_events": []}
     assert len(still_suppressed) == 1
+
+
+async def test_deliveries_arriving_together_are_each_answered_as_if_alone(studio: Studio) -> None:
+    """Deliveries are written together (group commit): a repeat inside one batch must still
+    be a duplicate, a reused token still a replay, and every request answered for itself."""
+    client, container, _headers, campaign_id = studio
+    events = [mailgun_event("delivered", reader(n), campaign_id) for n in (1, 2, 3, 4)]
+    bodies = [signed_body(KEY, data, now=datetime.now(UTC)) for data in events]
+    bodies.append(bodies[0])  # Mailgun retrying while the first is in flight
+    replay = mailgun_event("delivered", reader(2), campaign_id)
+    bodies.append(signed_body(KEY, replay, now=datetime.now(UTC), token="z" * 50))
+    another = mailgun_event("delivered", reader(3), campaign_id)
+    bodies.append(signed_body(KEY, another, now=datetime.now(UTC), token="z" * 50))
+    answers = await asyncio.gather(
+        *(
+            client.post(
+                "/api/events/mailgun", content=body, headers={"content-type": "application/json"}
+            )
+            for body in bodies
+        )
+    )
+    outcomes = [a.json().get("outcome", a.json().get("code")) for a in answers]
+    assert sorted(outcomes[:5]) == ["applied", "applied", "applied", "applied", "duplicate"]
+    assert sorted(outcomes[5:]) == ["applied", "event_replayed"]  # one token, two events
+    async with container.db.read() as conn:
+        delivered = (
+            await conn.execute(
+                select(campaign_recipients.c.delivered_at).where(
+                    campaign_recipients.c.campaign_id == campaign_id
+                )
+            )
+        ).scalars()
+        assert all(at is not None for at in delivered)

@@ -58,11 +58,12 @@ async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> li
     multi-row INSERT, and one look-up of those it did not insert."""
     if not rows:
         return []
+    # executemany: SQLAlchemy batches it into multi-row INSERTs from one cached compilation.
     inserted = await conn.execute(
         insert_for(conn, inbound_events)
-        .values(rows)
         .on_conflict_do_nothing()
-        .returning(inbound_events.c.source, inbound_events.c.event_key)
+        .returning(inbound_events.c.source, inbound_events.c.event_key),
+        rows,
     )
     new = {(source, key) for source, key in inserted}
     missing = [
