@@ -448,3 +448,28 @@ async def test_deliveries_arriving_together_are_each_answered_as_if_alone(studio
             )
         ).scalars()
         assert all(at is not None for at in delivered)
+
+
+async def test_the_campaign_page_and_list_show_the_results(studio: Studio) -> None:
+    """An editor sees how a campaign landed where they look for it: its page (with a chart of
+    events over time) and the campaigns list (SND-27)."""
+    client, container, _headers, campaign_id = studio
+    await post_event(client, mailgun_event("delivered", reader(1), campaign_id))
+    await post_event(client, mailgun_event("complained", reader(2), campaign_id))
+    async with httpx.AsyncClient(
+        transport=client._transport, base_url="https://tidings.test"
+    ) as browser:
+        await signed_in(browser, container)
+        campaign_page = await browser.get(f"/admin/campaigns/{campaign_id}")
+        listing = await browser.get("/admin/campaigns")
+    assert campaign_page.status_code == 200, campaign_page.text
+    assert "Results" in campaign_page.text
+    assert "1 (25.0%)" in campaign_page.text  # one delivered of four sent
+    assert "Deliveries per hour: 1 deliveries over 1 hours" in campaign_page.text
+    assert "Bounces and complaints per hour: 1 bounces and complaints" in campaign_page.text
+    assert listing.status_code == 200
+    cells = listing.text.split(f'href="/admin/campaigns/{campaign_id}"', 1)[1].split("</tr>", 1)[0]
+    assert (
+        '<td class="num">4</td><td class="num">1</td><td class="num">0</td><td class="num">1</td>'
+        in cells
+    )

@@ -5,7 +5,7 @@ recipient rows the provider events filled in (PRV-6). Rates are shares of `sent`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tidings.campaigns.context import SendingContext
 from tidings.domain.errors import NotFound
@@ -43,6 +43,24 @@ class CampaignStatistics:
     timeline: list[tuple[datetime, str]] = field(default_factory=list)
 
 
+def per_hour(
+    timeline: list[tuple[datetime, str]], kinds: frozenset[str]
+) -> tuple[list[str], list[int]]:
+    """Events of `kinds` per hour, from the first event's hour to the last's (labels
+    `MM-DD HH:00` UTC), for the campaign page's chart."""
+    hours = [at.replace(minute=0, second=0, microsecond=0) for at, _ in timeline]
+    if not hours:
+        return [], []
+    first, last = min(hours), max(hours)
+    span = int((last - first).total_seconds() // 3600) + 1
+    counts = [0] * span
+    for hour, (_, kind) in zip(hours, timeline, strict=True):
+        if kind in kinds:
+            counts[int((hour - first).total_seconds() // 3600)] += 1
+    labels = [f"{first + timedelta(hours=n):%m-%d %H:00}" for n in range(span)]
+    return labels, counts
+
+
 class StatisticsReader:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
@@ -60,3 +78,8 @@ class StatisticsReader:
         for counts in segments.values():
             total = total.plus(counts)
         return CampaignStatistics(campaign_id, total, segments, events)
+
+    async def summaries(self, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
+        """Sent, delivered, bounced and complained of each campaign (the campaigns list)."""
+        async with self._ctx.db.read() as conn:
+            return await recipient_outcomes.summaries(conn, campaign_ids)

@@ -172,6 +172,34 @@ async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, 
     }
 
 
+async def summaries(conn: AsyncConnection, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Sent, delivered, bounced (hard or soft) and complained per campaign, for a list page."""
+    if not campaign_ids:
+        return {}
+    row = campaign_recipients.c
+
+    def counted(condition: Any) -> Any:
+        return func.sum(case((condition, 1), else_=0))
+
+    query = (
+        select(
+            row.campaign_id,
+            counted(row.state == "sent").label("sent"),
+            counted(row.delivered_at.is_not(None)).label("delivered"),
+            counted(row.bounce_kind.is_not(None)).label("bounced"),
+            counted(row.complained_at.is_not(None)).label("complained"),
+        )
+        .where(row.campaign_id.in_(campaign_ids))
+        .group_by(row.campaign_id)
+    )
+    return {
+        int(r.campaign_id): {
+            key: int(value or 0) for key, value in r._mapping.items() if key != "campaign_id"
+        }
+        for r in await conn.execute(query)
+    }
+
+
 async def campaign_timeline(conn: AsyncConnection, campaign_id: int) -> list[tuple[datetime, str]]:
     """(occurred_at, kind) of the campaign's received events, oldest first, for the chart."""
     query = (
