@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import smtplib
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 
@@ -22,9 +23,12 @@ from tests.support.sending import (
     registry,
     running,
     seed,
+    wait_for,
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container, utcnow
+from tidings.delivery import dev_reports
+from tidings.delivery.dev_reports import ReportSender
 from tidings.delivery.inbound_server import InboundServer
 from tidings.delivery.sink import ReceivedMessage, SmtpSink
 from tidings.storage.tables import (
@@ -47,10 +51,13 @@ class Stage:
     server: InboundServer
 
 
-@pytest.fixture
-async def stage(database_url: str) -> AsyncIterator[Stage]:
-    """Four readers sent one campaign through an SMTP relay (the sink), and `tidings
-    inbound`'s receiver listening for what comes back."""
+@asynccontextmanager
+async def staged(
+    database_url: str, *, readers: tuple[str, ...] = (), reports: bool = False
+) -> AsyncIterator[Stage]:
+    """Four readers (and `readers`) sent one campaign through an SMTP relay (the sink), with
+    `tidings inbound`'s receiver listening for what comes back; with `reports`, the sink
+    mails bounces and complaints back to it as a relay and a feedback loop would."""
     async with SmtpSink(clock=utcnow) as sink:
         settings = make_settings(
             database_url,
@@ -63,19 +70,37 @@ async def stage(database_url: str) -> AsyncIterator[Stage]:
             headers = await admin_headers(container)
             await create_newsletter(client, headers)
             await seed(container, "weekly", 4)
-            campaign_id = await create_campaign(client, headers)
-            response = await client.post(
-                f"/api/admin/campaigns/{campaign_id}/send", headers=headers
-            )
-            assert response.status_code == 202, response.text
-            async with running(container, registry(container)):
-                assert await wait_for_campaign_status(container, campaign_id) == "submitted"
-            sent = {message.recipients[0]: message for message in sink.messages}
+            for address in readers:
+                body = {
+                    "email": address,
+                    "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
+                }
+                assert (
+                    await client.post("/api/admin/subscribers", json=body, headers=headers)
+                ).is_success
             mail = container.inbound_mail
             async with InboundServer(
                 accepts=mail.accepts, deliver=mail.receive, max_bytes=mail.max_bytes
             ) as server:
+                reporter = ReportSender("127.0.0.1", server.port)
+                if reports:
+                    sink.on_message = reporter.on_message
+                campaign_id = await create_campaign(client, headers)
+                response = await client.post(
+                    f"/api/admin/campaigns/{campaign_id}/send", headers=headers
+                )
+                assert response.status_code == 202, response.text
+                async with running(container, registry(container)):
+                    assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+                await reporter.drain()
+                sent = {message.recipients[0]: message for message in sink.messages}
                 yield Stage(container, campaign_id, sent, server)
+
+
+@pytest.fixture
+async def stage(database_url: str) -> AsyncIterator[Stage]:
+    async with staged(database_url) as found:
+        yield found
 
 
 def reader(number: int) -> str:
@@ -97,43 +122,15 @@ async def deliver(
 
 
 def dsn(original: ReceivedMessage, failed: str, status: str, diagnostic: str) -> bytes:
-    """An RFC 3464 delivery status notification for `original`, as Postfix sends it."""
-    head = original.data.split(b"\r\n\r\n", 1)[0]
-    action = "failed" if status.startswith("5") else "delayed"
-    return (
-        (
-            f"From: MAILER-DAEMON@mx.example.net\r\nTo: {original.mail_from}\r\n"
-            "Subject: Undelivered Mail Returned to Sender\r\n"
-            f"Message-ID: <dsn-{status}@mx.example.net>\r\nMIME-Version: 1.0\r\n"
-            'Content-Type: multipart/report; report-type=delivery-status; boundary="DSN"\r\n\r\n'
-            "--DSN\r\nContent-Type: text/plain\r\n\r\n"
-            "I'm sorry to have to inform you that your message could not be delivered.\r\n"
-            "--DSN\r\nContent-Type: message/delivery-status\r\n\r\n"
-            "Reporting-MTA: dns; mx.example.net\r\n\r\n"
-            f"Final-Recipient: rfc822; {failed}\r\nAction: {action}\r\nStatus: {status}\r\n"
-            f"Diagnostic-Code: smtp; {diagnostic}\r\n\r\n"
-            "--DSN\r\nContent-Type: text/rfc822-headers\r\n\r\n"
-        ).encode()
-        + head
-        + b"\r\n\r\n--DSN--\r\n"
+    """An RFC 3464 DSN for `original`, as the dev SMTP sink sends one."""
+    return dev_reports.dsn(
+        original.data, to=original.mail_from, failed=failed, status=status, diagnostic=diagnostic
     )
 
 
 def arf(complainant: str, original: ReceivedMessage) -> bytes:
-    """An RFC 5965 abuse report as a mailbox provider's feedback loop sends it."""
-    head = original.data.split(b"\r\n\r\n", 1)[0]
-    return (
-        b"From: fbl@isp.example\r\nTo: " + BOUNCES.encode() + b"\r\n"
-        b"Subject: complaint about message\r\nMessage-ID: <arf-1@isp.example>\r\n"
-        b"MIME-Version: 1.0\r\n"
-        b'Content-Type: multipart/report; report-type=feedback-report; boundary="ARF"\r\n\r\n'
-        b"--ARF\r\nContent-Type: text/plain\r\n\r\nThis is an abuse report.\r\n"
-        b"--ARF\r\nContent-Type: message/feedback-report\r\n\r\n"
-        b"Feedback-Type: abuse\r\nUser-Agent: isp/1.0\r\nVersion: 1\r\n"
-        b"Original-Rcpt-To: <" + complainant.encode() + b">\r\n\r\n"
-        b"--ARF\r\nContent-Type: text/rfc822-headers\r\n\r\n" + head + b"\r\n\r\n"
-        b"--ARF--\r\n"
-    )
+    """An RFC 5965 abuse report, sent to the bare bounce address (no VERP tag)."""
+    return dev_reports.arf(original.data, to=BOUNCES, complainant=complainant)
 
 
 async def outcome_of(stage: Stage, address: str) -> tuple[str | None, str | None, str | None]:
@@ -279,3 +276,19 @@ async def test_unreadable_mail_is_kept_and_strangers_are_refused(stage: Stage) -
         stage.server, previous = lmtp, stage.server
         assert await deliver(stage, BOUNCES, reply, lmtp=True) == {}
         stage.server = previous
+
+
+async def test_the_dev_smtp_sink_mails_bounces_and_complaints_back(database_url: str) -> None:
+    """`tidings dev-smtp --reports-to` plays the relay and the feedback loop: the `bounce-`
+    reader is suppressed for a hard bounce and the `complain-` one for a complaint, with no
+    provider at all (issue 22, item 6)."""
+    readers = ("bounce-bob@example.test", "complain-cy@example.test", "softbounce-di@example.test")
+    async with staged(database_url, readers=readers, reports=True) as stage:
+
+        async def settled() -> bool:
+            return (await outcome_of(stage, readers[1]))[0] == "complaint"
+
+        await wait_for(settled, within_seconds=10)
+        assert (await outcome_of(stage, readers[0]))[:2] == ("hard_bounce", "hard")
+        assert (await outcome_of(stage, readers[2]))[:2] == (None, "soft")
+        assert (await outcome_of(stage, reader(1)))[0] is None
