@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+
 import httpx
 
 from tidings.cli.context import fail, out_console
