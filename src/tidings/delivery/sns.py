@@ -151,8 +151,8 @@ def ses_events(message: dict[str, Any]) -> list[ReportedEvent]:
     if not isinstance(notification, dict):
         raise MalformedEvent("Message is not a JSON object")
     kind = notification.get("notificationType") or notification.get("eventType")
-    mail = notification.get("mail") if isinstance(notification.get("mail"), dict) else {}
-    message_id = _original_message_id(mail)
+    mail = notification.get("mail")
+    message_id = _original_message_id(mail) if isinstance(mail, dict) else None
     base = str(message.get("MessageId", ""))[:200]
     if kind == "Bounce":
         detail = _object(notification, "bounce")
