@@ -11,6 +11,7 @@ import functools
 import os
 import secrets
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ from tidings.access.two_factor import TwoFactor
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
+from tidings.audience.feedback import Feedback
 from tidings.audience.importer import Importer
+from tidings.audience.inbound_mail import InboundMail
 from tidings.audience.newsletters import Newsletters
+from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.stats import AudienceStats
@@ -48,6 +52,7 @@ from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
+from tidings.campaigns.statistics import StatisticsReader
 from tidings.campaigns.submission import BatchSubmitter
 from tidings.config import (
     MailgunSettings,
@@ -65,10 +70,13 @@ from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
+from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
+from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
+from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
@@ -143,11 +151,15 @@ class Container:
     sending: SendingContext
     sends: CampaignSends
     send_status: SendStatusReader
+    statistics: StatisticsReader
     retries: SendRetries
     reconciler: Reconciler
     importer: Importer
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
+    feedback: Feedback
+    provider_events: ProviderEvents
+    inbound_mail: InboundMail
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -190,6 +202,7 @@ class Container:
                 deadline_seconds=mailgun.timeout_seconds + 5,
                 limiter=self.send_rate_limiter(),
             )
+        bounce_address = self.settings.inbound.bounce_address
         return PerRecipientHandover(
             self.email_provider(),
             chunk=bulk.in_flight_chunk,
@@ -197,6 +210,13 @@ class Container:
             retries=bulk.recipient_retries,
             deadline_seconds=self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
+            return_path=(
+                None
+                if bounce_address is None
+                else lambda recipient_id: verp.return_path(
+                    bounce_address, self.site_secret(), recipient_id
+                )
+            ),
         )
 
     def send_rate_limiter(self) -> SendRateLimiter:
@@ -282,6 +302,7 @@ class Container:
                 self.subscribe_limiter.prune,
                 self.captured_mail.prune,
                 self.admins.prune,
+                self.feedback.purge,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
@@ -462,11 +483,24 @@ def build(
         policy=send_policy(settings),
     )
     audit = AuditLog(db, clock)
+    metrics = Metrics()
+    inbound = settings.inbound
+    feedback = Feedback(
+        audience,
+        public,
+        BouncePolicy(
+            soft_bounce_limit=inbound.soft_bounce_limit,
+            soft_bounce_window=timedelta(days=inbound.soft_bounce_window_days),
+        ),
+        retention=timedelta(days=inbound.retention_days),
+        on_event=metrics.record_inbound_event,
+    )
+    resources.push_async_callback(feedback.close)
     return Container(
         settings=settings,
         clock=clock,
         db=db,
-        metrics=Metrics(),
+        metrics=metrics,
         templates=templates,
         pages=Pages(theme_from(settings), engine=templates),
         api_keys=ApiKeys(db, clock, audit),
@@ -490,10 +524,33 @@ def build(
         importer=Importer(audience),
         identity=identity,
         pending_confirmations=PendingConfirmations(audience),
+        feedback=feedback,
+        inbound_mail=InboundMail(
+            feedback,
+            public,
+            clock=clock,
+            secret=site_secret,
+            bounce_address=inbound.bounce_address,
+            unsubscribe_address=settings.email.unsubscribe_address,
+            max_bytes=inbound.max_event_bytes,
+        ),
+        provider_events=ProviderEvents(
+            feedback,
+            mailgun_signing_key=(
+                settings.mailgun.webhook_signing_key.get_secret_value()
+                if settings.mailgun.webhook_signing_key
+                else None
+            ),
+            max_age_seconds=inbound.signature_max_age_seconds,
+            max_bytes=inbound.max_event_bytes,
+            sns=sns_certificates(settings, resources),
+            ses_topics=frozenset(settings.ses.topic_arns),
+        ),
         campaigns=campaigns,
         sending=sending,
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),
+        statistics=StatisticsReader(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
         resources=resources,
@@ -529,6 +586,19 @@ def admin_accounts(
         site_name=settings.site.name,
         require_two_factor=ui.require_two_factor,
     )
+
+
+def sns_certificates(settings: Settings, resources: AsyncExitStack) -> SnsCertificates | None:
+    """The SNS certificate fetcher, when SES events are configured; closed with the container."""
+    ses = settings.ses
+    if not ses.topic_arns:
+        return None
+    verify: ssl.SSLContext | bool = True
+    if ses.ca_file is not None:
+        verify = ssl.create_default_context(cafile=str(ses.ca_file))
+    certificates = SnsCertificates(host_pattern=ses.certificate_host_pattern, verify=verify)
+    resources.push_async_callback(certificates.close)
+    return certificates
 
 
 def mailgun_provider(mailgun: MailgunSettings, domain: str) -> MailgunProvider:

@@ -457,6 +457,89 @@ class MailgunSettings(_Section):
             "plans). Unset: off."
         ),
     )
+    webhook_signing_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Mailgun's HTTP webhook signing key (Sending > Webhooks). Needed to accept events "
+            "at `POST /api/events/mailgun`; unset, that route answers 404."
+        ),
+    )
+
+
+class InboundSettings(_Section):
+    """Hearing back from providers and mailboxes (SPEC PRV-6, AUD-13)."""
+
+    bounce_address: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s+]+@[^@\s]+$",
+        description="VERP return path of campaign mail sent by SMTP: `bounces@mail.example.org` "
+        "makes each message's envelope sender `bounces+<recipient>-<mac>@mail.example.org`. "
+        "Deliver that domain's mail to `tidings inbound`. Unset: the newsletter's sender address.",
+    )
+
+    soft_bounce_limit: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Soft bounces (mailbox full, greylisted...) after which an address is "
+        "suppressed (`soft_bounce`), when they fall within `soft_bounce_window_days`. A "
+        "delivery reported later clears the count.",
+    )
+    soft_bounce_window_days: float = Field(
+        default=15.0,
+        gt=0,
+        le=365,
+        description="The window within which `soft_bounce_limit` soft bounces suppress.",
+    )
+    signature_max_age_seconds: int = Field(
+        default=900,
+        ge=10,
+        le=86_400,
+        description="A signed provider event whose timestamp is further than this from now is "
+        "refused as stale (replay protection, with the seen-token check).",
+    )
+    max_event_bytes: int = Field(
+        default=262_144,
+        ge=1024,
+        le=10_485_760,
+        description="Largest event request body (or inbound message) accepted; larger is 413.",
+    )
+    retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Received events (applied, unmatched and unparsed) are kept this long; the "
+        "decisions they led to stay on the person's history.",
+    )
+
+
+class SesSettings(_Section):
+    """Amazon SES events through SNS (SPEC PRV-6): `POST /api/events/ses`."""
+
+    topic_arns: list[str] = Field(
+        default_factory=list,
+        description="The SNS topics (ARNs) your SES configuration publishes bounces, complaints "
+        "and deliveries to. Messages from any other topic are refused (anyone can send SNS "
+        "messages from a topic of their own). Empty: the route answers 404.",
+    )
+    certificate_host_pattern: str = Field(
+        default=r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+        description="Regular expression a host must match in full for tidings to fetch an SNS "
+        "signing certificate from it, or to confirm a subscription there (https only).",
+    )
+    ca_file: Path | None = Field(
+        default=None,
+        description="Extra CA certificates (PEM) trusted when fetching SNS certificates, for an "
+        "SNS-compatible service on a private network. Unset: the system's CAs.",
+    )
+
+    @field_validator("certificate_host_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return pattern
 
 
 class WebhookSettings(_Section):
@@ -637,6 +720,8 @@ class Settings(BaseSettings):
     mailgun: MailgunSettings = MailgunSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    inbound: InboundSettings = InboundSettings()
+    ses: SesSettings = SesSettings()
     audience: AudienceSettings = AudienceSettings()
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()

@@ -3,10 +3,12 @@ the API (problem+json) and the admin UI (error pages)."""
 
 from __future__ import annotations
 
+from tidings.audience.feedback import ReplayedEvent
 from tidings.audience.public import LinkProblem
 from tidings.campaigns.lifecycle import EmptyAudience
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import ResendRefused, RetryRefused
+from tidings.delivery.mailgun_events import SignatureRejected
 from tidings.domain.errors import (
     Conflict,
     InvalidInput,
@@ -29,9 +31,11 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     ReconcileRefused: 409,
     Unauthenticated: 401,
     Forbidden: 403,
+    SignatureRejected: 401,
     NotFound: 404,
     LinkProblem: 404,
     Conflict: 409,
+    ReplayedEvent: 409,
     PlaceholderIdentity: 409,
     EmptyAudience: 409,
     PayloadTooLarge: 413,

@@ -6,16 +6,15 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from argon2 import PasswordHasher
-from typer.testing import CliRunner
 
 from tests.factories import make_settings
 from tests.support.admin_ui import PASSWORD, sign_in, ui_app
+from tests.support.cli import clean_env, tidings
 from tidings.access.admins import AdminAccounts, SessionPolicy
 from tidings.access.audit import AuditLog
 from tidings.access.passwords import PasswordHashing
 from tidings.access.sign_in_limits import SignInClient, SignInLimiter, SignInLimits
 from tidings.access.two_factor import TwoFactor
-from tidings.cli.main import app as cli
 from tidings.domain.audit import Actor
 from tidings.domain.errors import Unauthenticated
 from tidings.storage.database import Database
@@ -108,18 +107,17 @@ async def test_unlock_clears_an_accounts_failed_attempts(database_url: str) -> N
 
 def test_admins_unlock_from_the_command_line(tmp_path: object) -> None:
     """The owner's way back in when every browser is refused: the command line."""
-    runner = CliRunner()
     env = {"TIDINGS_DATABASE_URL": f"sqlite:///{tmp_path}/cli.db", "TIDINGS_LOG_FORMAT": "json"}
-    assert runner.invoke(cli, ["migrate"], env=env).exit_code == 0
-    made = runner.invoke(
-        cli, ["admins", "create", OWNER], input=f"{PASSWORD}\n{PASSWORD}\n", env=env
+    assert tidings("migrate", env=clean_env() | env).returncode == 0
+    made = tidings(
+        "admins", "create", OWNER, input=f"{PASSWORD}\n{PASSWORD}\n", env=clean_env() | env
     )
-    assert made.exit_code == 0, made.output
-    unlocked = runner.invoke(cli, ["admins", "unlock", OWNER], env=env)
-    assert unlocked.exit_code == 0, unlocked.output
+    assert made.returncode == 0, made.output
+    unlocked = tidings("admins", "unlock", OWNER, env=clean_env() | env)
+    assert unlocked.returncode == 0, unlocked.output
     assert "Unlocked" in unlocked.output
-    missing = runner.invoke(cli, ["admins", "unlock", "nobody@example.org"], env=env)
-    assert missing.exit_code == 1
+    missing = tidings("admins", "unlock", "nobody@example.org", env=clean_env() | env)
+    assert missing.returncode == 1
     assert "email" in missing.output
 
 

@@ -43,7 +43,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     """`make demo` is the first thing a new user runs; it must work on a fresh machine, and
     what it shows — a form signup confirmed through the emailed link, 10,000 imported readers,
     a campaign reaching every one of the 10,001 once, the paid ones with their own version,
-    under the documented Message-ID — must be what really reached the SMTP sink."""
+    under the documented Message-ID, then a bounce and a complaint heard back and both readers
+    suppressed — must be what really happened."""
     workdir = tmp_path / "demo"
     result = tidings_process("demo", "--dir", str(workdir), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -57,6 +58,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "failed 0",
         "uncertain 0",
         "duplicates found in the sink 0",
+        "1 hard bounce, 1 complaint",
+        "bounce-gone@example.org, complain-cross@example.org suppressed",
         f"the messages: {workdir / 'mail'}",
         "/docs",
     ):
@@ -69,7 +72,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert [getaddresses([str(m["To"])])[0][1] for m in confirmations] == ["ada@example.net"]
     issue = [m for m in received if m["Subject"] == "Issue 1: hello from tidings"]
     readers = Counter(getaddresses([str(m["To"])])[0][1] for m in issue)
-    expected = {f"reader{n:05d}@example.org" for n in range(8000)}
+    expected = {f"reader{n:05d}@example.org" for n in range(7998)}
+    expected |= {"bounce-gone@example.org", "complain-cross@example.org"}  # they hear back
     expected |= {f"member{n:05d}@example.org" for n in range(2000)}
     expected |= {"ada@example.net"}
     assert len(expected) == 10_001

@@ -13,13 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.cli import clean_env, tidings
 from tests.support.tables import every_row
 from tidings.bootstrap import Container
-from tidings.cli.main import app as cli
 
 BAD_TEXT = [
     "a\x0bb",
@@ -217,7 +216,6 @@ def _newsletter_create(**options: str) -> list[str]:
 def test_cli_options_apply_the_same_header_rule(tmp_path: Any) -> None:
     """The command line is an entry point too: a bad subject or address is a usage error (exit 2)
     naming the option, before any database is opened."""
-    runner = CliRunner()
     body = tmp_path / "body.md"
     body.write_text("Hello")
     cases = [
@@ -231,7 +229,7 @@ def test_cli_options_apply_the_same_header_rule(tmp_path: Any) -> None:
     ]
     database = tmp_path / "never-created.db"
     for args, option in cases:
-        result = runner.invoke(cli, args, env={"TIDINGS_DATABASE_URL": f"sqlite:///{database}"})
-        assert result.exit_code == 2, (args, result.output)
+        result = tidings(*args, env=clean_env(DATABASE_URL=f"sqlite:///{database}"))
+        assert result.returncode == 2, (args, result.output)
         assert option in result.output, result.output
     assert not database.exists()

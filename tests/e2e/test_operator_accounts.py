@@ -5,11 +5,10 @@ import json
 from pathlib import Path
 
 import structlog
-from typer.testing import CliRunner
 
 from tests.factories import make_settings
 from tests.support.admin_ui import PASSWORD, sign_in, signed_in, ui_app
-from tidings.cli.main import app as cli
+from tests.support.cli import clean_env, tidings
 from tidings.domain.roles import Role
 
 NEW_PASSWORD = "mellow quince under lantern"
@@ -155,43 +154,43 @@ async def test_admin_requests_are_logged_under_their_route_with_the_operator(
 def test_operators_are_managed_from_the_command_line(tmp_path: Path) -> None:
     """The owner's tools on the server: reset a password, disable, enable, change a role,
     delete, and read the audit log, which records each as the login that ran it."""
-    runner = CliRunner()
     env = {"TIDINGS_DATABASE_URL": f"sqlite:///{tmp_path}/cli.db", "TIDINGS_LOG_FORMAT": "json"}
 
-    def tidings(*args: str, given: str | None = None) -> str:
-        result = runner.invoke(cli, list(args), input=given, env=env)
-        assert result.exit_code == 0, (args, result.output)
+    def ok(*args: str, given: str | None = None) -> str:
+        result = tidings(*args, input=given, env=clean_env() | env)
+        assert result.returncode == 0, (args, result.output)
         return result.output
 
     twice = f"{PASSWORD}\n{PASSWORD}\n"
-    tidings("migrate")
-    tidings("admins", "create", "owner@example.org", given=twice)
-    tidings("admins", "create", "ed@example.org", "--role", "editor", given=twice)
-    bad_role = runner.invoke(cli, ["admins", "create", "x@example.org", "--role", "god"], env=env)
-    assert bad_role.exit_code == 2
+    ok("migrate")
+    ok("admins", "create", "owner@example.org", given=twice)
+    ok("admins", "create", "ed@example.org", "--role", "editor", given=twice)
+    bad_role = tidings("admins", "create", "x@example.org", "--role", "god", env=clean_env() | env)
+    assert bad_role.returncode == 2
     assert "--role" in bad_role.output
-    weak = runner.invoke(
-        cli,
-        ["admins", "set-password", "ed@example.org"],
+    weak = tidings(
+        "admins",
+        "set-password",
+        "ed@example.org",
         input=" " * 12 + "\n" + " " * 12 + "\n",
-        env=env,
+        env=clean_env() | env,
     )
-    assert weak.exit_code == 2
+    assert weak.returncode == 2
     assert "whitespace" in weak.output
-    tidings("admins", "set-password", "ed@example.org", given=f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n")
-    tidings("admins", "set-role", "ed@example.org", "viewer")
-    tidings("admins", "disable", "ed@example.org")
-    listed = json.loads(tidings("admins", "list", "--json"))
+    ok("admins", "set-password", "ed@example.org", given=f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n")
+    ok("admins", "set-role", "ed@example.org", "viewer")
+    ok("admins", "disable", "ed@example.org")
+    listed = json.loads(ok("admins", "list", "--json"))
     assert [(a["email"], a["role"], a["disabled"]) for a in listed] == [
         ("owner@example.org", "owner", False),
         ("ed@example.org", "viewer", True),
     ]
-    tidings("admins", "enable", "ed@example.org")
-    last_owner = runner.invoke(cli, ["admins", "disable", "owner@example.org"], env=env)
-    assert last_owner.exit_code == 1
+    ok("admins", "enable", "ed@example.org")
+    last_owner = tidings("admins", "disable", "owner@example.org", env=clean_env() | env)
+    assert last_owner.returncode == 1
     assert "only enabled owner" in last_owner.output
-    tidings("admins", "delete", "ed@example.org", "--yes")
-    entries = json.loads(tidings("audit", "list", "--json"))
+    ok("admins", "delete", "ed@example.org", "--yes")
+    entries = json.loads(ok("audit", "list", "--json"))
     assert [entry["action"] for entry in entries] == [
         "admin.deleted",
         "admin.enabled",
@@ -203,6 +202,6 @@ def test_operators_are_managed_from_the_command_line(tmp_path: Path) -> None:
     ]
     assert all(entry["actor"].startswith("cli:") for entry in entries)
     assert "@" not in json.dumps(entries)  # ids, never addresses
-    filtered = json.loads(tidings("audit", "list", "--json", "--action", "admin.created"))
+    filtered = json.loads(ok("audit", "list", "--json", "--action", "admin.created"))
     assert len(filtered) == 2
     assert Role.VIEWER == "viewer"

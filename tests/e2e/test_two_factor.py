@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pyotp
 from sqlalchemy import select
-from typer.testing import CliRunner
 
 from tests.factories import make_settings
 from tests.support.admin_ui import PASSWORD, csrf_from, sign_in, signed_in, ui_app
+from tests.support.cli import clean_env, tidings
 from tests.support.clock import Clock
 from tidings.storage.tables import admin_recovery_codes
 
@@ -122,15 +122,16 @@ async def test_the_owner_can_require_two_factor_of_everyone(database_url: str) -
 
 def test_reset_two_factor_from_the_command_line(tmp_path: object) -> None:
     """An operator who lost both phone and recovery codes gets back in through the owner."""
-    runner = CliRunner()
     env = {"TIDINGS_DATABASE_URL": f"sqlite:///{tmp_path}/cli.db", "TIDINGS_LOG_FORMAT": "json"}
-    from tidings.cli.main import app as cli
-
-    assert runner.invoke(cli, ["migrate"], env=env).exit_code == 0
-    made = runner.invoke(
-        cli, ["admins", "create", "op@example.org"], input=f"{PASSWORD}\n{PASSWORD}\n", env=env
+    assert tidings("migrate", env=clean_env() | env).returncode == 0
+    made = tidings(
+        "admins",
+        "create",
+        "op@example.org",
+        input=f"{PASSWORD}\n{PASSWORD}\n",
+        env=clean_env() | env,
     )
-    assert made.exit_code == 0
-    reset = runner.invoke(cli, ["admins", "reset-two-factor", "op@example.org"], env=env)
-    assert reset.exit_code == 0, reset.output
+    assert made.returncode == 0
+    reset = tidings("admins", "reset-two-factor", "op@example.org", env=clean_env() | env)
+    assert reset.returncode == 0, reset.output
     assert "Turned off two-factor" in reset.output

@@ -60,6 +60,11 @@ class Ran:
     stdout: str
     stderr: str
 
+    @property
+    def output(self) -> str:
+        """Both streams, as a terminal shows them."""
+        return self.stdout + self.stderr
+
 
 def tidings(
     *args: str,

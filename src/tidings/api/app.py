@@ -11,14 +11,17 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
+from tidings.api import events as provider_events
 from tidings.api import health
 from tidings.api.admin import (
     audience_csv,
     campaign_repairs,
     campaign_sends,
+    campaign_stats,
     campaign_status,
     campaigns,
     emails,
+    events,
     jobs,
     keys,
     newsletters,
@@ -92,6 +95,7 @@ def create_app(
         app.include_router(health.metrics_router)
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
+    app.include_router(provider_events.router)
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
@@ -135,6 +139,7 @@ def admin_router() -> APIRouter:
         campaigns,
         campaign_sends,
         campaign_status,
+        campaign_stats,
         campaign_repairs,
         keys,
         jobs,
@@ -142,6 +147,7 @@ def admin_router() -> APIRouter:
         outbox,
         provider,
         webhooks,
+        events,
     ):
         router.include_router(module.router)
     return router

@@ -20,7 +20,7 @@ from tidings.audience.subscriber_mail import queue_welcome_email
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
-from tidings.storage import confirmations
+from tidings.storage import confirmations, recipient_outcomes
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
@@ -169,6 +169,13 @@ class PublicFlows:
         async with self._ctx.db.write() as conn:
             subscription = await self._subscription_for_unsubscribe(conn, token)
             await self.unsubscribe_in(conn, subscription)
+            # Counted in the statistics of the campaign whose link it most likely was (SND-27).
+            await recipient_outcomes.attribute_unsubscribe(
+                conn,
+                subscriber_id=subscription.subscriber_id,
+                newsletter_id=subscription.newsletter_id,
+                at=self._ctx.now(),
+            )
             return await self._target(conn, subscription)
 
     async def unsubscribe_in(self, conn: AsyncConnection, subscription: SubscriptionRow) -> None:

@@ -18,6 +18,7 @@ from tidings.domain import consent
 from tidings.domain.audience import Source, Tier, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.storage import feedback as feedback_queries
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import privacy
 from tidings.storage import subscribers as queries
@@ -251,6 +252,24 @@ class Subscribers:
             await subscriber_event(self._ctx, conn, "subscriber.updated", row)
             return await self._view(conn, row)
 
+    async def find(self, email: str) -> SubscriberView:
+        """The subscriber with this address (any spelling of it)."""
+        address = normalise_email(email)
+        async with self._ctx.db.read() as conn:
+            row = await queries.get_by_key(conn, address.key)
+            if row is None:
+                raise NotFound("no subscriber with that address", field="email")
+            return await self._view(conn, row)
+
+    async def history(self, subscriber_id: int) -> list[dict[str, Any]]:
+        """What providers and mailboxes reported about the person and what was decided
+        (AUD-13), then every suppression and lift of the address, oldest first."""
+        async with self._ctx.db.read() as conn:
+            row = await queries.get(conn, subscriber_id)
+            if row is None:
+                raise NotFound(f"no subscriber with id {subscriber_id}")
+            return await _history(conn, row.email_hash)
+
     async def export(self, subscriber_id: int) -> dict[str, Any]:
         """Everything stored about one person (AUD-10), as JSON-ready data: the audience
         rows, jobs to or about them (mail, subscribe requests), mail captured for them and
@@ -261,6 +280,7 @@ class Subscribers:
                 raise NotFound(f"no subscriber with id {subscriber_id}")
             view = await self._view(conn, row)
             traces = await privacy.traces_of(conn, subscriber_id=row.id, email_key=row.email_key)
+            history = await _history(conn, row.email_hash)
         return {
             "subscriber": {
                 "id": row.id,
@@ -277,6 +297,7 @@ class Subscribers:
             "jobs": [_json_ready(job) for job in traces["jobs"]],
             "captured_mail": [_captured(message) for message in traces["captured"]],
             "webhook_deliveries": [_json_ready(d) for d in traces["webhook_deliveries"]],
+            "history": history,
         }
 
     async def delete(self, subscriber_id: int) -> None:
@@ -289,11 +310,27 @@ class Subscribers:
             # Mail to and about them, queued or captured, and webhook payloads about them
             # go too (AUD-10).
             await privacy.erase_traces(conn, subscriber_id=row.id, email_key=row.email_key)
+            # What providers reported about them, diagnostics included (AUD-13).
+            await feedback_queries.erase_address(conn, row.email_hash)
             await self._ctx.webhooks.publish(
                 conn, "subscriber.deleted", {"subscriber_id": subscriber_id}
             )
             await queries.delete_subscriber(conn, subscriber_id)
         log.info("subscriber.deleted", subscriber_id=subscriber_id)
+
+
+async def _history(conn: Any, email_hash: str) -> list[dict[str, Any]]:
+    heard = [
+        _json_ready({"kind": "event", **{k: v for k, v in entry.items() if k != "email_hash"}})
+        for entry in await feedback_queries.history_of(conn, email_hash)
+    ]
+    suppressions = [
+        _json_ready(
+            {"kind": "suppression", **{k: v for k, v in entry.items() if k != "email_hash"}}
+        )
+        for entry in await suppression_queries.history(conn, email_hash)
+    ]
+    return sorted([*heard, *suppressions], key=lambda entry: (entry["created_at"], entry["kind"]))
 
 
 def _json_ready(values: dict[str, Any]) -> dict[str, Any]:

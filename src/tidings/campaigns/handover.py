@@ -12,7 +12,7 @@ leaves at most that chunk `sending`; whoever reclaims the batch turns those rows
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
@@ -114,8 +114,10 @@ class PerRecipientHandover:
         deadline_seconds: float,
         retry_pause_seconds: float = 1.0,
         limiter: SendRateLimiter | None = None,
+        return_path: Callable[[int], str] | None = None,
     ) -> None:
         self.provider = provider
+        self._return_path = return_path  # VERP (PRV-6): the envelope sender names the row
         self._limiter = limiter  # the provider's shared send rate (PRV-5)
         self._chunk = chunk
         self._limit = asyncio.Semaphore(concurrency)
@@ -142,7 +144,7 @@ class PerRecipientHandover:
                 stop_requested(writes)
                 now = writes.context.now()
                 chunk = [
-                    _parcel(rendering, sender, delivery, now)
+                    _parcel(rendering, self._sender(sender, delivery), delivery, now)
                     for delivery in deliveries[start : start + self._chunk]
                 ]
             except BaseException:
@@ -163,6 +165,11 @@ class PerRecipientHandover:
             ]
         # The last chunk's outcomes are written with the batch's own outcome (one transaction).
         return HandoverResult(outcomes=tuple(settled_later))
+
+    def _sender(self, sender: str, delivery: Delivery) -> str:
+        if self._return_path is None:
+            return sender
+        return self._return_path(delivery.recipient_id)
 
     async def _hand_over(
         self, chunk: list[Parcel]

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
-from tidings.cli import campaign_repair, campaign_send, campaign_status
+from tidings.cli import campaign_repair, campaign_send, campaign_stats, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.rendering import Preview
@@ -215,4 +215,5 @@ def send_test(
 
 campaign_send.register(app)
 campaign_status.register(app)
+campaign_stats.register(app)
 campaign_repair.register(app)

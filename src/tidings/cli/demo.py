@@ -17,6 +17,7 @@ import typer
 
 from tidings.cli.context import fail, free_port, out_console
 from tidings.cli.demo_campaign import create_newsletter, import_readers, send_a_campaign
+from tidings.cli.demo_hearing import hear_back
 from tidings.cli.demo_signup import sign_up_through_the_form
 
 
@@ -55,7 +56,9 @@ def demo(
     """Start `tidings serve` on a fresh SQLite file and exercise it end to end: an API key, a
     newsletter, a reader who signs up through the public form and confirms through the emailed
     link, 10,000 generated readers imported from CSV, then a campaign to all 10,001 sent
-    through the workers to a local SMTP sink and followed, every message checked."""
+    through the workers to a local SMTP sink and followed, every message checked; then the
+    sink mails back a bounce and a complaint, `tidings inbound` reads them, both readers are
+    suppressed and the campaign's statistics show it."""
     if directory is not None and directory.exists() and any(directory.iterdir()):
         fail(f"--dir {directory}: not empty (the demo starts from nothing)")
     started = time.monotonic()
@@ -66,6 +69,7 @@ def demo(
         port = free_port()
     base = f"http://127.0.0.1:{port}"
     smtp_port = free_port()
+    inbound_port = free_port()
     mail_dir = workdir / "mail"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")},
@@ -80,6 +84,8 @@ def demo(
         "TIDINGS_SMTP_PORT": str(smtp_port),
         "TIDINGS_SMTP_SECURITY": "none",
         "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.2",
+        # Bounces come back to a VERP return path, read by `tidings inbound` (issue 22).
+        "TIDINGS_INBOUND_BOUNCE_ADDRESS": "bounces@demo.example.org",
     }
     out_console.rule("tidings demo")
     out_console.print(f"database: {workdir / 'demo.db'} (fresh)")
@@ -94,6 +100,8 @@ def demo(
             str(smtp_port),
             "--store",
             str(mail_dir),
+            "--reports-to",
+            f"127.0.0.1:{inbound_port}",
         ],
         env=env,
         stdout=log_file,
@@ -105,8 +113,15 @@ def demo(
         stdout=log_file,
         stderr=subprocess.STDOUT,
     )
+    inbound: subprocess.Popen[bytes] | None = None
     try:
-        _wait_until_up(base, server, deadline_s=30)
+        _wait_until_up(base, server, deadline_s=30)  # migrated: `tidings inbound` needs that
+        inbound = subprocess.Popen(  # noqa: S603 - our own executable with fixed arguments
+            [sys.executable, "-m", "tidings", "inbound", "--port", str(inbound_port)],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
         ready = httpx.get(f"{base}/readyz").json()
         out_console.print(f"[green]✓[/] serve is up at {base}; readyz: {ready}")
         spec = httpx.get(f"{base}/openapi.json").json()
@@ -128,13 +143,14 @@ def demo(
         newsletter = create_newsletter(base, token)
         form_reader = sign_up_through_the_form(base, newsletter, mail_dir)
         import_readers(newsletter, env)
-        send_a_campaign(base, token, newsletter, mail_dir, env, form_reader)
+        campaign_id = send_a_campaign(base, token, newsletter, mail_dir, env, form_reader)
+        hear_back(base, token, campaign_id, env)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")
             server.wait()
     finally:
-        for process in (server, sink):
-            if process.poll() is None:
+        for process in (server, sink, inbound):
+            if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=30)
         log_file.close()

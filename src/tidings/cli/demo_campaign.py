@@ -26,6 +26,12 @@ from tidings.domain.email_headers import message_id
 FREE_READERS = 8_000
 PAID_READERS = 2_000
 SUBJECT = "Issue 1: hello from tidings"
+# Two readers the local SMTP sink answers for (dev-smtp --reports-to): a mailbox that does not
+# exist and a reader who marks the issue as spam (demo_hearing.py).
+HEARING_READERS = (
+    ("bounce-gone@example.org", "Gone Reader"),
+    ("complain-cross@example.org", "Cross Reader"),
+)
 SENDER = "editors@example.org"
 MEMBERS_ONLY = "Members' corner: the full data set is attached to this issue online."
 FREE_ONLY = "Enjoying it? Members get the data behind every story."
@@ -61,7 +67,11 @@ def create_newsletter(base: str, token: str) -> str:
 
 def generated_readers() -> list[tuple[str, str, str]]:
     """(email, name, tier) of the imported readers."""
-    rows = [(f"reader{n:05d}@example.org", f"Reader {n}", "free") for n in range(FREE_READERS)]
+    rows = [(address, name, "free") for address, name in HEARING_READERS]
+    rows += [
+        (f"reader{n:05d}@example.org", f"Reader {n}", "free")
+        for n in range(FREE_READERS - len(HEARING_READERS))
+    ]
     rows += [(f"member{n:05d}@example.org", f"Member {n}", "paid") for n in range(PAID_READERS)]
     return rows
 
@@ -109,7 +119,7 @@ def import_readers(newsletter: str, env: dict[str, str]) -> None:
 
 def send_a_campaign(
     base: str, token: str, newsletter: str, mail_dir: Path, env: dict[str, str], form_reader: str
-) -> None:
+) -> int:
     """Draft the campaign over the admin API, send it from the CLI, follow it with the
     progress bar, and check what reached the sink."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -153,6 +163,7 @@ def send_a_campaign(
         fail(f"GET /api/admin/campaigns/{campaign_id}/status: {found.status_code} {found.text}")
     status: dict[str, Any] = found.json()
     _verify(campaign_id, status, mail_dir, form_reader, base)
+    return campaign_id
 
 
 def _tidings_json(env: dict[str, str], *args: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tidings.cli.context import cannot_listen, err_console, wait_for_stop_signal
+from tidings.cli.context import cannot_listen, err_console, fail, wait_for_stop_signal
 from tidings.delivery.dev_faults import Fault
 
 RATE_HELP = "Fraction of requests (0 to 1) that get it."
@@ -67,6 +67,19 @@ def dev_provider(
     ),
     slow_rate: float = typer.Option(1.0, "--slow-rate", min=0.0, max=1.0, help=RATE_HELP),
     seed: int | None = typer.Option(None, "--seed", help="Seed for choosing requests by rate."),
+    events_url: str | None = typer.Option(
+        None,
+        "--events-url",
+        help="Post signed Mailgun events for accepted recipients here, e.g. "
+        "http://127.0.0.1:8000/api/events/mailgun: delivered for most, a hard bounce for "
+        "local parts bounce-*, a soft bounce for softbounce-*, a complaint for complain-*.",
+    ),
+    events_signing_key: str | None = typer.Option(
+        None,
+        "--events-signing-key",
+        envvar="TIDINGS_MAILGUN_WEBHOOK_SIGNING_KEY",
+        help="Key the events are signed with (tidings' mailgun.webhook_signing_key).",
+    ),
 ) -> None:
     """Run a local Mailgun-compatible batch provider for development, tests and benchmarks.
 
@@ -76,7 +89,8 @@ def dev_provider(
     recipients, slow. Recipients whose address contains +reject550 or +defer451 are always
     rejected with that status. Inspect and reprogram it under /_dev/ (messages, batches,
     faults, stats). Point the Mailgun provider at it with
-    TIDINGS_MAILGUN_API_BASE_URL=http://127.0.0.1:8026 and any key and domain.
+    TIDINGS_MAILGUN_API_BASE_URL=http://127.0.0.1:8026 and any key and domain. With
+    --events-url it posts signed Mailgun events back, as Mailgun's webhooks do.
     """
     # The server (uvicorn and Starlette) is imported when it runs, not with the command tree.
     from tidings.delivery.dev_server import DevProviderServer
@@ -113,7 +127,12 @@ def dev_provider(
         host=host, port=port, api_key=api_key, store_dir=store, faults=faults, seed=seed
     )
 
+    if events_url is not None and not events_signing_key:
+        fail("--events-url needs --events-signing-key (or TIDINGS_MAILGUN_WEBHOOK_SIGNING_KEY)")
+
     async def go() -> None:
+        if events_url is not None and events_signing_key:
+            server.post_events_to(events_url, events_signing_key)
         try:
             await server.start()
         except OSError as exc:
@@ -121,6 +140,7 @@ def dev_provider(
         err_console.print(
             f"Batch provider listening on {server.base_url}"
             + (f", storing to {store}" if store else "")
+            + (f", posting events to {events_url}" if events_url else "")
             + " (Ctrl-C to stop)"
         )
         await wait_for_stop_signal()

@@ -27,13 +27,21 @@ def dev_smtp(
     disconnect: bool = typer.Option(
         False, "--disconnect-during-data", help="Drop every connection mid-DATA."
     ),
+    reports_to: str | None = typer.Option(
+        None,
+        "--reports-to",
+        help="HOST:PORT of `tidings inbound`: mail back a DSN for recipients bounce-* (hard) "
+        "and softbounce-* (soft), and an ARF complaint for complain-*, to each message's "
+        "envelope sender.",
+    ),
 ) -> None:
     """Run a local SMTP sink for development, tests and benchmarks.
 
     Recipients whose address contains +reject550 or +defer451 are refused at RCPT with that
     code, so per-recipient failures can be tried from any client. Point tidings at it with
     TIDINGS_EMAIL_PROVIDER=smtp TIDINGS_SMTP_HOST=127.0.0.1 TIDINGS_SMTP_PORT=2525
-    TIDINGS_SMTP_SECURITY=none.
+    TIDINGS_SMTP_SECURITY=none. With --reports-to it mails bounces and complaints back to
+    `tidings inbound`, as a relay and a mailbox provider would.
     """
     # The sink (aiosmtpd) is imported when it runs, not with the command tree.
     from tidings.delivery.sink import Faults, SmtpSink
@@ -44,6 +52,14 @@ def dev_smtp(
         raise typer.BadParameter(
             "must start with a three-digit SMTP code", param_hint="--data-reply"
         )
+    reporter = None
+    if reports_to is not None:
+        report_host, _, report_port = reports_to.rpartition(":")
+        if not report_host or not report_port.isdigit():
+            raise typer.BadParameter("must be HOST:PORT", param_hint="--reports-to")
+        from tidings.delivery.dev_reports import ReportSender
+
+        reporter = ReportSender(report_host, int(report_port))
     faults = Faults(
         delay_seconds=delay,
         data_reply=data_reply,
@@ -52,7 +68,14 @@ def dev_smtp(
     )
 
     async def go() -> None:
-        sink = SmtpSink(clock=utcnow, host=host, port=port, faults=faults, store_dir=store)
+        sink = SmtpSink(
+            clock=utcnow,
+            host=host,
+            port=port,
+            faults=faults,
+            store_dir=store,
+            on_message=reporter.on_message if reporter is not None else None,
+        )
         try:
             await sink.start()
         except OSError as exc:
@@ -64,6 +87,8 @@ def dev_smtp(
         )
         await wait_for_stop_signal()
         await sink.stop()
+        if reporter is not None:
+            await reporter.drain()
         err_console.print(f"Received {len(sink.messages)} message(s).")
 
     asyncio.run(go())

@@ -16,6 +16,7 @@ from tidings.cli import (
     demo,
     dev_provider,
     dev_smtp,
+    inbound,
     jobs,
     keys,
     newsletters,
@@ -81,6 +82,7 @@ app.command()(serve.migrate)
 app.command()(demo.demo)
 app.command("dev-smtp")(dev_smtp.dev_smtp)
 app.command("dev-provider")(dev_provider.dev_provider)
+app.command()(inbound.inbound)
 app.add_typer(newsletters.app, name="newsletters")
 app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")

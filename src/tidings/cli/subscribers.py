@@ -1,5 +1,6 @@
-"""`tidings subscribers import|export|confirm-pending`: the audience in and out as CSV
-(AUD-9), and the double opt-in email to those an import left waiting.
+"""`tidings subscribers import|export|confirm-pending|show`: the audience in and out as CSV
+(AUD-9), the double opt-in email to those an import left waiting, and one person with their
+history (AUD-13).
 
 `import` exits 0 when every row imported and 1 when any row failed (the others are imported
 all the same) or the file could not be imported at all (unknown columns, unknown newsletter,
@@ -16,20 +17,24 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tidings.api.admin.subscribers import SubscriberPublic
 from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
+from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
-app = typer.Typer(help="Import and export subscribers as CSV.", no_args_is_help=True)
+app = typer.Typer(
+    help="Import and export subscribers as CSV; show one with their history.", no_args_is_help=True
+)
 ERRORS_SHOWN = 50
 DEFAULT_RATE = 10.0
 RATE_HELP = "Confirmation emails queued per second at most (the relay sees no burst)."
@@ -248,3 +253,50 @@ def export_file(
             Path(partial).unlink(missing_ok=True)
     # The count goes beside the CSV, never into it.
     (err_console if out is None else out_console).print(f"Exported {rows} row(s).")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    email: str = typer.Argument(..., help="The subscriber's address."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one subscriber: subscriptions, suppression, and their history — bounces,
+    complaints and what was decided about them (AUD-13), suppressions and lifts."""
+
+    async def go() -> tuple[SubscriberView, list[dict[str, Any]]]:
+        async with container_for(ctx) as container:
+            view = await container.subscribers.find(email)
+            return view, await container.subscribers.history(view.subscriber.id)
+
+    view, history = run(go)
+    if as_json:
+        print(json.dumps({**SubscriberPublic.of(view).model_dump(mode="json"), "history": history}))
+        return
+    row = view.subscriber
+    out_console.print(
+        f"{row.email} (id {row.id}, {row.tier})" + (" — suppressed" if view.suppressed else ""),
+        markup=False,
+    )
+    subscriptions = Table("newsletter", "state", "confirmed", "unsubscribed")
+    for item in view.subscriptions:
+        subscriptions.add_row(
+            item.newsletter,
+            item.state.value,
+            str(item.confirmed_at or "—"),
+            str(item.unsubscribed_at or "—"),
+        )
+    out_console.print(subscriptions)
+    events = Table("when", "kind", "what", "decision", "source", "code")
+    for entry in history:
+        what = entry.get("event") or entry.get("action")
+        decision = entry.get("decision") or entry.get("reason")
+        events.add_row(
+            entry["created_at"],
+            entry["kind"],
+            str(what),
+            str(decision),
+            str(entry.get("source") or entry.get("actor") or ""),
+            str(entry.get("code") or ""),
+        )
+    out_console.print(events)

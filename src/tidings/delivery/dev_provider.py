@@ -6,7 +6,8 @@ It takes the request exactly as Mailgun does (multipart or urlencoded form, repe
 `recipient-variables` JSON, `h:` headers, `v:` variables, `o:` options; for `messages.mime`,
 `to` and the serialised message as the file part `message`; basic auth `api:KEY` when a key
 is set) and answers `{"id": ..., "message": "Queued. Thank you."}`. Both endpoints share the
-fault plan, the store and the answer. One extension:
+fault plan, the store and the answer. With an `EventPoster` set (`--events-url`), accepted
+recipients hear back as Mailgun's webhooks do (`dev_events.py`). One extension:
 an answer may carry `"rejected": [{"address", "status", "permanent", "reason"}]` for
 recipients refused in an otherwise accepted batch (Mailgun reports those later, as events).
 Inspection and fault control live under `/_dev/`, which is not part of Mailgun's API.
@@ -34,6 +35,7 @@ from urllib.parse import parse_qs
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from tidings.delivery.dev_events import EventPoster
 from tidings.delivery.dev_faults import Fault, FaultPlan, marker_rejection, parse_faults
 from tidings.delivery.dev_store import AcceptedBatch, AcceptedRecipient, DevStore, Template
 from tidings.delivery.dev_submission import (
@@ -59,6 +61,7 @@ class DevProviderApp:
         self.store = store
         self.faults = faults
         self.stats: Counter[str] = Counter()
+        self.events: EventPoster | None = None  # posts signed events back, when set
         self._api_key = api_key
         self._routes: dict[tuple[str, str], Callable[[Scope, Receive], Awaitable[JSONResponse]]]
         self._routes = {
@@ -186,6 +189,8 @@ class DevProviderApp:
                 )
             )
         await self.store.add(batch, accepted)
+        if self.events is not None:
+            self.events.enqueue([(r.address, r.message_id) for r in accepted])
         self.stats["accepted_requests"] += 1
         self.stats["accepted_recipients"] += len(accepted)
         self.stats["rejected_recipients"] += len(rejected)
@@ -253,6 +258,7 @@ class DevProviderApp:
                 **self.stats,
                 "stored_batches": len(self.store.batches),
                 "stored_recipients": len(self.store.recipients),
+                "events": dict(self.events.stats) if self.events is not None else {},
             }
         )
 

@@ -17,8 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import httpx
 import uvicorn
 
+from tidings.delivery.dev_events import EventPoster
 from tidings.delivery.dev_faults import Fault, FaultPlan
 from tidings.delivery.dev_provider import DevProviderApp
 from tidings.delivery.dev_store import DevStore
@@ -59,6 +61,13 @@ class DevProviderServer:
     def stats(self) -> dict[str, int]:
         return dict(self.app.stats)
 
+    def post_events_to(
+        self, url: str, signing_key: str, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> EventPoster:
+        """Post signed Mailgun events for what it accepts to `url` (see `dev_events.py`)."""
+        self.app.events = EventPoster(url, signing_key, transport=transport)
+        return self.app.events
+
     async def start(self) -> None:
         """Listen and serve in the background; returns once requests are answered."""
         if self._task is not None:
@@ -79,6 +88,8 @@ class DevProviderServer:
         self._server.should_exit = True
         task, self._task, self._server = self._task, None, None
         await task
+        if self.app.events is not None:
+            await self.app.events.close()
 
     def _prepare(self) -> tuple[uvicorn.Server, socket.socket]:
         listener = _listen(self.host, self.port)

@@ -16,7 +16,7 @@ import itertools
 import os
 import ssl
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -96,8 +96,10 @@ class SmtpSink:
         tls_context: ssl.SSLContext | None = None,
         implicit_tls: bool = False,
         server_name: str = "tidings-sink",
+        on_message: Callable[[ReceivedMessage], None] | None = None,
     ) -> None:
         self._clock = clock
+        self.on_message = on_message  # told of each accepted message, after it is stored
         self.host = host
         self.port = port
         self.faults = faults or Faults()
@@ -247,6 +249,8 @@ class SmtpSink:
         async with self._arrived:
             self.messages.append(message)
             self._arrived.notify_all()
+        if self.on_message is not None:
+            self.on_message(message)
         return message.queue_id
 
 

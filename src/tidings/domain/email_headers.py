@@ -114,6 +114,18 @@ def message_id(campaign_id: str, address: str, sending_domain: str) -> str:
     return f"<{campaign_id}.{digest[:MESSAGE_ID_HASH_LENGTH]}@{sending_domain}>"
 
 
+def campaign_of_message_id(found: str, address: str) -> int | None:
+    """The campaign id of a Message-ID `message_id` made for `address` (with or without its
+    angle brackets), or None: another message's id, or one forged for another address."""
+    local, _, domain = found.strip().removeprefix("<").removesuffix(">").partition("@")
+    campaign_id, _, _digest = local.partition(".")
+    if not campaign_id.isdigit() or not domain:
+        return None
+    if message_id(campaign_id, address, domain) != f"<{local}@{domain}>":
+        return None
+    return int(campaign_id)
+
+
 def mailbox_header(address: str, name: str | None) -> str:
     """`Name <address>` with the name quoted (ASCII) or RFC 2047-encoded and folded (otherwise).
 

@@ -9,6 +9,8 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "subscriber.updated": "A subscriber's name, tier, labels or attributes changed.",
     "subscriber.deleted": "A subscriber's personal data was deleted (privacy request).",
     "subscriber.suppressed": "An address was suppressed (bounce, complaint or admin).",
+    "subscriber.bounced": "A provider or mailbox reported a bounce (hard or soft, with its code).",
+    "subscriber.complained": "A reader reported a campaign as spam (a complaint, AUD-13).",
     "campaign.scheduled": "A campaign was scheduled for a later send.",
     "campaign.sending": "A campaign started sending.",
     "campaign.sent": "A campaign finished: every recipient accounted for.",

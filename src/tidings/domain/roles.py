@@ -58,6 +58,8 @@ _POLICY: tuple[tuple[str, Role, Role], ...] = (
     ("/campaigns", Role.VIEWER, Role.EDITOR),
     # Checking the email provider's connection changes nothing: whoever sends may.
     ("/provider", Role.VIEWER, Role.EDITOR),
+    # Bounce and complaint events from a bridge (the generic form): they act on the audience.
+    ("/events", Role.VIEWER, Role.EDITOR),
 )
 _ADMIN_ROOTS = ("/api/admin", "/admin")
 

@@ -42,6 +42,18 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.inbound_events = Counter(
+            "tidings_inbound_events",
+            "Events heard back from providers and mailboxes, by source, kind (delivered, "
+            "soft_bounce, hard_bounce, complaint, unsubscribe, other, unparsed) and outcome "
+            "(applied, unmatched, ignored, duplicate, unparsed).",
+            ["source", "kind", "outcome"],
+            registry=self.registry,
+        )
+
+    def record_inbound_event(self, source: str, kind: str, outcome: str) -> None:
+        self.inbound_events.labels(source, kind, outcome).inc()
+
     def record_job_outcome(self, kind: str, outcome: str) -> None:
         self.jobs_finished.labels(kind, outcome).inc()
 

@@ -13,13 +13,16 @@ from tidings.domain.segments import AudienceFilter
 from tidings.storage.candidates import audience
 from tidings.storage.importing import refresh_statistics
 from tidings.storage.tables import (
+    campaign_batches,
     campaign_recipients,
     campaign_sends,
+    campaigns,
     labels,
     subscriber_labels,
     subscribers,
     subscriptions,
 )
+from tidings.storage.types import UTCDateTime
 
 BETA_LABEL = "beta"
 
@@ -134,3 +137,63 @@ async def forget_preparation(conn: AsyncConnection, campaign_id: int) -> None:
         .where(campaign_sends.c.campaign_id == campaign_id)
         .values(prepared_at=None)
     )
+
+
+async def seed_sent_campaign(
+    conn: AsyncConnection, *, newsletter_id: int, sending_domain: str, now: datetime
+) -> int:
+    """A campaign already handed over to every subscriber of `newsletter_id` (one batch, each
+    recipient `sent`), for benchmarks of what comes back afterwards. Returns its id."""
+    campaign_id = (
+        await conn.execute(
+            insert(campaigns)
+            .values(
+                newsletter_id=newsletter_id,
+                status="submitted",
+                subject="Bench",
+                body="Bench",
+                body_format="markdown",
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(campaigns.c.id)
+        )
+    ).scalar_one()
+    members = select(subscriptions.c.subscriber_id).where(
+        subscriptions.c.newsletter_id == newsletter_id
+    )
+    count = int(
+        (await conn.execute(select(func.count()).select_from(members.subquery()))).scalar_one()
+    )
+    batch_id = (
+        await conn.execute(
+            insert(campaign_batches)
+            .values(
+                campaign_id=campaign_id,
+                page=0,
+                segment="free",
+                sending_domain=sending_domain,
+                first_position=0,
+                last_position=count,
+                status="submitted",
+                recipient_count=count,
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(campaign_batches.c.id)
+        )
+    ).scalar_one()
+    await conn.execute(
+        insert(campaign_recipients).from_select(
+            ["campaign_id", "batch_id", "subscriber_id", "position", "state", "updated_at"],
+            select(
+                literal(campaign_id),
+                literal(batch_id),
+                subscriptions.c.subscriber_id,
+                subscriptions.c.subscriber_id,
+                literal("sent"),
+                literal(now, UTCDateTime()),
+            ).where(subscriptions.c.newsletter_id == newsletter_id),
+        )
+    )
+    return int(campaign_id)

@@ -18,6 +18,21 @@ class DeliveryRow:
     state: str
     reason: str | None
     updated_at: datetime
+    delivered_at: datetime | None = None
+    bounce_kind: str | None = None
+    bounce_code: str | None = None
+    complained_at: datetime | None = None
+
+    @property
+    def outcome(self) -> str:
+        """What the provider or the reader reported (PRV-6), strongest first."""
+        if self.complained_at is not None:
+            return "complained"
+        if self.bounce_kind is not None:
+            return f"{self.bounce_kind} bounce" + (
+                f" ({self.bounce_code})" if self.bounce_code else ""
+            )
+        return "delivered" if self.delivered_at is not None else ""
 
 
 async def deliveries_of(
@@ -31,6 +46,10 @@ async def deliveries_of(
             campaign_recipients.c.state,
             campaign_recipients.c.reason,
             campaign_recipients.c.updated_at,
+            campaign_recipients.c.delivered_at,
+            campaign_recipients.c.bounce_kind,
+            campaign_recipients.c.bounce_code,
+            campaign_recipients.c.complained_at,
         )
         .join(campaigns, campaigns.c.id == campaign_recipients.c.campaign_id)
         .where(campaign_recipients.c.subscriber_id == subscriber_id)

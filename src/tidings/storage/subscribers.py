@@ -46,6 +46,15 @@ async def get_by_key(conn: AsyncConnection, email_key: str) -> SubscriberRow | N
     return None if row is None else _row(row)
 
 
+async def by_keys(conn: AsyncConnection, email_keys: Iterable[str]) -> dict[str, SubscriberRow]:
+    """The subscribers with these addresses (lower-cased keys), by key, in one query."""
+    wanted = list(set(email_keys))
+    if not wanted:
+        return {}
+    query = select(subscribers).where(subscribers.c.email_key.in_(wanted))
+    return {row.email_key: _row(row) for row in await conn.execute(query)}
+
+
 async def get(conn: AsyncConnection, subscriber_id: int) -> SubscriberRow | None:
     row = (await conn.execute(select(subscribers).where(subscribers.c.id == subscriber_id))).first()
     return None if row is None else _row(row)

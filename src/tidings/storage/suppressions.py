@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage import feedback
 from tidings.storage.tables import subscribers, suppression_log, suppressions
 from tidings.storage.upsert import insert_for
 
@@ -26,6 +27,28 @@ class SuppressionRow:
 async def is_suppressed(conn: AsyncConnection, email_hash: str) -> bool:
     query = select(suppressions.c.email_hash).where(suppressions.c.email_hash == email_hash)
     return (await conn.execute(query)).first() is not None
+
+
+async def reason_of(conn: AsyncConnection, email_hash: str) -> str | None:
+    """The reason the address is suppressed for, or None when it is not."""
+    query = select(suppressions.c.reason).where(suppressions.c.email_hash == email_hash)
+    return (await conn.execute(query)).scalar()
+
+
+async def change_reason(
+    conn: AsyncConnection, email_hash: str, *, reason: str, actor: str, now: datetime
+) -> bool:
+    """Replace the reason of an existing suppression (the bounce policy upgrading its own
+    weaker reason); logged as a suppression for the new reason."""
+    result = await conn.execute(
+        update(suppressions)
+        .where(suppressions.c.email_hash == email_hash, suppressions.c.reason != reason)
+        .values(reason=reason, created_by=actor)
+    )
+    if result.rowcount != 1:
+        return False
+    await _log(conn, email_hash, "suppress", reason, None, actor, now)
+    return True
 
 
 async def suppress(
@@ -52,12 +75,22 @@ async def suppress(
 
 
 async def lift(
-    conn: AsyncConnection, email_hash: str, *, note: str | None, actor: str, now: datetime
+    conn: AsyncConnection,
+    email_hash: str,
+    *,
+    note: str | None,
+    actor: str,
+    now: datetime,
+    only_reason: str | None = None,
 ) -> bool:
-    result = await conn.execute(delete(suppressions).where(suppressions.c.email_hash == email_hash))
+    """Remove the suppression (only one for `only_reason`, when given); logged."""
+    condition = suppressions.c.email_hash == email_hash
+    if only_reason is not None:
+        condition = condition & (suppressions.c.reason == only_reason)
+    result = await conn.execute(delete(suppressions).where(condition))
     if result.rowcount != 1:
         return False
-    await _log(conn, email_hash, "lift", "admin", note, actor, now)
+    await _log(conn, email_hash, "lift", only_reason or "admin", note, actor, now)
     return True
 
 
@@ -111,8 +144,10 @@ async def rekey_email_hashes(conn: AsyncConnection, rekey: Callable[[str], str])
         (subscribers, subscribers.c.id),
         (suppression_log, suppression_log.c.id),
         (suppressions, suppressions.c.email_hash),
+        *feedback.hashed_tables(),
     ):
-        keys = list((await conn.execute(select(key_column, table.c.email_hash))).all())
+        hashed = select(key_column, table.c.email_hash).where(table.c.email_hash.is_not(None))
+        keys = list((await conn.execute(hashed)).all())
         for start in range(0, len(keys), REKEY_PAGE):
             page = keys[start : start + REKEY_PAGE]
             await conn.execute(

@@ -303,7 +303,8 @@ suppressions = Table(
     Column("created_by", String(100), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     CheckConstraint(
-        "reason IN ('hard_bounce', 'complaint', 'admin', 'unsubscribe_all')", name="reason"
+        "reason IN ('hard_bounce', 'soft_bounce', 'complaint', 'admin', 'unsubscribe_all')",
+        name="reason",
     ),
 )
 
@@ -470,11 +471,20 @@ campaign_recipients = Table(
     Column("state", String(16), nullable=False),
     Column("reason", String(64), nullable=True, comment="a code, never provider text"),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # What the provider or the mailbox reported afterwards (PRV-6, SND-27). Each column only
+    # moves one way, so events arriving twice or out of order leave the same row.
+    Column("delivered_at", UTCDateTime(), nullable=True),
+    Column("bounced_at", UTCDateTime(), nullable=True),
+    Column("bounce_kind", String(8), nullable=True),
+    Column("bounce_code", String(32), nullable=True, comment="e.g. 550 or 5.1.1, no text"),
+    Column("complained_at", UTCDateTime(), nullable=True),
+    Column("unsubscribed_at", UTCDateTime(), nullable=True, comment="through this campaign"),
     UniqueConstraint("campaign_id", "subscriber_id"),
     CheckConstraint(
         "state IN ('pending', 'sending', 'sent', 'failed', 'excluded', 'uncertain')",
         name="state",
     ),
+    CheckConstraint("bounce_kind IN ('hard', 'soft')", name="bounce_kind"),
     CheckConstraint("batch_id IS NOT NULL OR state = 'excluded'", name="unbatched_is_excluded"),
 )
 Index(None, campaign_recipients.c.batch_id, campaign_recipients.c.state)
@@ -569,3 +579,63 @@ audit_log = Table(
 )
 Index(None, audit_log.c.occurred_at)
 Index(None, audit_log.c.action)
+# -- hearing back (SPEC PRV-6, AUD-13) ------------------------------------------------------
+
+# Every event a provider, a bridge or a mailbox reported, as received: the dedupe (one row per
+# source and event id: a repeat changes nothing) and the replay guard (a signature token is
+# accepted once). Kept `inbound.retention_days`; unparsed ones hold their raw body for the
+# operator. `email_hash` lets a privacy delete find the rows about one person.
+inbound_events = Table(
+    "inbound_events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("source", String(32), nullable=False, comment="mailgun, ses, api or smtp"),
+    Column("event_key", String(255), nullable=False, comment="the provider's event id"),
+    Column("token", String(255), nullable=True, comment="the signature token, seen once"),
+    Column("kind", String(16), nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("email_hash", String(64), nullable=True),
+    Column("campaign_id", BigId, nullable=True),
+    Column("recipient_id", BigId, nullable=True),
+    Column("occurred_at", UTCDateTime(), nullable=True),
+    Column("code", String(32), nullable=True),
+    Column("diagnostic", Text(), nullable=True, comment="stored for the operator, never logged"),
+    Column("payload", Text(), nullable=True, comment="the raw body of an unparsed event"),
+    Column("received_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("source", "event_key"),
+    UniqueConstraint("source", "token"),
+    CheckConstraint("status IN ('applied', 'unmatched', 'unparsed', 'ignored')", name="status"),
+)
+Index(None, inbound_events.c.received_at)
+Index(None, inbound_events.c.email_hash)
+Index(None, inbound_events.c.status, inbound_events.c.id)
+
+# Per address (keyed hash), what the bounce policy decides from (domain/feedback.py).
+address_feedback = Table(
+    "address_feedback",
+    metadata,
+    Column("email_hash", String(64), primary_key=True),
+    Column("soft_bounces", Json, nullable=False, comment="[[occurred_at, event key], ...]"),
+    Column("last_delivered_at", UTCDateTime(), nullable=True),
+    Column("hard_bounced_at", UTCDateTime(), nullable=True),
+    Column("complained_at", UTCDateTime(), nullable=True),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+# The person's history of what was heard and decided (AUD-13): shown on their admin page and
+# in the privacy export; a privacy delete removes it (the suppression's keyed hash stays).
+address_history = Table(
+    "address_history",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("email_hash", String(64), nullable=False),
+    Column("event", String(16), nullable=False),
+    Column("decision", String(32), nullable=False),
+    Column("source", String(32), nullable=False),
+    Column("campaign_id", BigId, nullable=True),
+    Column("code", String(32), nullable=True),
+    Column("diagnostic", Text(), nullable=True),
+    Column("occurred_at", UTCDateTime(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+Index(None, address_history.c.email_hash, address_history.c.id)

@@ -12,15 +12,19 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import RetryRefused
+from tidings.campaigns.statistics import CampaignStatistics, per_hour
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import ACTIVE, BatchStatus, CampaignStatus, RecipientState
+from tidings.ui.chart import LineChart, line_chart
 from tidings.ui.guard import Session, container_of
 from tidings.ui.templating import UiRoute, page
 
 router = APIRouter(prefix="/campaigns", route_class=UiRoute)
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 RECIPIENTS_SHOWN = 200
+DELIVERED = frozenset({"delivered"})
+PROBLEMS = frozenset({"hard_bounce", "soft_bounce", "complaint"})
 
 
 def eta_words(seconds: int | None) -> str:
@@ -63,12 +67,15 @@ async def status_page(
         recipients = await container.send_status.recipients(
             campaign_id, RecipientState(shown_state), after_id=None, limit=RECIPIENTS_SHOWN
         )
+    results = await container.statistics.statistics(campaign_id, timeline=True)
     return page(
         request,
         session,
         "campaign_status.html",
         status_code=status_code,
         draft=draft,
+        results=results,
+        charts=result_charts(results),
         status=status,
         active=status.status in ACTIVE,
         labels=progress_labels(status),
@@ -77,6 +84,19 @@ async def status_page(
         recipients=recipients,
         error=error,
     )
+
+
+def result_charts(results: CampaignStatistics) -> list[tuple[str, LineChart]]:
+    """Events heard back per hour (SND-27): deliveries, and bounces with complaints."""
+    charts = []
+    for label, kinds, what in (
+        ("Deliveries per hour", DELIVERED, "deliveries"),
+        ("Bounces and complaints per hour", PROBLEMS, "bounces and complaints"),
+    ):
+        hours, counts = per_hour(results.timeline, kinds)
+        if hours:
+            charts.append((label, line_chart(hours, counts, what=what, unit="hours")))
+    return charts
 
 
 @router.get("/{campaign_id}/progress")

@@ -88,7 +88,15 @@ async def list_campaigns(
         before_id=before, limit=PAGE_SIZE + 1
     )
     shown, next_before = one_page(rows, key=lambda row: row.id)
-    return page(request, session, "campaigns.html", campaigns=shown, next_before=next_before)
+    results = await container_of(request).statistics.summaries([row.id for row in shown])
+    return page(
+        request,
+        session,
+        "campaigns.html",
+        campaigns=shown,
+        next_before=next_before,
+        results=results,
+    )
 
 
 @router.get("/new")

@@ -21,7 +21,9 @@ class LineChart:
     summary: str  # the same numbers in words, for screen readers
 
 
-def line_chart(labels: Sequence[str], values: Sequence[int], *, what: str) -> LineChart:
+def line_chart(
+    labels: Sequence[str], values: Sequence[int], *, what: str, unit: str = "days"
+) -> LineChart:
     """Plot `values` (one per label, oldest first) across the chart; the scale starts at 0."""
     peak = max([*values, 1])
     step = (WIDTH - 2 * PADDING) / max(len(values) - 1, 1)
@@ -32,7 +34,8 @@ def line_chart(labels: Sequence[str], values: Sequence[int], *, what: str) -> Li
     )
     total = sum(values)
     summary = (
-        f"{total} {what} over {len(values)} days, at most {max([*values, 0])} in one day"
+        f"{total} {what} over {len(values)} {unit}, at most {max([*values, 0])} in one "
+        f"{unit.removesuffix('s')}"
         if values
         else f"no {what}"
     )

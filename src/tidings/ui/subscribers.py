@@ -178,7 +178,8 @@ async def person(request: Request, session: Session, subscriber_id: SubscriberId
     container = container_of(request)
     view = await container.subscribers.get(subscriber_id)
     deliveries = await container.audience_stats.deliveries_of(subscriber_id)
-    return page(request, session, "person.html", view=view, deliveries=deliveries)
+    history = await container.subscribers.history(subscriber_id)
+    return page(request, session, "person.html", view=view, deliveries=deliveries, history=history)
 
 
 @router.post("/{subscriber_id}/suppress")

@@ -155,3 +155,21 @@ def subscribe(
     url = state_of(ctx).settings().database.url
     configure_logging(level="warning")  # a log line per request would be timed too
     print(json.dumps(asyncio.run(bench_subscribe(url, requests=requests)), indent=2))
+
+
+@app.command("events")
+def events(
+    ctx: typer.Context,
+    count: int = typer.Option(20_000, "--events", min=1, help="Delivered events posted."),
+    connections: int = typer.Option(
+        32, "--connections", min=1, max=1000, help="Requests in flight at once."
+    ),
+) -> None:
+    """Signed Mailgun events per second taken by one `tidings api` process (verified,
+    recorded once, applied to the reader's recipient row), beside a bare multi-row INSERT of
+    the same rows, on a scratch database of the configured kind (PRV-6)."""
+    from tidings.cli.bench.events import bench_events
+
+    url = state_of(ctx).settings().database.url
+    result = bench_events(url, events=count, connections=connections)
+    print(json.dumps(asyncio.run(result), indent=2))

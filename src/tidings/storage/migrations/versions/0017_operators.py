@@ -14,7 +14,7 @@ from alembic import op
 from tidings.storage.types import UTCDateTime
 
 revision: str = "0017"
-down_revision: str | None = "0013"
+down_revision: str | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

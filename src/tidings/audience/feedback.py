@@ -1,0 +1,458 @@
+"""Hearing back (PRV-6, AUD-13): a reported event is recorded once, tied to its subscriber and
+campaign recipient, and the bounce policy (`domain/feedback.py`) is carried out — suppress,
+unsubscribe everywhere, lift a soft-bounce suppression — with every decision on the person's
+history and the webhooks `subscriber.bounced`, `subscriber.complained`, `subscriber.suppressed`.
+
+All of it happens in one transaction, so a provider hears 2xx only once the event and what it
+changed are durable. Logs carry kinds, sources and ids; never the address or the diagnostic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, overload
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.audience.context import AudienceContext
+from tidings.audience.delivery_batch import GroupCommit
+from tidings.audience.events import subscriber_event
+from tidings.audience.public import PublicFlows
+from tidings.domain.audience import normalise_email
+from tidings.domain.email_headers import campaign_of_message_id
+from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.feedback import (
+    AddressRecord,
+    BouncePolicy,
+    EventKind,
+    FeedbackEvent,
+    ReportedEvent,
+    stronger_reason,
+    verdict,
+)
+from tidings.storage import feedback as queries
+from tidings.storage import recipient_outcomes
+from tidings.storage import subscribers as subscriber_queries
+from tidings.storage import subscriptions as subscription_queries
+from tidings.storage import suppressions as suppression_queries
+from tidings.storage.subscribers import SubscriberRow
+
+log = structlog.get_logger("tidings.feedback")
+MAX_UNPARSED_BYTES = 65_536
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"  # about a subscriber: recorded and acted on
+    UNMATCHED = "unmatched"  # about no subscriber: recorded and counted, nothing changed
+    IGNORED = "ignored"  # a kind the policy does not act on (opened, clicked...)
+    DUPLICATE = "duplicate"  # this event id was heard before: nothing to do
+    UNPARSED = "unparsed"  # kept for the operator
+    CONFIRMED = "confirmed"  # an SNS subscription confirmed (no event)
+
+
+class ReplayedEvent(Conflict):
+    """The signature token was already used by another event: a replay, refused."""
+
+    code = "event_replayed"
+    title = "The event's signature was already used"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    subscriber: SubscriberRow | None
+    email_hash: str | None
+    campaign_id: int | None
+    recipient_id: int | None
+
+
+class Feedback:
+    def __init__(
+        self,
+        context: AudienceContext,
+        flows: PublicFlows,
+        policy: BouncePolicy,
+        *,
+        retention: timedelta,
+        on_event: Callable[[str, str, str], None] = lambda source, kind, outcome: None,
+    ) -> None:
+        self._ctx = context
+        self._flows = flows
+        self.policy = policy
+        self._retention = retention
+        self._on_event = on_event
+        # Deliveries, the bulk of all events, are written by group commit (delivery_batch.py).
+        self._deliveries: GroupCommit[ReportedEvent, Outcome] = GroupCommit(
+            self._apply_deliveries, self._receive_alone
+        )
+
+    async def receive(self, event: ReportedEvent) -> Outcome:
+        """Record `event` and carry out what it means, durably before returning; raises
+        `ReplayedEvent` for a reused signature token (nothing recorded)."""
+        if event.kind is EventKind.DELIVERED and event.recipient_id is None:
+            outcome = await self._deliveries.submit(event)
+        else:
+            outcome = await self._receive_alone(event)
+        self.counted(event.source, event.kind.value if event.kind else "other", outcome)
+        return outcome
+
+    async def close(self) -> None:
+        await self._deliveries.close()
+
+    async def _receive_alone(self, event: ReportedEvent) -> Outcome:
+        async with self._ctx.db.write() as conn:
+            return await self._receive(conn, event)
+
+    async def receive_many(self, events: list[ReportedEvent]) -> list[Outcome]:
+        """Several events in one transaction (the generic form posts up to 1,000)."""
+        async with self._ctx.db.write() as conn:
+            outcomes = [await self._receive(conn, event) for event in events]
+        for event, outcome in zip(events, outcomes, strict=True):
+            self.counted(event.source, event.kind.value if event.kind else "other", outcome)
+        return outcomes
+
+    async def record_unparsed(
+        self, *, source: str, event_key: str, body: bytes, token: str | None, reason: str
+    ) -> Outcome:
+        """Keep an event nobody could read (authentic, but not understood) for the operator."""
+        async with self._ctx.db.write() as conn:
+            recorded = await queries.record_event(
+                conn,
+                source=source,
+                event_key=event_key[:255],
+                token=token,
+                status=Outcome.UNPARSED.value,
+                diagnostic=_storable(reason[:500]),
+                payload=_storable(body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace")),
+                received_at=self._ctx.now(),
+            )
+        if recorded == "replayed":
+            raise ReplayedEvent()
+        outcome = Outcome.UNPARSED if recorded == "new" else Outcome.DUPLICATE
+        self.counted(source, "unparsed", outcome)
+        return outcome
+
+    async def purge(self) -> int:
+        """Drop received events older than the retention period (decisions stay on history)."""
+        async with self._ctx.db.write() as conn:
+            return await queries.purge_events(conn, before=self._ctx.now() - self._retention)
+
+    async def history(self, email_hash: str) -> list[dict[str, Any]]:
+        async with self._ctx.db.read() as conn:
+            return await queries.history_of(conn, email_hash)
+
+    async def events(
+        self, *, status: str | None, after_id: int | None, limit: int
+    ) -> list[queries.InboundEventRow]:
+        if status is not None and status not in {o.value for o in Outcome} - {"duplicate"}:
+            raise InvalidInput(
+                "status must be applied, unmatched, ignored or unparsed", field="status"
+            )
+        async with self._ctx.db.read() as conn:
+            return await queries.list_events(conn, status=status, after_id=after_id, limit=limit)
+
+    def counted(self, source: str, kind: str, outcome: Outcome) -> None:
+        """Count (metrics) and log one event heard; never the address."""
+        self._on_event(source, kind, outcome.value)
+        log.info("inbound.event", source=source, kind=kind, outcome=outcome.value)
+
+    # -- one event ------------------------------------------------------------------------
+
+    async def _receive(self, conn: AsyncConnection, event: ReportedEvent) -> Outcome:
+        target = await self._target(conn, event)
+        if target.subscriber is None:
+            status = Outcome.UNMATCHED
+        elif event.kind is None:
+            status = Outcome.IGNORED
+        else:
+            status = Outcome.APPLIED
+        recorded = await queries.record_event(
+            conn,
+            source=event.source,
+            event_key=event.event_key,
+            token=event.token,
+            kind=event.kind.value if event.kind else None,
+            status=status.value,
+            email_hash=target.email_hash,
+            campaign_id=target.campaign_id,
+            recipient_id=target.recipient_id,
+            occurred_at=event.occurred_at,
+            code=_storable(event.code),
+            diagnostic=_storable(event.diagnostic),
+            received_at=self._ctx.now(),
+        )
+        if recorded == "replayed":
+            raise ReplayedEvent()
+        if recorded == "duplicate":
+            return Outcome.DUPLICATE
+        if status is Outcome.APPLIED:
+            assert target.subscriber is not None
+            assert event.kind is not None
+            await self._apply(conn, event, event.kind, target, target.subscriber)
+        return status
+
+    async def _apply_deliveries(self, events: list[ReportedEvent]) -> list[Outcome | Exception]:
+        """`_receive` for many `delivered` events in one transaction, with a handful of
+        set-based statements whatever their number; only an address with a bounce record
+        (whose verdict a delivery may change) takes the one-by-one path."""
+        keys = [_email_key(event.address) for event in events]
+        outcomes: list[Outcome | Exception] = [Outcome.DUPLICATE] * len(events)
+        async with self._ctx.db.write() as conn:
+            found = await subscriber_queries.by_keys(conn, [key for key in keys if key])
+            campaign_ids: list[int | None] = []
+            for event, key in zip(events, keys, strict=True):
+                subscriber = found.get(key) if key else None
+                campaign_ids.append(
+                    campaign_of_message_id(event.message_id, subscriber.email)
+                    if subscriber is not None and event.message_id
+                    else None
+                )
+            pairs = [
+                (campaign_id, found[key].id)
+                for key, campaign_id in zip(keys, campaign_ids, strict=True)
+                if key in found and campaign_id is not None
+            ]
+            recipients = await recipient_outcomes.recipients_of(conn, pairs)
+            rows: list[dict[str, Any]] = []
+            targets: list[tuple[int, _Target]] = []
+            first: set[tuple[str, str]] = set()
+            now = self._ctx.now()
+            for index, (event, key, campaign_id) in enumerate(
+                zip(events, keys, campaign_ids, strict=True)
+            ):
+                if (event.source, event.event_key) in first:
+                    continue  # the same event twice in one batch: the second is a duplicate
+                first.add((event.source, event.event_key))
+                subscriber = found.get(key) if key else None
+                email_hash = (
+                    subscriber.email_hash
+                    if subscriber is not None
+                    else (self._ctx.email_hash(key) if key else None)
+                )
+                recipient_id = (
+                    recipients.get((campaign_id, subscriber.id))
+                    if subscriber is not None and campaign_id is not None
+                    else None
+                )
+                target = _Target(subscriber, email_hash, campaign_id, recipient_id)
+                targets.append((index, target))
+                rows.append(
+                    {
+                        "source": event.source,
+                        "event_key": event.event_key,
+                        "token": event.token,
+                        "kind": EventKind.DELIVERED.value,
+                        "status": (
+                            Outcome.APPLIED if subscriber is not None else Outcome.UNMATCHED
+                        ).value,
+                        "email_hash": email_hash,
+                        "campaign_id": campaign_id,
+                        "recipient_id": recipient_id,
+                        "occurred_at": event.occurred_at,
+                        "code": _storable(event.code),
+                        "diagnostic": _storable(event.diagnostic),
+                        "received_at": now,
+                        "payload": None,
+                    }
+                )
+            recorded = await queries.record_events(conn, rows)
+            applied: list[tuple[int, _Target]] = []
+            for (index, target), result in zip(targets, recorded, strict=True):
+                if result == "replayed":
+                    outcomes[index] = ReplayedEvent()
+                elif result == "new":
+                    matched = target.subscriber is not None
+                    outcomes[index] = Outcome.APPLIED if matched else Outcome.UNMATCHED
+                    if matched:
+                        applied.append((index, target))
+            await recipient_outcomes.record_deliveries(
+                conn,
+                [
+                    (target.recipient_id, events[index].occurred_at)
+                    for index, target in applied
+                    if target.recipient_id is not None
+                ],
+            )
+            with_records = await queries.hashes_with_records(
+                conn, [target.email_hash for _, target in applied if target.email_hash]
+            )
+            for index, target in applied:
+                if target.email_hash in with_records:
+                    assert target.subscriber is not None
+                    await self._apply(
+                        conn, events[index], EventKind.DELIVERED, target, target.subscriber
+                    )
+        return outcomes
+
+    async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
+        """The subscriber and campaign recipient the event is about, as far as known."""
+        subscriber = None
+        if event.recipient_id is not None:  # a VERP return path names the row
+            found = await recipient_outcomes.recipient_by_id(conn, event.recipient_id)
+            if found is not None and found[1] is not None:
+                subscriber = await subscriber_queries.get(conn, found[1])
+                if subscriber is not None:
+                    return _Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
+        if event.address is None:
+            return _Target(None, None, None, None)
+        try:
+            address = normalise_email(event.address)
+        except InvalidInput:
+            return _Target(None, None, None, None)
+        email_hash = self._ctx.email_hash(address.key)
+        subscriber = await subscriber_queries.get_by_key(conn, address.key)
+        if subscriber is None:
+            return _Target(None, email_hash, None, None)
+        campaign_id = None
+        if event.message_id is not None:
+            campaign_id = campaign_of_message_id(event.message_id, subscriber.email)
+        recipient_id = None
+        if campaign_id is not None:
+            recipient_id = await recipient_outcomes.recipient_of(conn, campaign_id, subscriber.id)
+        return _Target(subscriber, subscriber.email_hash, campaign_id, recipient_id)
+
+    async def _apply(
+        self,
+        conn: AsyncConnection,
+        event: ReportedEvent,
+        kind: EventKind,
+        target: _Target,
+        subscriber: SubscriberRow,
+    ) -> None:
+        now = self._ctx.now()
+        email_hash = subscriber.email_hash
+        if target.recipient_id is not None:
+            await recipient_outcomes.record_outcome(
+                conn, target.recipient_id, kind=kind.value, at=event.occurred_at, code=event.code
+            )
+        if kind is EventKind.UNSUBSCRIBE:
+            left = await self._unsubscribe(conn, subscriber, target.campaign_id)
+            await self._history(conn, event, email_hash, target, f"unsubscribed:{left}")
+            return
+        if kind is EventKind.DELIVERED and not await queries.touch_delivered(
+            conn, email_hash, event.occurred_at
+        ):
+            return  # nothing was counted against the address: nothing to clear
+        record = (await queries.load_record(conn, email_hash)).merged(_domain_event(event, kind))
+        await queries.save_record(conn, email_hash, record, now=now)
+        wanted = verdict(record, self.policy)
+        current = await suppression_queries.reason_of(conn, email_hash)
+        actor = f"policy:{event.source}"
+        decisions: list[str] = []
+        if wanted.suppression is not None and stronger_reason(current, wanted.suppression):
+            if current is None:
+                await suppression_queries.suppress(
+                    conn, email_hash, reason=wanted.suppression, note=None, actor=actor, now=now
+                )
+            else:
+                await suppression_queries.change_reason(
+                    conn, email_hash, reason=wanted.suppression, actor=actor, now=now
+                )
+            decisions.append(f"suppressed:{wanted.suppression}")
+            await subscriber_event(
+                self._ctx, conn, "subscriber.suppressed", subscriber, reason=wanted.suppression
+            )
+        elif wanted.suppression is None and current == "soft_bounce":
+            await suppression_queries.lift(
+                conn,
+                email_hash,
+                note="delivered after the soft bounces",
+                actor=actor,
+                now=now,
+                only_reason="soft_bounce",
+            )
+            decisions.append("suppression_lifted")
+        if wanted.unsubscribe_everywhere:
+            left = await self._unsubscribe(conn, subscriber, None)
+            if left:
+                decisions.append(f"unsubscribed:{left}")
+        if kind in (EventKind.HARD_BOUNCE, EventKind.SOFT_BOUNCE):
+            await subscriber_event(
+                self._ctx,
+                conn,
+                "subscriber.bounced",
+                subscriber,
+                bounce="hard" if kind is EventKind.HARD_BOUNCE else "soft",
+                code=event.code,
+                campaign_id=target.campaign_id,
+                soft_bounces_counted=len(record.soft_bounces),
+            )
+        elif kind is EventKind.COMPLAINT:
+            await subscriber_event(
+                self._ctx, conn, "subscriber.complained", subscriber, campaign_id=target.campaign_id
+            )
+        if kind is not EventKind.DELIVERED or decisions:
+            await self._history(
+                conn, event, email_hash, target, ",".join(decisions) or _counted(kind, record)
+            )
+
+    async def _unsubscribe(
+        self, conn: AsyncConnection, subscriber: SubscriberRow, campaign_id: int | None
+    ) -> int:
+        """Leave every newsletter (a complaint, a provider-side unsubscribe of unknown
+        origin) or only the campaign's; returns how many subscriptions ended."""
+        newsletter_id = None
+        if campaign_id is not None:
+            newsletter_id = await recipient_outcomes.newsletter_of(conn, campaign_id)
+        left = 0
+        for subscription, _slug, _name in await subscription_queries.of_subscriber(
+            conn, subscriber.id
+        ):
+            if newsletter_id is not None and subscription.newsletter_id != newsletter_id:
+                continue
+            if subscription.unsubscribed_at is None:
+                await self._flows.unsubscribe_in(conn, subscription)
+                left += 1
+        return left
+
+    async def _history(
+        self,
+        conn: AsyncConnection,
+        event: ReportedEvent,
+        email_hash: str,
+        target: _Target,
+        decision: str,
+    ) -> None:
+        await queries.add_history(
+            conn,
+            email_hash=email_hash,
+            event=event.kind.value if event.kind else "other",
+            decision=decision[:32],
+            source=event.source,
+            campaign_id=target.campaign_id,
+            code=_storable(event.code),
+            diagnostic=_storable(event.diagnostic),
+            occurred_at=event.occurred_at,
+            created_at=self._ctx.now(),
+        )
+
+
+@overload
+def _storable(text: str) -> str: ...
+@overload
+def _storable(text: None) -> None: ...
+def _storable(text: str | None) -> str | None:
+    """Remote text as a database can hold it: PostgreSQL refuses NUL characters."""
+    return None if text is None else text.replace("\x00", "\ufffd")
+
+
+def _email_key(address: str | None) -> str | None:
+    if address is None:
+        return None
+    try:
+        return normalise_email(address).key
+    except InvalidInput:
+        return None
+
+
+def _domain_event(event: ReportedEvent, kind: EventKind) -> FeedbackEvent:
+    return FeedbackEvent(kind, event.occurred_at, f"{event.source}:{event.event_key}", event.code)
+
+
+def _counted(kind: EventKind, record: AddressRecord) -> str:
+    if kind is EventKind.SOFT_BOUNCE:
+        return f"counted:{len(record.soft_bounces)}"
+    return "recorded"

@@ -1,0 +1,52 @@
+"""VERP return paths (PRV-6): the envelope sender of each campaign message names its
+recipient row, so a bounce the relay or a remote MTA sends back says whom it is about even
+when it quotes no address tidings can read.
+
+`bounces@mail.example.org` becomes `bounces+<recipient id>-<mac>@mail.example.org`; the MAC
+(16 hex characters of an HMAC keyed with the site secret) stops a forged bounce from naming
+any row it likes. Hex and digits only: MTAs may change the case of a local part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+MAC_LENGTH = 16
+_TAG = re.compile(rf"^([0-9]{{1,19}})-([0-9a-f]{{{MAC_LENGTH}}})$")
+
+
+def _mac(secret: str, recipient_id: int) -> str:
+    digest = hmac.new(secret.encode(), f"verp:{recipient_id}".encode(), hashlib.sha256)
+    return digest.hexdigest()[:MAC_LENGTH]
+
+
+def return_path(bounce_address: str, secret: str, recipient_id: int) -> str:
+    """The envelope sender of the message to recipient row `recipient_id`."""
+    local, _, domain = bounce_address.rpartition("@")
+    return f"{local}+{recipient_id}-{_mac(secret, recipient_id)}@{domain}"
+
+
+def tag_of(address: str, bounce_address: str) -> str | None:
+    """The `+tag` of `address` when it is the bounce address (tagged or not; "" untagged),
+    or None when it is another address."""
+    local, _, domain = address.strip().strip("<>").rpartition("@")
+    base_local, _, base_domain = bounce_address.rpartition("@")
+    if domain.lower() != base_domain.lower():
+        return None
+    name, plus, tag = local.partition("+")
+    if name.lower() != base_local.lower():
+        return None
+    return tag if plus else ""
+
+
+def recipient_of(tag: str, secret: str) -> int | None:
+    """The recipient row a VERP tag names, or None (no tag, malformed, or a wrong MAC)."""
+    found = _TAG.match(tag.lower())
+    if found is None:
+        return None
+    recipient_id = int(found.group(1))
+    if not hmac.compare_digest(found.group(2), _mac(secret, recipient_id)):
+        return None
+    return recipient_id

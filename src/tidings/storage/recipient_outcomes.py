@@ -1,0 +1,214 @@
+"""Named queries for what happened to campaign mail after hand-over (PRV-6, SND-27): each
+recipient row's reported outcome, and the campaign statistics counted from those rows.
+
+Each outcome column only moves one way (the earliest delivery, complaint and unsubscribe;
+the strongest bounce, then the latest of that kind), so an event arriving twice or out of
+order leaves the same row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import (
+    campaign_batches,
+    campaign_recipients,
+    campaigns,
+    inbound_events,
+)
+from tidings.storage.types import UTCDateTime
+
+BOUNCE_RANK = case(
+    (campaign_recipients.c.bounce_kind == "hard", 2),
+    (campaign_recipients.c.bounce_kind == "soft", 1),
+    else_=0,
+)
+
+
+async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: int) -> int | None:
+    query = select(campaign_recipients.c.id).where(
+        campaign_recipients.c.campaign_id == campaign_id,
+        campaign_recipients.c.subscriber_id == subscriber_id,
+    )
+    return (await conn.execute(query)).scalar()
+
+
+async def recipients_of(
+    conn: AsyncConnection, pairs: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], int]:
+    """Recipient row ids by (campaign id, subscriber id), in one query."""
+    wanted = list(set(pairs))
+    if not wanted:
+        return {}
+    row = campaign_recipients.c
+    query = select(row.id, row.campaign_id, row.subscriber_id).where(
+        tuple_(row.campaign_id, row.subscriber_id).in_(wanted)
+    )
+    return {
+        (int(r.campaign_id), int(r.subscriber_id)): int(r.id) for r in await conn.execute(query)
+    }
+
+
+async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, datetime]]) -> None:
+    """`record_outcome(kind="delivered")` for many rows in one executemany round trip."""
+    if not deliveries:
+        return
+    column = campaign_recipients.c.delivered_at
+    at = bindparam("at", type_=UTCDateTime())
+    statement = (
+        update(campaign_recipients)
+        .where(campaign_recipients.c.id == bindparam("recipient"))
+        .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
+    )
+    await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
+
+
+async def recipient_by_id(
+    conn: AsyncConnection, recipient_id: int
+) -> tuple[int, int | None] | None:
+    """(campaign id, subscriber id) of a recipient row, or None."""
+    query = select(campaign_recipients.c.campaign_id, campaign_recipients.c.subscriber_id).where(
+        campaign_recipients.c.id == recipient_id
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else (int(row.campaign_id), row.subscriber_id)
+
+
+async def newsletter_of(conn: AsyncConnection, campaign_id: int) -> int | None:
+    query = select(campaigns.c.newsletter_id).where(campaigns.c.id == campaign_id)
+    return (await conn.execute(query)).scalar()
+
+
+def _earliest(column: Any, at: datetime) -> dict[str, Any]:
+    return {column.name: case((or_(column.is_(None), column > at), at), else_=column)}
+
+
+async def record_outcome(
+    conn: AsyncConnection, recipient_id: int, *, kind: str, at: datetime, code: str | None
+) -> None:
+    """Fold one reported event (`delivered`, `soft_bounce`, `hard_bounce`, `complaint`,
+    `unsubscribe`) into the recipient row."""
+    row = campaign_recipients.c
+    values: dict[str, Any]
+    if kind == "delivered":
+        values = _earliest(row.delivered_at, at)
+    elif kind == "complaint":
+        values = _earliest(row.complained_at, at)
+    elif kind == "unsubscribe":
+        values = _earliest(row.unsubscribed_at, at)
+    else:
+        bounce = "hard" if kind == "hard_bounce" else "soft"
+        rank = 2 if bounce == "hard" else 1
+        weaker, same = BOUNCE_RANK.in_(list(range(rank))), BOUNCE_RANK.in_([rank])
+        # Replace when stronger, or as strong and later: the same for any arrival order.
+        wins = or_(weaker, and_(same, row.bounced_at < at))
+        values = {
+            "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
+            "bounce_code": case((wins, code), else_=row.bounce_code),
+            "bounced_at": case((wins, at), else_=row.bounced_at),
+        }
+    await conn.execute(update(campaign_recipients).where(row.id == recipient_id).values(**values))
+
+
+async def attribute_unsubscribe(
+    conn: AsyncConnection, *, subscriber_id: int, newsletter_id: int, at: datetime
+) -> None:
+    """Count an unsubscribe through a mailed link against the newsletter's latest campaign
+    sent to the person (the one whose link they most likely used)."""
+    latest = (
+        select(campaign_recipients.c.id)
+        .join(campaigns, campaigns.c.id == campaign_recipients.c.campaign_id)
+        .where(
+            campaign_recipients.c.subscriber_id == subscriber_id,
+            campaigns.c.newsletter_id == newsletter_id,
+            campaign_recipients.c.state == "sent",
+        )
+        .order_by(campaign_recipients.c.campaign_id.desc())
+        .limit(1)
+    )
+    recipient_id = (await conn.execute(latest)).scalar()
+    if recipient_id is not None:
+        await record_outcome(conn, recipient_id, kind="unsubscribe", at=at, code=None)
+
+
+async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, dict[str, int]]:
+    """Per segment (`excluded` for recipients never batched): sent, delivered, hard and soft
+    bounced, complained and unsubscribed, counted from the recipient rows."""
+    row = campaign_recipients.c
+    segment = func.coalesce(campaign_batches.c.segment, literal("excluded"))
+
+    def counted(condition: Any) -> Any:
+        return func.sum(case((condition, 1), else_=0))
+
+    query = (
+        select(
+            segment.label("segment"),
+            counted(row.state == "sent").label("sent"),
+            counted(row.delivered_at.is_not(None)).label("delivered"),
+            counted(row.bounce_kind == "hard").label("hard_bounced"),
+            counted(row.bounce_kind == "soft").label("soft_bounced"),
+            counted(row.complained_at.is_not(None)).label("complained"),
+            counted(row.unsubscribed_at.is_not(None)).label("unsubscribed"),
+        )
+        .select_from(
+            campaign_recipients.outerjoin(
+                campaign_batches, campaign_batches.c.id == campaign_recipients.c.batch_id
+            )
+        )
+        .where(row.campaign_id == campaign_id)
+        .group_by(segment)
+        .order_by(segment)
+    )
+    return {
+        str(r.segment): {
+            key: int(value or 0) for key, value in r._mapping.items() if key != "segment"
+        }
+        for r in await conn.execute(query)
+    }
+
+
+async def summaries(conn: AsyncConnection, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Sent, delivered, bounced (hard or soft) and complained per campaign, for a list page."""
+    if not campaign_ids:
+        return {}
+    row = campaign_recipients.c
+
+    def counted(condition: Any) -> Any:
+        return func.sum(case((condition, 1), else_=0))
+
+    query = (
+        select(
+            row.campaign_id,
+            counted(row.state == "sent").label("sent"),
+            counted(row.delivered_at.is_not(None)).label("delivered"),
+            counted(row.bounce_kind.is_not(None)).label("bounced"),
+            counted(row.complained_at.is_not(None)).label("complained"),
+        )
+        .where(row.campaign_id.in_(campaign_ids))
+        .group_by(row.campaign_id)
+    )
+    return {
+        int(r.campaign_id): {
+            key: int(value or 0) for key, value in r._mapping.items() if key != "campaign_id"
+        }
+        for r in await conn.execute(query)
+    }
+
+
+async def campaign_timeline(conn: AsyncConnection, campaign_id: int) -> list[tuple[datetime, str]]:
+    """(occurred_at, kind) of the campaign's received events, oldest first, for the chart."""
+    query = (
+        select(inbound_events.c.occurred_at, inbound_events.c.kind)
+        .where(
+            inbound_events.c.campaign_id == campaign_id,
+            inbound_events.c.status == "applied",
+            inbound_events.c.occurred_at.is_not(None),
+        )
+        .order_by(inbound_events.c.occurred_at)
+    )
+    return [(r.occurred_at, str(r.kind)) for r in await conn.execute(query)]
