@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.domain.sending import RecipientState
 from tidings.queue.job import Job
@@ -20,6 +21,8 @@ class BatchWrites:
     context: SendingContext
     job: Job
     batch_id: int
+    campaign_id: int
+    newsletter_id: int
 
     @property
     def token(self) -> str:
@@ -45,37 +48,60 @@ class BatchWrites:
                 reason=reason,
             )
 
-    async def settle_and_mark(self, outcomes: Sequence[Outcome], ids: Sequence[int]) -> None:
+    async def settle_and_mark(
+        self, outcomes: Sequence[Outcome], ids: Sequence[int]
+    ) -> frozenset[int]:
         """The previous chunk's outcomes and the next chunk in flight (`ids`; a crash before
         their own settle leaves them `uncertain`), in one transaction: half the writes of doing
-        them apart, and still never more than one chunk `sending`."""
+        them apart, and still never more than one chunk `sending`. Consent is re-checked in
+        the same write (SND-10): returns the ids excluded instead, never to be handed over."""
         async with self.context.queue.fenced(self.job) as conn:
             now = self.context.now()
             if outcomes:
                 await recipient_queries.settle(
                     conn, self.batch_id, list(outcomes), token=self.token, now=now
                 )
-            await recipient_queries.move(
+            withdrawn = await recipient_queries.mark_in_flight(
                 conn,
                 self.batch_id,
+                ids,
+                newsletter_id=self.newsletter_id,
                 token=self.token,
                 now=now,
-                ids=ids,
-                from_states=[RecipientState.PENDING],
-                to_state=RecipientState.SENDING,
             )
+        return self._excluded(withdrawn)
+
+    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn]) -> frozenset[int]:
+        for row in withdrawn:
+            events.excluded(
+                "submission", self.campaign_id, row.subscriber_id, row.reason, batch_id=self.batch_id
+            )
+        return frozenset(row.id for row in withdrawn)
 
     async def unmark(self, ids: Sequence[int] | None) -> None:
         """Back to `pending` (these, or all in flight): only when nothing was accepted."""
         await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
 
-    async def handed_over(self, handed: bool) -> None:
+    async def handed_over(self, handed: bool, ids: Sequence[int] = ()) -> frozenset[int]:
         """Batch providers: the one call may reach the provider from now on (or certainly did
-        not); recorded on the batch row before the call, so a crash leaves the evidence."""
+        not); recorded on the batch row before the call, so a crash leaves the evidence. With
+        `ids` (the call's readers, who stay `pending`), consent is re-checked in the same
+        write (SND-10): returns the ids excluded instead, to be left out of the call."""
         async with self.context.queue.fenced(self.job) as conn:
-            await recipient_queries.mark_handed_over(
-                conn, self.batch_id, token=self.token, at=self.context.now() if handed else None
+            now = self.context.now()
+            withdrawn = await recipient_queries.mark_in_flight(
+                conn,
+                self.batch_id,
+                ids,
+                newsletter_id=self.newsletter_id,
+                token=self.token,
+                now=now,
+                to_state=RecipientState.PENDING,
             )
+            await recipient_queries.mark_handed_over(
+                conn, self.batch_id, token=self.token, at=now if handed else None
+            )
+        return self._excluded(withdrawn)
 
     async def settle(self, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:

@@ -148,11 +148,14 @@ class PerRecipientHandover:
             except BaseException:
                 await writes.settle(settled_later)  # what went out is recorded before leaving
                 raise
+            withdrawn = await writes.settle_and_mark(
+                settled_later, [parcel.recipient_id for parcel in chunk]
+            )
+            chunk = [parcel for parcel in chunk if parcel.recipient_id not in withdrawn]
             ids = [parcel.recipient_id for parcel in chunk]
-            await writes.settle_and_mark(settled_later, ids)
             outcomes = await self._hand_over(chunk)
             unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
-            if len(unreachable) == len(chunk):
+            if unreachable and len(unreachable) == len(chunk):
                 await writes.unmark(ids)
                 raise RetryLater(f"{self.provider.name} unreachable")
             settled_later = [

@@ -177,7 +177,7 @@ class BatchSubmitter:
         _check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
         deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
-        writes = BatchWrites(self._ctx, job, batch.id)
+        writes = BatchWrites(self._ctx, job, batch.id, batch.campaign_id, draft.newsletter.id)
         await self._exclude(writes, step, exclusions)
         handed = await self._handover.deliver(
             rendering, draft.newsletter.sender_address, deliveries, writes, deliver_at=deliver_at

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Boolean, and_, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.domain.sending import BatchCounts, BatchStatus, RecipientState
+from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
 from tidings.storage.clock import database_timestamp
 from tidings.storage.consent import mailable
 from tidings.storage.tables import (
@@ -174,6 +174,73 @@ async def move(
         .values(state=to_state.value, reason=reason, updated_at=now)
     )
     return int(result.rowcount)
+
+
+class Withdrawn(NamedTuple):
+    """A recipient found no longer mailable as its chunk was marked in flight."""
+
+    id: int
+    subscriber_id: int | None
+    reason: str
+
+
+async def mark_in_flight(
+    conn: AsyncConnection,
+    batch_id: int,
+    ids: Sequence[int],
+    *,
+    newsletter_id: int,
+    token: str,
+    now: datetime,
+    from_state: RecipientState = RecipientState.PENDING,
+    to_state: RecipientState = RecipientState.SENDING,
+) -> list[Withdrawn]:
+    """SND-10, AUD-4 at the last moment: in the write that marks `ids` in flight, re-run the
+    consent rule (the one SQL definition) and exclude whoever left since the batch was read —
+    deleted (`member_not_found`), unsubscribed, unconfirmed again or suppressed
+    (`consent_withdrawn`). The rest move `from_state -> to_state`. Returns the excluded
+    (`ids` are rows read as `from_state`, so any of them now excluded was excluded here)."""
+    if not ids:
+        return []
+    ours = [
+        campaign_recipients.c.batch_id == batch_id,
+        campaign_recipients.c.id.in_(list(ids)),
+        campaign_recipients.c.state == from_state.value,
+        _held(batch_id, token),
+    ]
+    gone = ~exists().where(subscribers.c.id == campaign_recipients.c.subscriber_id)
+    still_mailable = exists().where(
+        subscriptions.c.subscriber_id == campaign_recipients.c.subscriber_id,
+        subscriptions.c.newsletter_id == newsletter_id,
+        subscribers.c.id == subscriptions.c.subscriber_id,
+        mailable(),
+    )
+    for reason, condition in (
+        (Exclusion.MEMBER_NOT_FOUND, gone),
+        (Exclusion.CONSENT_WITHDRAWN, ~still_mailable),
+    ):
+        await conn.execute(
+            update(campaign_recipients)
+            .where(*ours, condition)
+            .values(state=RecipientState.EXCLUDED.value, reason=reason.value, updated_at=now)
+        )
+    await conn.execute(
+        update(campaign_recipients)
+        .where(*ours)
+        .values(state=to_state.value, reason=None, updated_at=now)
+    )
+    found = await conn.execute(
+        select(
+            campaign_recipients.c.id,
+            campaign_recipients.c.subscriber_id,
+            campaign_recipients.c.reason,
+        ).where(
+            campaign_recipients.c.batch_id == batch_id,
+            campaign_recipients.c.id.in_(list(ids)),
+            campaign_recipients.c.state == RecipientState.EXCLUDED.value,
+        )
+    )
+    return [Withdrawn(int(row.id), row.subscriber_id, str(row.reason)) for row in found]
 
 
 async def settle(
