@@ -134,7 +134,9 @@ class BatchHandover:
                 error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
                 "check the provider settings, then retry.",
             )
-        except Exception as exc:  # UncertainDelivery, our deadline, or anything unexplained
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # UncertainDelivery, our deadline, anything unexplained
             await writes.move(
                 ids,
                 from_states=[RecipientState.PENDING],

@@ -1,19 +1,35 @@
 """The writes a worker makes about the one batch it holds: every one inside the queue's fenced
-transaction (the job's claim held) and conditional on the batch's claim token (SND-12)."""
+transaction (the job's claim held) and conditional on the batch's claim token (SND-12).
+
+Each is also conditional on the rows' states, so it can be made again: through a brief
+database outage (a restart, a failover) the worker keeps the outcomes it holds and tries the
+write again while its lease allows, rather than leave readers the relay took to become
+`uncertain` (PRV-1).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.domain.sending import RecipientState
 from tidings.queue.job import Job
 from tidings.storage import recipients as recipient_queries
+from tidings.storage.errors import is_outage
 
+log = structlog.get_logger("tidings.campaigns")
+T = TypeVar("T")
 # (recipient id, new state, reason code) for one recipient
 Outcome = tuple[int, RecipientState, str | None]
+FIRST_PAUSE_SECONDS = 0.1
+LONGEST_PAUSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +44,24 @@ class BatchWrites:
     def token(self) -> str:
         return str(self.job.claim_token)
 
+    async def write(self, make: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`make` in one fenced transaction, tried again through a database outage for up to
+        a lease (the job's lease renewal gives up, and cancels this, no sooner). Any other
+        error, and a lost claim, end it at once."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.context.queue.policy.lease_seconds
+        pause = FIRST_PAUSE_SECONDS
+        while True:
+            try:
+                async with self.context.queue.fenced(self.job) as conn:
+                    return await make(conn)
+            except Exception as exc:
+                if not is_outage(exc) or loop.time() + pause > give_up:
+                    raise
+                log.warning("campaign.write_retried", error_type=type(exc).__name__)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LONGEST_PAUSE_SECONDS)
+
     async def move(
         self,
         ids: Sequence[int] | None,
@@ -36,7 +70,7 @@ class BatchWrites:
         to_state: RecipientState,
         reason: str | None = None,
     ) -> int:
-        async with self.context.queue.fenced(self.job) as conn:
+        async def make(conn: AsyncConnection) -> int:
             return await recipient_queries.move(
                 conn,
                 self.batch_id,
@@ -48,6 +82,8 @@ class BatchWrites:
                 reason=reason,
             )
 
+        return await self.write(make)
+
     async def settle_and_mark(
         self, outcomes: Sequence[Outcome], ids: Sequence[int]
     ) -> frozenset[int]:
@@ -55,13 +91,14 @@ class BatchWrites:
         their own settle leaves them `uncertain`), in one transaction: half the writes of doing
         them apart, and still never more than one chunk `sending`. Consent is re-checked in
         the same write (SND-10): returns the ids excluded instead, never to be handed over."""
-        async with self.context.queue.fenced(self.job) as conn:
+
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
             now = self.context.now()
             if outcomes:
                 await recipient_queries.settle(
                     conn, self.batch_id, list(outcomes), token=self.token, now=now
                 )
-            withdrawn = await recipient_queries.mark_in_flight(
+            return await recipient_queries.mark_in_flight(
                 conn,
                 self.batch_id,
                 ids,
@@ -69,12 +106,17 @@ class BatchWrites:
                 token=self.token,
                 now=now,
             )
-        return self._excluded(withdrawn)
+
+        return self._excluded(await self.write(make))
 
     def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn]) -> frozenset[int]:
         for row in withdrawn:
             events.excluded(
-                "submission", self.campaign_id, row.subscriber_id, row.reason, batch_id=self.batch_id
+                "submission",
+                self.campaign_id,
+                row.subscriber_id,
+                row.reason,
+                batch_id=self.batch_id,
             )
         return frozenset(row.id for row in withdrawn)
 
@@ -87,7 +129,8 @@ class BatchWrites:
         not); recorded on the batch row before the call, so a crash leaves the evidence. With
         `ids` (the call's readers, who stay `pending`), consent is re-checked in the same
         write (SND-10): returns the ids excluded instead, to be left out of the call."""
-        async with self.context.queue.fenced(self.job) as conn:
+
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
             now = self.context.now()
             withdrawn = await recipient_queries.mark_in_flight(
                 conn,
@@ -101,12 +144,17 @@ class BatchWrites:
             await recipient_queries.mark_handed_over(
                 conn, self.batch_id, token=self.token, at=now if handed else None
             )
-        return self._excluded(withdrawn)
+            return withdrawn
+
+        return self._excluded(await self.write(make))
 
     async def settle(self, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:
             return
-        async with self.context.queue.fenced(self.job) as conn:
-            await recipient_queries.settle(
+
+        async def make(conn: AsyncConnection) -> int:
+            return await recipient_queries.settle(
                 conn, self.batch_id, list(outcomes), token=self.token, now=self.context.now()
             )
+
+        await self.write(make)

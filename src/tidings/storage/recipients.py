@@ -314,10 +314,7 @@ async def finish(
     left `submitting` with an `error_code` awaits an operator's reconcile (SND-13)."""
     values: dict[str, Any] = {
         "status": status.value,
-        "submitted_count": counts[RecipientState.SENT],
-        "submission_excluded_count": counts[RecipientState.EXCLUDED],
-        "failed_count": counts[RecipientState.FAILED],
-        "uncertain_count": counts[RecipientState.UNCERTAIN],
+        **_count_values(counts),
         "provider_message_id": provider_message_id,
         "error_code": error_code,
         "error": error,
@@ -331,10 +328,30 @@ async def finish(
     return result.rowcount == 1
 
 
-async def release(conn: AsyncConnection, batch_id: int, *, token: str, now: datetime) -> bool:
+def _count_values(tally: BatchCounts) -> dict[str, int]:
+    """A batch's count columns, absolute, from its rows (SND-11, SND-14)."""
+    return {
+        "submitted_count": tally[RecipientState.SENT],
+        "submission_excluded_count": tally[RecipientState.EXCLUDED],
+        "failed_count": tally[RecipientState.FAILED],
+        "uncertain_count": tally[RecipientState.UNCERTAIN],
+    }
+
+
+async def release(
+    conn: AsyncConnection,
+    batch_id: int,
+    *,
+    token: str,
+    now: datetime,
+    error_code: str | None = None,
+    error: str | None = None,
+) -> bool:
     """Give a claimed batch back (`submitting -> pending`) when its worker stops between
-    chunks at shutdown: whoever claims it next sends what is still pending, with no takeover.
-    Refused while any of its recipients is `sending` (their outcome is not known)."""
+    chunks (shutdown, a retry later, an error, recorded with `error_code`): whoever claims it
+    next sends what is still pending, with no takeover. Refused while any of its recipients is
+    `sending` (their outcome is not known). Its counts are recounted from its rows."""
+    tally = await counts(conn, batch_id)
     in_flight = exists().where(
         campaign_recipients.c.batch_id == batch_id,
         campaign_recipients.c.state == RecipientState.SENDING.value,
@@ -342,6 +359,13 @@ async def release(conn: AsyncConnection, batch_id: int, *, token: str, now: date
     result = await conn.execute(
         update(campaign_batches)
         .where(_holding(batch_id, token), ~in_flight)
-        .values(status=BatchStatus.PENDING.value, claim_token=None, updated_at=now)
+        .values(
+            status=BatchStatus.PENDING.value,
+            claim_token=None,
+            updated_at=now,
+            error_code=error_code,
+            error=error,
+            **_count_values(tally),
+        )
     )
     return result.rowcount == 1
