@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import select
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import admin_headers, api_client, real_mail
+from tests.support.outage import database_outage
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -24,6 +25,7 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import Container, utcnow
+from tidings.config import load_settings
 from tidings.delivery.sink import Faults, SmtpSink
 from tidings.storage.tables import campaign_recipients, jobs, subscribers
 
@@ -32,8 +34,9 @@ PATIENT_QUEUE = {**FAST_QUEUE, "max_attempts": 100}
 
 def _settings(database_url: str, port: int, **sections: dict[str, Any]) -> Any:
     smtp = {"host": "127.0.0.1", "port": port, "security": "none", **sections.pop("smtp", {})}
-    return make_settings(
-        database_url,
+    return load_settings(
+        database={"url": database_url, **sections.pop("database", {})},
+        log={"format": "json"},
         queue=sections.pop("queue", PATIENT_QUEUE),
         smtp=smtp,
         **real_mail(provider="smtp", **sections.pop("email", {})),
@@ -202,3 +205,33 @@ async def _deferred_reader(container: Container) -> tuple[str, str] | None:
     async with container.db.read() as conn:
         state, reason = (await conn.execute(query)).one()
     return None if state == "sending" else (str(state), str(reason))
+
+
+async def test_a_brief_database_outage_after_the_relay_accepted_leaves_nobody_uncertain(
+    database_url: str,
+) -> None:
+    """The relay took the messages; then the database went away for a moment (a restart).
+    The worker keeps the outcomes it holds and writes them once the database is back: every
+    reader `sent`, each mailed once — none `uncertain`, which would mean never resent."""
+    faults = Faults(delay_seconds=0.05, delay_commands=frozenset({"DATA"}))
+    async with SmtpSink(clock=utcnow, port=0, faults=faults) as sink:
+        settings = _settings(
+            database_url,
+            sink.port,
+            database={"sqlite_busy_timeout_ms": 100},
+            bulk_email={"in_flight_chunk": 5, "submission_concurrency": 2},
+        )
+        async with api_client(settings) as (client, container):
+            campaign_id = await _send(client, container, 60)
+            async with workers(container):
+                await wait_for(lambda: _mailed_at_least(sink, 10))
+                async with database_outage(database_url):
+                    await asyncio.sleep(1.0)  # how long the database is away: the fault
+                assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+            assert await recipient_states(container, campaign_id) == {"sent": 60}
+    assert set(_delivered(sink).values()) == {1}
+    assert len(_delivered(sink)) == 60
+
+
+async def _mailed_at_least(sink: SmtpSink, count: int) -> bool:
+    return len(sink.messages) >= count
