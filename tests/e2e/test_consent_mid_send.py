@@ -11,6 +11,7 @@ from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
+    mailed_at_least,
     recipient_states,
     seed,
     wait_for,
@@ -94,7 +95,7 @@ async def test_consent_withdrawn_while_a_batch_sends_is_excluded_not_mailed(
             campaign_id = await create_campaign(client, headers)
             await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
             async with workers(container):
-                await wait_for(lambda: _mailed_at_least(sink, 10))
+                await wait_for(lambda: mailed_at_least(sink, 10))
                 chosen = (await _last_pending(container, campaign_id))[:3]
                 assert len(chosen) == 3, "the send finished before consent could change"
                 await _withdraw(container, [subscriber_id for subscriber_id, _ in chosen])
@@ -116,7 +117,3 @@ async def test_consent_withdrawn_while_a_batch_sends_is_excluded_not_mailed(
     assert len(sink.messages) == READERS - 3
     assert send is not None
     assert (send.email_count, send.excluded_count) == (READERS - 3, 3)
-
-
-async def _mailed_at_least(sink: SmtpSink, count: int) -> bool:
-    return len(sink.messages) >= count

@@ -18,6 +18,7 @@ from tests.support.outage import database_outage
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
+    mailed_at_least,
     recipient_states,
     seed,
     wait_for,
@@ -224,14 +225,10 @@ async def test_a_brief_database_outage_after_the_relay_accepted_leaves_nobody_un
         async with api_client(settings) as (client, container):
             campaign_id = await _send(client, container, 60)
             async with workers(container):
-                await wait_for(lambda: _mailed_at_least(sink, 10))
+                await wait_for(lambda: mailed_at_least(sink, 10))
                 async with database_outage(database_url):
                     await asyncio.sleep(1.0)  # how long the database is away: the fault
                 assert await wait_for_campaign_status(container, campaign_id) == "submitted"
             assert await recipient_states(container, campaign_id) == {"sent": 60}
     assert set(_delivered(sink).values()) == {1}
     assert len(_delivered(sink)) == 60
-
-
-async def _mailed_at_least(sink: SmtpSink, count: int) -> bool:
-    return len(sink.messages) >= count

@@ -280,3 +280,8 @@ async def wait_for_sent(container: Container, campaign_id: int, count: int) -> N
             return
         assert asyncio.get_running_loop().time() < deadline, f"only {sent} sent"
         await asyncio.sleep(0.05)
+
+
+async def mailed_at_least(sink: Any, count: int) -> bool:
+    """Whether the SMTP sink has received `count` messages (a condition for `wait_for`)."""
+    return len(sink.messages) >= count

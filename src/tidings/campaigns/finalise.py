@@ -45,11 +45,13 @@ async def fail_campaign(
     conn: AsyncConnection,
     campaign_id: int,
     error: SendFailed,
-    *,
-    phase: str,
 ) -> None:
-    """Record a stopped send: campaign `failed`, the reason, where, and whether to retry."""
+    """Record a stopped send: campaign `failed`, the reason, whether to retry, and where —
+    read from the batches (submitting once any batch was claimed), not from which job
+    step noticed (SND-17)."""
     now = context.now()
+    started = await batch_queries.submission_started(conn, campaign_id)
+    phase = "submitting" if started else "preparing"
     changed = await send_queries.set_status(
         conn, campaign_id, from_statuses=list(ACTIVE), to_status=CampaignStatus.FAILED, now=now
     )
@@ -106,7 +108,7 @@ class Finaliser:
             except SendFailed as exc:
                 if isinstance(exc, VerificationFailed):
                     events.verification_failed(campaign_id, exc)
-                await fail_campaign(self._ctx, conn, campaign_id, exc, phase="submitting")
+                await fail_campaign(self._ctx, conn, campaign_id, exc)
                 return
             now = self._ctx.now()
             await send_queries.set_status(

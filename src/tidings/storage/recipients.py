@@ -173,7 +173,36 @@ async def move(
         .where(*conditions)
         .values(state=to_state.value, reason=reason, updated_at=now)
     )
-    return int(result.rowcount)
+    moved = int(result.rowcount)
+    if not any(state in _COUNT_COLUMNS for state in from_states):
+        await _add_to_count(conn, batch_id, token, to_state, moved)
+    return moved
+
+
+# The batch's count column of each settled state (SND-11).
+_COUNT_COLUMNS = {
+    RecipientState.SENT: "submitted_count",
+    RecipientState.EXCLUDED: "submission_excluded_count",
+    RecipientState.FAILED: "failed_count",
+    RecipientState.UNCERTAIN: "uncertain_count",
+}
+
+
+async def _add_to_count(
+    conn: AsyncConnection, batch_id: int, token: str, state: RecipientState, added: int
+) -> None:
+    """Progress by chunk (SND-14, SND-17): `added` recipients just settled as `state` are
+    counted on the batch in the same transaction, so its counts never lag its rows by more
+    than the chunk in flight. The batch's outcome and every hand-back recount from rows."""
+    name = _COUNT_COLUMNS.get(state)
+    if name is None or added <= 0:
+        return
+    column = campaign_batches.c[name]
+    await conn.execute(
+        update(campaign_batches)
+        .where(_holding(batch_id, token))
+        .values({column: func.coalesce(column, 0) + added})
+    )
 
 
 class Withdrawn(NamedTuple):
@@ -219,11 +248,12 @@ async def mark_in_flight(
         (Exclusion.MEMBER_NOT_FOUND, gone),
         (Exclusion.CONSENT_WITHDRAWN, ~still_mailable),
     ):
-        await conn.execute(
+        excluded = await conn.execute(
             update(campaign_recipients)
             .where(*ours, condition)
             .values(state=RecipientState.EXCLUDED.value, reason=reason.value, updated_at=now)
         )
+        await _add_to_count(conn, batch_id, token, RecipientState.EXCLUDED, excluded.rowcount)
     await conn.execute(
         update(campaign_recipients)
         .where(*ours)
