@@ -74,6 +74,7 @@ class CampaignSender:
             if send.prepared_at is None:
                 await self._preparation.prepare(job, draft, send)
             else:
+                await self._preparation.reverify(job, send)
                 log.info("campaign.preparation_reused")
             await self._preparation.drop_candidates(job, step.campaign_id)
             await self._dispatch(job, step)

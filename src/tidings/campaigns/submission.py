@@ -36,6 +36,7 @@ from tidings.domain.sending import (
     VerificationFailed,
     batch_outcome,
     check_count,
+    check_message_counts,
 )
 from tidings.queue.job import Job
 from tidings.rendering import RecipientValues, SegmentRendering
@@ -192,6 +193,13 @@ class BatchSubmitter:
         _check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
         deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
+        check_message_counts(
+            len(pending),
+            len(deliveries),
+            len(exclusions),
+            batch_id=batch.id,
+            recipient_count=batch.recipient_count,
+        )
         writes = BatchWrites(self._ctx, job, batch.id, batch.campaign_id, draft.newsletter.id)
         await self._exclude(writes, step, exclusions)
         handed = await self._handover.deliver(
