@@ -690,9 +690,9 @@ def _toml_type_problem(annotation: Any, value: Any) -> str | None:
 
 _TOML_FORMS: dict[Any, str] = {
     bool: "true or false",
-    int: "a whole number without quotes (2, not \"2\" or 2.0)",
+    int: 'a whole number without quotes (2, not "2" or 2.0)',
     float: "a number without quotes",
-    timedelta: "a duration such as \"24h\" or a number of seconds",
+    timedelta: 'a duration such as "24h" or a number of seconds',
 }
 
 
