@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from sqlalchemy import insert, select, update
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import api_client, make_settings, real_mail
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
     mailed_at_least,
+    queued_send,
     recipient_states,
-    seed,
     wait_for,
     wait_for_campaign_status,
     workers,
@@ -89,11 +87,7 @@ async def test_consent_withdrawn_while_a_batch_sends_is_excluded_not_mailed(
             **real_mail(provider="smtp"),
         )
         async with api_client(settings) as (client, container):
-            headers = await admin_headers(container)
-            await create_newsletter(client, headers)
-            await seed(container, "weekly", READERS)
-            campaign_id = await create_campaign(client, headers)
-            await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+            campaign_id = await queued_send(client, container, READERS)
             async with workers(container):
                 await wait_for(lambda: mailed_at_least(sink, 10))
                 chosen = (await _last_pending(container, campaign_id))[:3]

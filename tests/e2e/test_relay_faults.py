@@ -12,15 +12,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, real_mail
+from tests.factories import api_client, real_mail
 from tests.support.outage import database_outage
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
     mailed_at_least,
+    queued_send,
     recipient_states,
-    seed,
     wait_for,
     wait_for_campaign_status,
     workers,
@@ -43,16 +41,6 @@ def _settings(database_url: str, port: int, **sections: dict[str, Any]) -> Any:
         **real_mail(provider="smtp", **sections.pop("email", {})),
         **sections,
     )
-
-
-async def _send(client: Any, container: Container, readers: int) -> int:
-    headers = await admin_headers(container)
-    await create_newsletter(client, headers)
-    await seed(container, "weekly", readers)
-    campaign_id = await create_campaign(client, headers)
-    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-    assert response.status_code == 202, response.text
-    return campaign_id
 
 
 def _delivered(sink: SmtpSink) -> Counter[str]:
@@ -102,7 +90,7 @@ async def test_a_relay_that_never_greets_leaves_nobody_uncertain_and_sends_once_
             bulk_email={"in_flight_chunk": 5},
         )
         async with api_client(settings) as (client, container):
-            campaign_id = await _send(client, container, 10)
+            campaign_id = await queued_send(client, container, 10)
             async with workers(container):
                 await wait_for(lambda: _retried_at_least(container, 2))
                 # Pending, or in flight again on the next try: never uncertain, never failed.
@@ -139,7 +127,7 @@ async def test_waiting_for_a_pooled_connection_does_not_count_against_the_deadli
             bulk_email={"in_flight_chunk": 4, "submission_concurrency": 4, "concurrency": 1},
         )
         async with api_client(settings) as (client, container):
-            campaign_id = await _send(client, container, 12)
+            campaign_id = await queued_send(client, container, 12)
             async with workers(container):
                 assert await wait_for_campaign_status(container, campaign_id) == "submitted"
             assert await recipient_states(container, campaign_id) == {"sent": 12}
@@ -160,7 +148,7 @@ async def test_a_452_past_a_connections_recipient_limit_is_retried_on_a_fresh_co
             bulk_email={"in_flight_chunk": 5, "recipient_retries": 0},
         )
         async with api_client(settings) as (client, container):
-            campaign_id = await _send(client, container, 40)
+            campaign_id = await queued_send(client, container, 40)
             async with workers(container):
                 assert await wait_for_campaign_status(container, campaign_id) == "submitted"
             assert await recipient_states(container, campaign_id) == {"sent": 40}
@@ -181,7 +169,7 @@ async def test_a_reader_deferred_past_the_retries_is_pending_then_sent_never_fai
             database_url, sink.port, bulk_email={"in_flight_chunk": 5, "recipient_retries": 1}
         )
         async with api_client(settings) as (client, container):
-            campaign_id = await _send(client, container, 10)
+            campaign_id = await queued_send(client, container, 10)
             async with workers(container):
                 await wait_for(lambda: _retried_at_least(container, 2))
                 assert await wait_for(lambda: _deferred_reader(container)) == (
@@ -223,7 +211,7 @@ async def test_a_brief_database_outage_after_the_relay_accepted_leaves_nobody_un
             bulk_email={"in_flight_chunk": 5, "submission_concurrency": 2},
         )
         async with api_client(settings) as (client, container):
-            campaign_id = await _send(client, container, 60)
+            campaign_id = await queued_send(client, container, 60)
             async with workers(container):
                 await wait_for(lambda: mailed_at_least(sink, 10))
                 async with database_outage(database_url):

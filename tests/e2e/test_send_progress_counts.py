@@ -7,14 +7,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
     mailed_at_least,
+    queued_send,
     recipient_states,
-    seed,
     wait_for,
     wait_for_campaign_status,
     workers,
@@ -43,12 +41,8 @@ async def _queued(database_url: str) -> AsyncIterator[tuple[Any, Container, Any,
         SmtpSink(clock=utcnow, port=0, faults=faults) as sink,
         api_client(_settings(database_url, sink.port)) as (client, container),
     ):
-        headers = await admin_headers(container)
-        await create_newsletter(client, headers)
-        await seed(container, "weekly", READERS)
-        campaign_id = await create_campaign(client, headers)
-        await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-        yield client, container, headers, sink, campaign_id
+        campaign_id = await queued_send(client, container, READERS)
+        yield client, container, await admin_headers(container), sink, campaign_id
 
 
 async def test_progress_moves_by_chunk_not_by_batch(database_url: str) -> None:
