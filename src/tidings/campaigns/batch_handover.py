@@ -29,7 +29,7 @@ from tidings.delivery.provider import (
 )
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.jobs import RetryLater
-from tidings.domain.sending import RecipientState, check_message_counts
+from tidings.domain.sending import RecipientState
 from tidings.rendering import SegmentRendering
 from tidings.rendering.batch import BatchTemplate, batch_template, batch_variables
 
@@ -114,13 +114,6 @@ class BatchHandover:
             if not ids:
                 await writes.handed_over(False)
                 return HandoverResult()
-        check_message_counts(
-            len(deliveries),
-            len(message.recipients),
-            len(withdrawn),
-            batch_id=writes.batch_id,
-            recipient_count=len(deliveries),
-        )
         try:
             async with asyncio.timeout(self._deadline):
                 result = await provider.send_batch(message)
