@@ -60,3 +60,16 @@ def test_config_show_prints_a_file_that_config_loads_back_unchanged(tmp_path: Pa
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(first.stdout)
     assert 'resume_max_age = "90m"' in shown.stdout
+
+
+def test_a_quoted_number_in_the_file_stops_the_cli_with_exit_2_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    """A file typed wrong stops boot exactly as a wrong environment variable does (CFG-1)."""
+    config = tmp_path / "tidings.toml"
+    config.write_text('[bulk_email]\nbatch_creation_concurrency = "2"\n')
+    result = _tidings("--config", str(config), "config", "show")
+    assert result.returncode == 2
+    assert "bulk_email.batch_creation_concurrency" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
