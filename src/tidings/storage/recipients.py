@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Boolean, and_, exists, func, select, update
+from sqlalchemy import Boolean, and_, case, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
@@ -227,8 +227,7 @@ async def mark_in_flight(
     """SND-10, AUD-4 at the last moment: in the write that marks `ids` in flight, re-run the
     consent rule (the one SQL definition) and exclude whoever left since the batch was read —
     deleted (`member_not_found`), unsubscribed, unconfirmed again or suppressed
-    (`consent_withdrawn`). The rest move `from_state -> to_state`. Returns the excluded
-    (`ids` are rows read as `from_state`, so any of them now excluded was excluded here)."""
+    (`consent_withdrawn`). The rest move `from_state -> to_state`. Returns the excluded."""
     if not ids:
         return []
     ours = [
@@ -244,33 +243,37 @@ async def mark_in_flight(
         subscribers.c.id == subscriptions.c.subscriber_id,
         mailable(),
     )
-    for reason, condition in (
-        (Exclusion.MEMBER_NOT_FOUND, gone),
-        (Exclusion.CONSENT_WITHDRAWN, ~still_mailable),
-    ):
+    reason = case(
+        (gone, Exclusion.MEMBER_NOT_FOUND.value), else_=Exclusion.CONSENT_WITHDRAWN.value
+    ).label("reason")
+    # Who left is read whatever their row's state, so a write tried again after it committed
+    # unacknowledged (an outage) still leaves them out of the chunk.
+    found = [
+        Withdrawn(int(row.id), row.subscriber_id, str(row.reason))
+        for row in await conn.execute(
+            select(campaign_recipients.c.id, campaign_recipients.c.subscriber_id, reason).where(
+                campaign_recipients.c.batch_id == batch_id,
+                campaign_recipients.c.id.in_(list(ids)),
+                ~still_mailable,
+            )
+        )
+    ]
+    for why in {row.reason for row in found}:
         excluded = await conn.execute(
             update(campaign_recipients)
-            .where(*ours, condition)
-            .values(state=RecipientState.EXCLUDED.value, reason=reason.value, updated_at=now)
+            .where(*ours, campaign_recipients.c.id.in_([r.id for r in found if r.reason == why]))
+            .values(state=RecipientState.EXCLUDED.value, reason=why, updated_at=now)
         )
         await _add_to_count(conn, batch_id, token, RecipientState.EXCLUDED, excluded.rowcount)
+    if found:
+        ours.append(campaign_recipients.c.id.not_in([row.id for row in found]))
     await conn.execute(
         update(campaign_recipients)
         .where(*ours)
         .values(state=to_state.value, reason=None, updated_at=now)
     )
-    found = await conn.execute(
-        select(
-            campaign_recipients.c.id,
-            campaign_recipients.c.subscriber_id,
-            campaign_recipients.c.reason,
-        ).where(
-            campaign_recipients.c.batch_id == batch_id,
-            campaign_recipients.c.id.in_(list(ids)),
-            campaign_recipients.c.state == RecipientState.EXCLUDED.value,
-        )
-    )
-    return [Withdrawn(int(row.id), row.subscriber_id, str(row.reason)) for row in found]
+    return found
+
 
 
 async def settle(
