@@ -98,16 +98,23 @@ class BatchWrites:
                 await recipient_queries.settle(
                     conn, self.batch_id, list(outcomes), token=self.token, now=now
                 )
-            return await recipient_queries.mark_in_flight(
-                conn,
-                self.batch_id,
-                ids,
-                newsletter_id=self.newsletter_id,
-                token=self.token,
-                now=now,
-            )
+            return await self._mark(conn, ids, RecipientState.SENDING)
 
         return self._excluded(await self.write(make))
+
+    async def _mark(
+        self, conn: AsyncConnection, ids: Sequence[int], to_state: RecipientState
+    ) -> list[recipient_queries.Withdrawn]:
+        """`ids` in flight (`to_state`), consent re-checked in the same write (SND-10)."""
+        return await recipient_queries.mark_in_flight(
+            conn,
+            self.batch_id,
+            ids,
+            newsletter_id=self.newsletter_id,
+            token=self.token,
+            now=self.context.now(),
+            to_state=to_state,
+        )
 
     def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn]) -> frozenset[int]:
         for row in withdrawn:
@@ -131,18 +138,9 @@ class BatchWrites:
         write (SND-10): returns the ids excluded instead, to be left out of the call."""
 
         async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
-            now = self.context.now()
-            withdrawn = await recipient_queries.mark_in_flight(
-                conn,
-                self.batch_id,
-                ids,
-                newsletter_id=self.newsletter_id,
-                token=self.token,
-                now=now,
-                to_state=RecipientState.PENDING,
-            )
+            withdrawn = await self._mark(conn, ids, RecipientState.PENDING)
             await recipient_queries.mark_handed_over(
-                conn, self.batch_id, token=self.token, at=now if handed else None
+                conn, self.batch_id, token=self.token, at=self.context.now() if handed else None
             )
             return withdrawn
 

@@ -275,7 +275,6 @@ async def mark_in_flight(
     return found
 
 
-
 async def settle(
     conn: AsyncConnection,
     batch_id: int,
