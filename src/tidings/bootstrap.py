@@ -202,13 +202,18 @@ class Container:
                 deadline_seconds=mailgun.timeout_seconds + 5,
                 limiter=self.send_rate_limiter(),
             )
+        provider = self.email_provider()
         bounce_address = self.settings.inbound.bounce_address
         return PerRecipientHandover(
-            self.email_provider(),
+            provider,
             chunk=bulk.in_flight_chunk,
             concurrency=bulk.submission_concurrency,
             retries=bulk.recipient_retries,
-            deadline_seconds=self.settings.email.send_deadline_seconds,
+            # The SMTP provider keeps its own deadline: it knows whether DATA went out, and
+            # starts the clock only once it holds a pooled connection (PRV-1).
+            deadline_seconds=None
+            if isinstance(provider, SmtpProvider)
+            else self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
             return_path=(
                 None
@@ -336,6 +341,7 @@ def configured_email_provider(
         timeout_seconds=smtp.timeout_seconds,
         pool_size=smtp.pool_size,
         validate_certs=smtp.validate_certs,
+        deadline_seconds=settings.email.send_deadline_seconds,
     )
 
 

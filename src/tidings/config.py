@@ -12,7 +12,8 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AnyHttpUrl,
@@ -763,7 +764,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+        return (init_settings, env_settings, _StrictToml(settings_cls))
 
 
 # The publisher's identity in real mail; their defaults are placeholders (SendingIdentity).
@@ -791,6 +792,62 @@ class ConfigurationError(Exception):
     """Raised for an invalid setting; the message names the key and the expected form."""
 
 
+class _StrictToml(TomlConfigSettingsSource):
+    """The TOML file, typed as strictly as the environment is read (CFG-1): TOML has types,
+    so a value of the wrong one (`"2"` or `2.0` for an integer, `"30"` for a number) is a
+    mistake to report, not a value to coerce."""
+
+    def __call__(self) -> dict[str, Any]:
+        values = super().__call__()
+        problems = []
+        fields = dict(iter_keys())
+        for section, keys in values.items():
+            if not isinstance(keys, dict):
+                continue  # a key outside any section: pydantic reports it
+            for name, value in keys.items():
+                field = fields.get(f"{section}.{name}")
+                problem = None if field is None else _toml_type_problem(field.annotation, value)
+                if problem is not None:
+                    key = f"{section}.{name}"
+                    env_var = ENV_PREFIX + key.replace(".", "_").upper()
+                    problems.append(f"{key} ({env_var}): {problem} in the configuration file")
+        if problems:
+            raise _TomlTypeError("invalid configuration: " + "; ".join(problems))
+        return values
+
+
+class _TomlTypeError(ValueError):
+    """A TOML value of the wrong type; the message names the key."""
+
+
+def _toml_type_problem(annotation: Any, value: Any) -> str | None:
+    """Why `value`, as TOML typed it, cannot be a setting of type `annotation` (or None)."""
+    if get_origin(annotation) in (Union, UnionType):
+        options = [arg for arg in get_args(annotation) if arg is not type(None)]
+        problems = [_toml_type_problem(option, value) for option in options]
+        return None if None in problems else problems[0]
+    if isinstance(value, bool) and annotation is not bool:
+        return "expected " + _TOML_FORMS.get(annotation, "a string") + ", found true/false"
+    accepted = {
+        bool: (bool,),
+        int: (int,),
+        float: (int, float),
+        timedelta: (int, float, str),  # seconds, or `24h` / ISO 8601 text
+    }.get(annotation, (str,))
+    if isinstance(value, accepted):
+        return None
+    found = "a string" if isinstance(value, str) else f"a TOML {type(value).__name__}"
+    return f"expected {_TOML_FORMS.get(annotation, 'a string')}, found {found}"
+
+
+_TOML_FORMS: dict[Any, str] = {
+    bool: "true or false",
+    int: 'a whole number without quotes (2, not "2" or 2.0)',
+    float: "a number without quotes",
+    timedelta: 'a duration such as "24h" or a number of seconds',
+}
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Read settings from the environment and an optional TOML file, fully validated."""
     if config_file is None and os.environ.get(CONFIG_FILE_ENV):
@@ -803,6 +860,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
     try:
         return _FromFile(**overrides)
+    except _TomlTypeError as exc:
+        raise ConfigurationError(str(exc)) from None
     except ValidationError as exc:
         raise ConfigurationError(describe_validation_error(exc)) from None
     except (ValueError, OSError) as exc:  # malformed TOML
@@ -845,6 +904,8 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
             value = getattr(section, key)
             if isinstance(value, SecretStr):
                 value = "********"
+            elif isinstance(value, timedelta):
+                value = format_duration(value)  # a form `--config` reads back
             elif value is not None and not isinstance(value, bool | int | float | str):
                 value = str(value)
             if key == "url" and isinstance(value, str):
@@ -852,6 +913,15 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
             values[key] = value
         shown[section_name] = values
     return shown
+
+
+def format_duration(value: timedelta) -> str:
+    """`24h`, `90m`, `2d` or seconds: the shortest form the duration settings read back."""
+    seconds = value.total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def mask_url_password(url: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.factories import make_settings
 from tests.support.sending import (
@@ -21,12 +21,14 @@ from tests.support.sending import (
     running,
     studio_with,
     wait_for_campaign_status,
+    wait_for_send_status,
 )
 from tidings.bootstrap import Container
+from tidings.campaigns.jobs import SEND_CAMPAIGN
 from tidings.delivery.capture import CaptureProvider
-from tidings.delivery.provider import PermanentFailure, TemporaryFailure
+from tidings.delivery.provider import PermanentFailure
 from tidings.storage import interventions
-from tidings.storage.tables import captured_messages
+from tidings.storage.tables import campaign_recipients, captured_messages, subscribers
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]
 
@@ -49,6 +51,20 @@ class TroubledProvider:
 
     async def close(self) -> None:
         return None
+
+
+async def _deferred_by_a_batch_provider(container: Container, address: str) -> None:
+    """The reader as a batch provider's per-recipient 4xx leaves it: `failed`, with a
+    transient code (an SMTP deferral goes back to `pending` instead, PRV-1)."""
+    async with container.db.write() as conn:
+        subscriber_id = (
+            await conn.execute(select(subscribers.c.id).where(subscribers.c.email == address))
+        ).scalar_one()
+        await conn.execute(
+            update(campaign_recipients)
+            .where(campaign_recipients.c.subscriber_id == subscriber_id)
+            .values(state="failed", reason="mailgun_deferred_421")
+        )
 
 
 @pytest.fixture
@@ -74,7 +90,6 @@ async def test_resend_reaches_the_uncertain_then_the_deferred_and_never_anyone_e
         CaptureProvider(container.db, container.clock),
         {
             "reader-1@example.test": TimeoutError(),
-            "reader-2@example.test": TemporaryFailure(status=451),
             "reader-4@example.test": PermanentFailure(status=550),
         },
     )
@@ -82,6 +97,9 @@ async def test_resend_reaches_the_uncertain_then_the_deferred_and_never_anyone_e
     campaign_id = await create_campaign(client, headers)
     response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
     assert response.status_code == 202
+    async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+        await wait_for_send_status(container, campaign_id, "submitting")
+    await _deferred_by_a_batch_provider(container, "reader-2@example.test")
     async with running(container, handlers):
         assert await wait_for_campaign_status(container, campaign_id) == "submitted"
     assert await recipient_states(container, campaign_id) == {

@@ -113,7 +113,12 @@ async def test_retry_after_a_refused_batch_completes_with_every_reader_mailed_on
     response = await client.post(f"/api/admin/campaigns/{campaign_id}/retry", headers=headers)
     assert response.status_code == 202, response.text
     queued = response.json()
-    assert (queued["attempt"], queued["batches_requeued"]) == (2, 1)
+    # The number reported is the number the attempt sends to: the refused batch's readers.
+    assert (queued["attempt"], queued["batches_requeued"], queued["recipients_requeued"]) == (
+        2,
+        1,
+        100 - mailed_first,
+    )
     pending = (
         await client.get(f"/api/admin/campaigns/{campaign_id}/status", headers=headers)
     ).json()
@@ -129,6 +134,7 @@ async def test_retry_after_a_refused_batch_completes_with_every_reader_mailed_on
     async with container.db.read() as conn:
         (audit,) = await interventions.list_for(conn, campaign_id)
     assert (audit.action, audit.attempt, audit.actor[:6]) == ("retry", 2, "admin:")
+    assert audit.recipient_count == 100 - mailed_first
 
 
 async def test_retry_sends_failed_batches_and_transient_failures_and_nobody_else(
@@ -192,7 +198,8 @@ async def test_retry_sends_failed_batches_and_transient_failures_and_nobody_else
         await conn.execute(delete(captured_messages))
     response = await client.post(f"/api/admin/campaigns/{campaign_id}/retry", headers=headers)
     assert response.status_code == 202, response.text
-    assert response.json()["recipients_requeued"] == 2
+    # The number it reports is the number it sends to: the failed batch and the two.
+    assert response.json()["recipients_requeued"] == never_sent + 2
     async with running(container, registry(container)):
         assert await wait_for_campaign_status(container, campaign_id) == "submitted"
     async with container.db.read() as conn:

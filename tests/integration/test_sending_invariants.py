@@ -197,20 +197,32 @@ async def test_consent_withdrawn_after_selection_is_excluded_not_mailed(studio: 
     assert (send.email_count, send.excluded_count) == (57, 3)
 
 
-@pytest.mark.parametrize("error", [ZeroDivisionError("boom"), KeyError("x"), RuntimeError()])
+class ProviderMeltdown(BaseException):
+    """Not an `Exception`: what a provider raising "anything" may raise (SND-12)."""
+
+
+@pytest.mark.parametrize(
+    "error", [ZeroDivisionError("boom"), KeyError("x"), RuntimeError(), ProviderMeltdown()]
+)
 async def test_a_provider_exception_for_one_recipient_is_recorded_and_the_batch_goes_on(
     studio: Studio, error: BaseException
 ) -> None:
-    """Provider code raising anything for one recipient must not abort the batch or undo the
-    others (SND-12): that one is failed with the exception's class, the rest are sent."""
+    """Provider code raising anything for one recipient — any `BaseException` but a
+    cancellation — must not abort the batch or undo the others (SND-12): that one is failed
+    with the exception's class and a log line, the rest are sent."""
+    from structlog.testing import capture_logs
+
     client, container, headers = studio
     campaign_id = await create_campaign(client, headers)
     await _send(client, headers, campaign_id)
     provider = RaisingProvider(
         CaptureProvider(container.db, container.sending.now), {"reader-7@example.test"}, error
     )
-    async with running(container, registry(container, provider=provider)):
-        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    with capture_logs() as logs:
+        async with running(container, registry(container, provider=provider)):
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    errors = [log for log in logs if log["event"] == "email.provider_error"]
+    assert [log["error_type"] for log in errors] == [type(error).__name__]
     assert await recipient_states(container, campaign_id) == {"sent": 59, "failed": 1}
     async with container.db.read() as conn:
         reason = (
@@ -430,3 +442,60 @@ async def test_only_page_commits_skip_the_disk_flush_and_prepared_at_waits_for_i
     assert len(pages) >= 3  # 60 readers in pages of 20, per segment
     assert set(pages) == {"off"}
     assert [value for kind, value in seen if kind == "prepared_at"] == ["on"]
+
+
+class MeltingBatchProvider:
+    """A batch provider (the world outside) whose call raises a non-`Exception`."""
+
+    name = "melting"
+    max_batch_size = 1000
+
+    async def send_batch(self, batch: Any) -> Any:
+        raise ProviderMeltdown()
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_batch_provider_raising_anything_leaves_its_batch_recorded_not_to_the_lease(
+    studio: Studio,
+) -> None:
+    """A batch call that raised something that is not even an `Exception` may still have
+    reached the provider: the batch is recorded at once — readers `uncertain`, the batch
+    awaiting a reconcile with its error, a log line — instead of sitting `submitting` with
+    nothing written until its lease lapses."""
+    from structlog.testing import capture_logs
+
+    from tidings.campaigns.batch_handover import BatchHandover
+    from tidings.campaigns.finalise import Finaliser
+    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH
+    from tidings.campaigns.send_job import CampaignSender
+    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.queue.policy import HandlerRegistry
+
+    client, container, headers = studio
+    campaign_id = await create_campaign(client, headers)
+    await _send(client, headers, campaign_id)
+    handover = BatchHandover(lambda _domain: MeltingBatchProvider(), deadline_seconds=5)
+    handlers = HandlerRegistry()
+    handlers.register(SEND_CAMPAIGN, CampaignSender(container.sending), renew_lease=True)
+    handlers.register(SEND_BATCH, BatchSubmitter(container.sending, handover), renew_lease=True)
+    handlers.register(FINALISE_CAMPAIGN, Finaliser(container.sending), renew_lease=True)
+    with capture_logs() as logs:
+        async with running(container, handlers):
+            assert await wait_for_campaign_status(container, campaign_id) == "failed"
+    assert await recipient_states(container, campaign_id) == {"uncertain": 60}
+    send = await container.sends.get_send(campaign_id)
+    assert send is not None
+    assert send.error_code == "batch_outcome_uncertain"
+    async with container.db.read() as conn:
+        batches = (
+            await conn.execute(
+                select(campaign_batches.c.status, campaign_batches.c.error_code).where(
+                    campaign_batches.c.campaign_id == campaign_id
+                )
+            )
+        ).all()
+    assert {tuple(batch) for batch in batches} == {("submitting", "outcome_uncertain")}
+    lines = [log for log in logs if log["event"] == "campaign.batch_uncertain"]
+    assert {log["error_type"] for log in lines} == {"ProviderMeltdown"}

@@ -151,7 +151,18 @@ async def test_all_recipients_refused_returns_a_result_without_sending_data(
         "b+defer451@example.com": False,
     }
     assert sink.data_commands == 0
-    # The transaction was reset, so the same connection carries the next message.
+    # A deferral (4xx) may be the relay's limit for this connection (452): the next message
+    # goes out on a fresh one (PRV-1).
+    await provider.send(make_envelope("c@example.com"))
+    assert sink.connections_accepted == 2
+
+
+async def test_refused_recipients_alone_keep_the_connection_for_the_next_message(
+    sink: SmtpSink, provider: SmtpProvider
+) -> None:
+    """A permanent refusal says nothing about the connection: after RSET it is reused."""
+    result = await provider.send(make_envelope("a+reject550@example.com"))
+    assert list(result.rejected) == ["a+reject550@example.com"]
     await provider.send(make_envelope("c@example.com"))
     assert sink.connections_accepted == 1
 
@@ -181,10 +192,11 @@ async def test_refused_transaction_is_classified_by_reply_code(
     assert "refused" in str(caught.value)
     assert "try later" not in str(caught.value)
     assert sink.messages == []
-    # After RSET the connection is clean and is reused.
+    # After a 5xx and RSET the connection is clean and is reused; after a 4xx (the relay
+    # deferring us) the next message goes out on a fresh connection.
     sink.faults = Faults()
     await provider.send(make_envelope("a@example.com"))
-    assert sink.connections_accepted == 1
+    assert sink.connections_accepted == (2 if failure is TemporaryFailure else 1)
 
 
 async def test_failure_details_never_carry_addresses_or_reply_text(

@@ -266,3 +266,8 @@ async def wait_for_sent(container: Container, campaign_id: int, count: int) -> N
         return (await recipient_states(container, campaign_id)).get("sent", 0) >= count
 
     await wait_for(enough, message=f"fewer than {count} sent")
+
+
+async def mailed_at_least(sink: Any, count: int) -> bool:
+    """Whether the SMTP sink has received `count` messages (a condition for `wait_for`)."""
+    return len(sink.messages) >= count

@@ -101,3 +101,50 @@ def test_a_site_secret_of_32_bytes_is_accepted() -> None:
     """32 bytes is the documented minimum; unset still means one is generated."""
     assert load_settings(site={"secret": "é" * 16}).site.secret is not None
     assert load_settings().site.secret is None
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        (
+            '[bulk_email]\nbatch_creation_concurrency = "2"\n',
+            "bulk_email.batch_creation_concurrency",
+        ),
+        (
+            "[bulk_email]\nbatch_creation_concurrency = 2.0\n",
+            "bulk_email.batch_creation_concurrency",
+        ),
+        (
+            "[bulk_email]\nbatch_creation_concurrency = true\n",
+            "bulk_email.batch_creation_concurrency",
+        ),
+        ("[http]\nport = 8000.0\n", "http.port"),
+        ('[queue]\nlease_seconds = "30"\n', "queue.lease_seconds"),
+        ("[log]\nlevel = 1\n", "log.level"),
+        ('[metrics]\nenabled = "yes"\n', "metrics.enabled"),
+    ],
+)
+def test_a_toml_value_of_the_wrong_type_stops_boot_naming_the_key(
+    tmp_path: Path, toml: str, named: str
+) -> None:
+    """TOML has types: a quoted number or a float where a whole number belongs is a mistake
+    to report — naming the key — as the environment's `2.5` is, never a value to coerce."""
+    config = tmp_path / "tidings.toml"
+    config.write_text(toml)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(config)
+    assert named in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_toml_values_of_the_right_type_are_read(tmp_path: Path) -> None:
+    """Whole numbers where numbers belong, text durations, true/false: all accepted."""
+    config = tmp_path / "tidings.toml"
+    config.write_text(
+        '[bulk_email]\nbatch_creation_concurrency = 3\nresume_max_age = "90m"\n'
+        "sweep_interval_seconds = 60\n[queue]\nlease_seconds = 45.5\n"
+    )
+    settings = load_settings(config)
+    assert settings.bulk_email.batch_creation_concurrency == 3
+    assert settings.bulk_email.resume_max_age.total_seconds() == 5400
+    assert (settings.bulk_email.sweep_interval_seconds, settings.queue.lease_seconds) == (60, 45.5)

@@ -166,6 +166,23 @@ def test_a_failed_send_has_no_eta_and_says_where_and_whether_to_retry() -> None:
     assert derive_status(CampaignStatus.FAILED, failed, stuck, [], now=NOW).retryable is False
 
 
+def test_failed_during_is_read_from_the_batches_not_from_the_step_that_noticed() -> None:
+    """A send whose batches went out stopped while submitting, whichever job step recorded
+    the failure (a resumed send's preparation step, say); one with no batch claimed stopped
+    while preparing. The admin reads progress of that phase."""
+    noticed_early = _send(failed_during="preparing", error_code="batch_failed", error="x")
+    claimed = [
+        _group(BatchStatus.PENDING, 50, claimed=1),
+        _group(BatchStatus.SUBMITTED, 46, sent=46),
+    ]
+    found = derive_status(CampaignStatus.FAILED, noticed_early, claimed, [], now=NOW)
+    assert (found.failed_during, found.completed, found.total) == ("submitting", 50, 100)
+    noticed_late = _send(failed_during="submitting", prepared_at=None, candidate_count=None)
+    unclaimed = [_group(BatchStatus.PENDING, 50)]
+    found = derive_status(CampaignStatus.FAILED, noticed_late, unclaimed, [], now=NOW)
+    assert found.failed_during == "preparing"
+
+
 @given(
     status=st.sampled_from(CampaignStatus),
     error_code=st.sampled_from(

@@ -37,8 +37,28 @@ def test_every_send_error_code_has_a_row() -> None:
 
 
 def test_every_recipient_state_has_a_row() -> None:
-    """States are what operators count after a send; each must be explained."""
-    assert {state.value for state in RecipientState} <= _first_cells("Recipient states")
+    """States are what operators count after a send; each must be explained, and a state
+    the code no longer has must not be (the table is the code's list)."""
+    assert {state.value for state in RecipientState} == _first_cells("Recipient states")
+
+
+def test_every_fault_leads_to_states_the_code_has() -> None:
+    """The fault table says where readers end after each fault: every state it names is one
+    of the code's, and every state is reached by some fault (a state no fault explains is
+    one an operator cannot account for)."""
+    section = DOC.split("# What each fault leads to\n", 1)[1]
+    section = re.split(r"\n#{2,3} ", section, maxsplit=1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    named = set()
+    for row in rows[1:]:  # the header row names no state
+        outcome = row.split("|")[2]
+        found = set(re.findall(r"`([a-z_]+)`", outcome))
+        assert found, f"a fault with no state: {row}"
+        named |= found
+    states = {state.value for state in RecipientState}
+    reasons = {"consent_withdrawn"}  # an exclusion's reason, named beside its state
+    assert named - reasons <= states
+    assert states <= named
 
 
 def test_every_bulk_email_setting_has_a_row() -> None:

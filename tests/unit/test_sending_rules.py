@@ -12,6 +12,7 @@ from tidings.domain.sending import (
     SegmentRange,
     VerificationFailed,
     check_count,
+    check_message_counts,
     drift_is_notable,
     plan_pages,
 )
@@ -117,6 +118,24 @@ def test_unequal_known_counts_are_a_count_mismatch_event() -> None:
         "actual": 997,
     }
     assert caught.value.retryable is False
+
+
+def test_a_payload_that_lost_or_doubled_a_recipient_is_a_message_count_mismatch() -> None:
+    """Before a payload goes out, everyone loaded is in it or excluded: a recipient lost or
+    doubled on the way is the `message_recipient_counts` mismatch, with its counts (SND-16)."""
+    check_message_counts(20, 18, 2, batch_id=7, recipient_count=20)  # adds up: no error
+    with pytest.raises(VerificationFailed) as caught:
+        check_message_counts(20, 17, 2, batch_id=7, recipient_count=20)
+    assert caught.value.event == "email.recipient_count.mismatch"
+    assert caught.value.fields() == {
+        "code": "recipient_verification_failed",
+        "reason": "message_recipient_counts",
+        "batch_id": 7,
+        "expected": 20,
+        "actual": 19,
+        "recipient_count": 20,
+        "submission_excluded_count": 2,
+    }
 
 
 def test_an_unknown_count_is_a_verification_failure_not_a_mismatch() -> None:

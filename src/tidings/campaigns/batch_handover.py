@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import structlog
@@ -100,7 +101,19 @@ class BatchHandover:
         stop_requested(writes)  # shutting down: the request is not started
         # In flight from here, recorded once on the batch (not on each of 1,000 rows): the
         # readers stay `pending` until the answer settles them, or a takeover finds the mark.
-        await writes.handed_over(True)
+        # Consent is re-checked in that same write; whoever left is not in the call.
+        withdrawn = await writes.handed_over(True, ids)
+        if withdrawn:
+            ids = [recipient_id for recipient_id in ids if recipient_id not in withdrawn]
+            message = replace(
+                message,
+                recipients=[
+                    r for r in message.recipients if by_address[r.address] not in withdrawn
+                ],
+            )
+            if not ids:
+                await writes.handed_over(False)
+                return HandoverResult()
         try:
             async with asyncio.timeout(self._deadline):
                 result = await provider.send_batch(message)
@@ -121,7 +134,9 @@ class BatchHandover:
                 error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
                 "check the provider settings, then retry.",
             )
-        except Exception as exc:  # UncertainDelivery, our deadline, or anything unexplained
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # UncertainDelivery, our deadline, anything unexplained
             await writes.move(
                 ids,
                 from_states=[RecipientState.PENDING],

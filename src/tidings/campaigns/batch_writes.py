@@ -1,18 +1,35 @@
 """The writes a worker makes about the one batch it holds: every one inside the queue's fenced
-transaction (the job's claim held) and conditional on the batch's claim token (SND-12)."""
+transaction (the job's claim held) and conditional on the batch's claim token (SND-12).
+
+Each is also conditional on the rows' states, so it can be made again: through a brief
+database outage (a restart, a failover) the worker keeps the outcomes it holds and tries the
+write again while its lease allows, rather than leave readers the relay took to become
+`uncertain` (PRV-1).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.domain.sending import RecipientState
 from tidings.queue.job import Job
 from tidings.storage import recipients as recipient_queries
+from tidings.storage.errors import is_outage
 
+log = structlog.get_logger("tidings.campaigns")
+T = TypeVar("T")
 # (recipient id, new state, reason code) for one recipient
 Outcome = tuple[int, RecipientState, str | None]
+FIRST_PAUSE_SECONDS = 0.1
+LONGEST_PAUSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -20,10 +37,30 @@ class BatchWrites:
     context: SendingContext
     job: Job
     batch_id: int
+    campaign_id: int
+    newsletter_id: int
 
     @property
     def token(self) -> str:
         return str(self.job.claim_token)
+
+    async def write(self, make: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`make` in one fenced transaction, tried again through a database outage for up to
+        a lease (the job's lease renewal gives up, and cancels this, no sooner). Any other
+        error, and a lost claim, end it at once."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.context.queue.policy.lease_seconds
+        pause = FIRST_PAUSE_SECONDS
+        while True:
+            try:
+                async with self.context.queue.fenced(self.job) as conn:
+                    return await make(conn)
+            except Exception as exc:
+                if not is_outage(exc) or loop.time() + pause > give_up:
+                    raise
+                log.warning("campaign.write_retried", error_type=type(exc).__name__)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LONGEST_PAUSE_SECONDS)
 
     async def move(
         self,
@@ -33,7 +70,7 @@ class BatchWrites:
         to_state: RecipientState,
         reason: str | None = None,
     ) -> int:
-        async with self.context.queue.fenced(self.job) as conn:
+        async def make(conn: AsyncConnection) -> int:
             return await recipient_queries.move(
                 conn,
                 self.batch_id,
@@ -45,42 +82,77 @@ class BatchWrites:
                 reason=reason,
             )
 
-    async def settle_and_mark(self, outcomes: Sequence[Outcome], ids: Sequence[int]) -> None:
+        return await self.write(make)
+
+    async def settle_and_mark(
+        self, outcomes: Sequence[Outcome], ids: Sequence[int]
+    ) -> frozenset[int]:
         """The previous chunk's outcomes and the next chunk in flight (`ids`; a crash before
         their own settle leaves them `uncertain`), in one transaction: half the writes of doing
-        them apart, and still never more than one chunk `sending`."""
-        async with self.context.queue.fenced(self.job) as conn:
+        them apart, and still never more than one chunk `sending`. Consent is re-checked in
+        the same write (SND-10): returns the ids excluded instead, never to be handed over."""
+
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
             now = self.context.now()
             if outcomes:
                 await recipient_queries.settle(
                     conn, self.batch_id, list(outcomes), token=self.token, now=now
                 )
-            await recipient_queries.move(
-                conn,
-                self.batch_id,
-                token=self.token,
-                now=now,
-                ids=ids,
-                from_states=[RecipientState.PENDING],
-                to_state=RecipientState.SENDING,
+            return await self._mark(conn, ids, RecipientState.SENDING)
+
+        return self._excluded(await self.write(make))
+
+    async def _mark(
+        self, conn: AsyncConnection, ids: Sequence[int], to_state: RecipientState
+    ) -> list[recipient_queries.Withdrawn]:
+        """`ids` in flight (`to_state`), consent re-checked in the same write (SND-10)."""
+        return await recipient_queries.mark_in_flight(
+            conn,
+            self.batch_id,
+            ids,
+            newsletter_id=self.newsletter_id,
+            token=self.token,
+            now=self.context.now(),
+            to_state=to_state,
+        )
+
+    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn]) -> frozenset[int]:
+        for row in withdrawn:
+            events.excluded(
+                "submission",
+                self.campaign_id,
+                row.subscriber_id,
+                row.reason,
+                batch_id=self.batch_id,
             )
+        return frozenset(row.id for row in withdrawn)
 
     async def unmark(self, ids: Sequence[int] | None) -> None:
         """Back to `pending` (these, or all in flight): only when nothing was accepted."""
         await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
 
-    async def handed_over(self, handed: bool) -> None:
+    async def handed_over(self, handed: bool, ids: Sequence[int] = ()) -> frozenset[int]:
         """Batch providers: the one call may reach the provider from now on (or certainly did
-        not); recorded on the batch row before the call, so a crash leaves the evidence."""
-        async with self.context.queue.fenced(self.job) as conn:
+        not); recorded on the batch row before the call, so a crash leaves the evidence. With
+        `ids` (the call's readers, who stay `pending`), consent is re-checked in the same
+        write (SND-10): returns the ids excluded instead, to be left out of the call."""
+
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
+            withdrawn = await self._mark(conn, ids, RecipientState.PENDING)
             await recipient_queries.mark_handed_over(
                 conn, self.batch_id, token=self.token, at=self.context.now() if handed else None
             )
+            return withdrawn
+
+        return self._excluded(await self.write(make))
 
     async def settle(self, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:
             return
-        async with self.context.queue.fenced(self.job) as conn:
-            await recipient_queries.settle(
+
+        async def make(conn: AsyncConnection) -> int:
+            return await recipient_queries.settle(
                 conn, self.batch_id, list(outcomes), token=self.token, now=self.context.now()
             )
+
+        await self.write(make)

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
     ACTIVE,
@@ -45,11 +46,13 @@ async def fail_campaign(
     conn: AsyncConnection,
     campaign_id: int,
     error: SendFailed,
-    *,
-    phase: str,
 ) -> None:
-    """Record a stopped send: campaign `failed`, the reason, where, and whether to retry."""
+    """Record a stopped send: campaign `failed`, the reason, whether to retry, and where —
+    read from the batches (submitting once any batch was claimed), not from which job
+    step noticed (SND-17)."""
     now = context.now()
+    started = await batch_queries.submission_started(conn, campaign_id)
+    phase = "submitting" if started else "preparing"
     changed = await send_queries.set_status(
         conn, campaign_id, from_statuses=list(ACTIVE), to_status=CampaignStatus.FAILED, now=now
     )
@@ -101,23 +104,24 @@ class Finaliser:
         async with self._ctx.queue.fenced(job) as conn:
             if await batch_queries.count_unsettled(conn, campaign_id):
                 return  # whoever settles the last batch queues finalise again
+            now = self._ctx.now()
             try:
                 totals = await self._verify(conn, campaign_id)
+                await send_queries.update_send(
+                    conn, campaign_id, finished_at=now, updated_at=now, **totals
+                )
+                await self._check_stored_total(conn, campaign_id, totals["email_count"])
             except SendFailed as exc:
                 if isinstance(exc, VerificationFailed):
                     events.verification_failed(campaign_id, exc)
-                await fail_campaign(self._ctx, conn, campaign_id, exc, phase="submitting")
+                await fail_campaign(self._ctx, conn, campaign_id, exc)
                 return
-            now = self._ctx.now()
             await send_queries.set_status(
                 conn,
                 campaign_id,
                 from_statuses=[CampaignStatus.SUBMITTING],
                 to_status=CampaignStatus.SUBMITTED,
                 now=now,
-            )
-            await send_queries.update_send(
-                conn, campaign_id, finished_at=now, updated_at=now, **totals
             )
             await self._ctx.webhooks.publish(
                 conn,
@@ -126,15 +130,27 @@ class Finaliser:
             )
         log.info("campaign.submitted", campaign_id=campaign_id, **totals)
 
+    async def _check_stored_total(
+        self, conn: AsyncConnection, campaign_id: int, verified: int
+    ) -> None:
+        """The `email_count` progress and statistics will read, as stored, is the verified
+        submitted total: read back before the campaign is declared `submitted`."""
+        stored = await send_queries.get(conn, campaign_id)
+        check_count(
+            "email_recipient_count",
+            expected=verified,
+            actual=None if stored is None else stored.email_count,
+        )
+
     async def _verify(self, conn: AsyncConnection, campaign_id: int) -> dict[str, int]:
         """Every persisted batch, not only this attempt's: rows per batch equal the stored
         count and the recorded counts, everything settled, candidates all accounted for."""
         send = await send_queries.get(conn, campaign_id)
         assert send is not None
-        ours_elsewhere, theirs_here = await batch_queries.cross_campaign_rows(conn, campaign_id)
-        if ours_elsewhere or theirs_here:
-            raise VerificationFailed("cross_email_recipient", foreign_rows=theirs_here)
+        await check_ownership(conn, campaign_id)
         stored = await batch_queries.list_for(conn, campaign_id)
+        if send.prepared_at is not None:
+            check_frozen(stored, send.prepared_at)
         states = await batch_queries.states_per_batch(conn, campaign_id)
         failed_batches, uncertain_batches = [], []
         for batch in stored:

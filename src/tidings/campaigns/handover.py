@@ -111,7 +111,7 @@ class PerRecipientHandover:
         chunk: int,
         concurrency: int,
         retries: int,
-        deadline_seconds: float,
+        deadline_seconds: float | None,
         retry_pause_seconds: float = 1.0,
         limiter: SendRateLimiter | None = None,
         return_path: Callable[[int], str] | None = None,
@@ -136,9 +136,11 @@ class PerRecipientHandover:
     ) -> HandoverResult:
         """Hand every message over, chunk by chunk, each built just before its chunk goes.
         If the provider cannot be reached at all for a whole chunk, the chunk goes back to
-        `pending` and the job retries later. At shutdown the chunk in hand is finished and
-        settled, and no new one is started."""
+        `pending` and the job retries later; so do recipients still deferred after the
+        retries inside the batch, once every chunk went out. At shutdown the chunk in hand is
+        finished and settled, and no new one is started."""
         settled_later: list[Outcome] = []  # the chunk just handed over, settled with the next
+        deferred = 0
         for start in range(0, len(deliveries), self._chunk):
             try:
                 stop_requested(writes)
@@ -150,19 +152,29 @@ class PerRecipientHandover:
             except BaseException:
                 await writes.settle(settled_later)  # what went out is recorded before leaving
                 raise
+            withdrawn = await writes.settle_and_mark(
+                settled_later, [parcel.recipient_id for parcel in chunk]
+            )
+            chunk = [parcel for parcel in chunk if parcel.recipient_id not in withdrawn]
             ids = [parcel.recipient_id for parcel in chunk]
-            await writes.settle_and_mark(settled_later, ids)
             outcomes = await self._hand_over(chunk)
             unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
-            if len(unreachable) == len(chunk):
+            if unreachable and len(unreachable) == len(chunk):
                 await writes.unmark(ids)
                 raise RetryLater(f"{self.provider.name} unreachable")
+            # A deferral (4xx) is never a failure (PRV-1): still deferred after the retries
+            # inside the batch, the recipient goes back to `pending`, with the reply's code,
+            # for the job's next try (later, on a fresh connection).
             settled_later = [
-                (parcel.recipient_id, RecipientState.FAILED, outcome.reason)
+                (parcel.recipient_id, RecipientState.PENDING, outcome.reason)
                 if isinstance(outcome, _Deferred)
                 else (parcel.recipient_id, *outcome)
                 for parcel, outcome in zip(chunk, outcomes, strict=True)
             ]
+            deferred += sum(isinstance(outcome, _Deferred) for outcome in outcomes)
+        if deferred:
+            await writes.settle(settled_later)
+            raise RetryLater(f"{self.provider.name} deferred {deferred} recipient(s)")
         # The last chunk's outcomes are written with the batch's own outcome (one transaction).
         return HandoverResult(outcomes=tuple(settled_later))
 
@@ -193,7 +205,7 @@ class PerRecipientHandover:
             if self._limiter is not None:
                 await self._limiter.acquire(1)
             try:
-                async with asyncio.timeout(self._deadline):
+                async with asyncio.timeout(self._deadline):  # None: the provider keeps its own
                     result = await self.provider.send(parcel.envelope)
             except TemporaryFailure as exc:
                 unreachable = isinstance(exc, ProviderUnreachable)
@@ -206,7 +218,9 @@ class PerRecipientHandover:
             except TimeoutError:
                 # The message may have been accepted as the deadline struck: not resent.
                 return RecipientState.UNCERTAIN, f"{name}_deadline"
-            except Exception as exc:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # of any type (SND-12), but cancellation
                 log.error(
                     "email.provider_error",
                     recipient_id=parcel.recipient_id,

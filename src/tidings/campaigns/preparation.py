@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
+from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import (
@@ -264,14 +265,27 @@ class Preparation:
     async def _verify(self, conn: AsyncConnection, campaign_id: int, candidate_count: int) -> int:
         """SND-7, before `prepared_at`: ownership both ways first, then rows per batch, then
         candidates = recipients + exclusions. Returns the preparation exclusions."""
-        ours_elsewhere, theirs_here = await batch_queries.cross_campaign_rows(conn, campaign_id)
-        if ours_elsewhere or theirs_here:
-            raise VerificationFailed(
-                "cross_email_recipient",
-                rows_in_other_batches=ours_elsewhere,
-                foreign_rows=theirs_here,
-            )
+        await check_ownership(conn, campaign_id)
         stored = await batch_queries.list_for(conn, campaign_id)
+        return await self._verify_counts(conn, campaign_id, candidate_count, stored)
+
+    async def reverify(self, job: Job, send: SendRow) -> None:
+        """A prepared send that resumes is verified again before anything is dispatched:
+        the same checks, on the frozen batches, none of them created after `prepared_at`."""
+        assert send.prepared_at is not None
+        async with self._ctx.queue.fenced(job) as conn:
+            await check_ownership(conn, send.campaign_id)
+            stored = await batch_queries.list_for(conn, send.campaign_id)
+            check_frozen(stored, send.prepared_at)
+            await self._verify_counts(conn, send.campaign_id, send.candidate_count, stored)
+
+    async def _verify_counts(
+        self,
+        conn: AsyncConnection,
+        campaign_id: int,
+        candidate_count: int | None,
+        stored: list[batch_queries.BatchRow],
+    ) -> int:
         rows = await batch_queries.rows_per_batch(conn, campaign_id)
         for batch in stored:
             check_count(

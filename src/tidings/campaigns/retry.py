@@ -58,7 +58,7 @@ class AttemptStarted:
     attempt: int
     job_id: int
     batches: int  # batches put back to pending
-    recipients: int  # recipients put back to pending
+    recipients: int  # recipients the attempt will send to (all still `pending`)
 
 
 def explain(
@@ -223,10 +223,13 @@ class SendRetries:
         """`states`' resendable recipients and the batches holding them (a failed send's
         failed batches too) back to `pending`, the next attempt queued, the audit row."""
         campaign_id, now = send.campaign_id, self._ctx.now()
-        recipients = await repair_queries.requeue_recipients(conn, campaign_id, states, now=now)
+        await repair_queries.requeue_recipients(conn, campaign_id, states, now=now)
         batches = await repair_queries.requeue_batches(
             conn, campaign_id, include_failed=status == CampaignStatus.FAILED, now=now
         )
+        # What the attempt will actually send to: the recipients moved back, and those a
+        # failed batch never handed over (SND-19: the number reported is the number queued).
+        recipients = await repair_queries.count_pending(conn, campaign_id)
         attempt, job_id = await start_next_attempt(
             self._ctx, conn, campaign_id, send, from_status=status
         )

@@ -70,14 +70,13 @@ class CampaignSender:
         async with self._ctx.db.read() as conn:
             send = await send_queries.get(conn, step.campaign_id)
         assert send is not None
-        phase = "preparing"
         try:
             if send.prepared_at is None:
                 await self._preparation.prepare(job, draft, send)
             else:
+                await self._preparation.reverify(job, send)
                 log.info("campaign.preparation_reused")
             await self._preparation.drop_candidates(job, step.campaign_id)
-            phase = "submitting"
             await self._dispatch(job, step)
         except PreparationInterrupted:
             # Shutdown (SND-21): not a failure. Due again at once, no attempt spent; the
@@ -87,7 +86,7 @@ class CampaignSender:
             if isinstance(exc, VerificationFailed):
                 events.verification_failed(step.campaign_id, exc)
             async with self._ctx.queue.fenced(job) as conn:
-                await fail_campaign(self._ctx, conn, step.campaign_id, exc, phase=phase)
+                await fail_campaign(self._ctx, conn, step.campaign_id, exc)
 
     async def _dispatch(self, job: Job, step: SendCampaign) -> None:
         """Mark the campaign `submitting` and queue every batch still owing work (submitted

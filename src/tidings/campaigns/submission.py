@@ -8,6 +8,7 @@ claim token in the statement, so a worker that lost its lease changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from datetime import datetime
 from typing import NamedTuple
@@ -25,8 +26,9 @@ from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
-from tidings.domain.jobs import Defer
+from tidings.domain.jobs import ClaimLost, Defer, RetryLater
 from tidings.domain.sending import (
+    BatchCounts,
     BatchStatus,
     CampaignStatus,
     Exclusion,
@@ -34,6 +36,7 @@ from tidings.domain.sending import (
     VerificationFailed,
     batch_outcome,
     check_count,
+    check_message_counts,
 )
 from tidings.queue.job import Job
 from tidings.rendering import RecipientValues, SegmentRendering
@@ -45,6 +48,7 @@ from tidings.storage.recipients import RecipientRow
 
 log = structlog.get_logger("tidings.campaigns")
 RENDER_CACHE_SIZE = 16
+BATCH_ERROR = "batch_error"
 
 
 class Renderings:
@@ -109,6 +113,18 @@ class BatchSubmitter:
                 except HandoverStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None
+                except RetryLater:
+                    # Unreachable, or readers deferred: what is still pending goes out on the
+                    # job's next try, by whichever worker takes the batch.
+                    await self._release(job, step)
+                    raise
+                except (asyncio.CancelledError, ClaimLost):
+                    raise
+                except BaseException as exc:
+                    # Anything else, whatever its type: the batch is released with the error
+                    # recorded now, not left for its lease to lapse.
+                    await self._release_after_error(job, step, exc)
+                    raise
             await self._maybe_finalise(step)
 
     async def _claim(self, job: Job, step: SendBatch) -> Claimed | None:
@@ -177,7 +193,14 @@ class BatchSubmitter:
         _check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
         deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
-        writes = BatchWrites(self._ctx, job, batch.id)
+        check_message_counts(
+            len(pending),
+            len(deliveries),
+            len(exclusions),
+            batch_id=batch.id,
+            recipient_count=batch.recipient_count,
+        )
+        writes = BatchWrites(self._ctx, job, batch.id, batch.campaign_id, draft.newsletter.id)
         await self._exclude(writes, step, exclusions)
         handed = await self._handover.deliver(
             rendering, draft.newsletter.sender_address, deliveries, writes, deliver_at=deliver_at
@@ -198,7 +221,7 @@ class BatchSubmitter:
         return at if at > self._ctx.now() else None
 
     async def _finish(self, writes: BatchWrites, batch: BatchRow, handed: HandoverResult) -> None:
-        async with self._ctx.queue.fenced(writes.job) as conn:
+        async def record(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
             now = self._ctx.now()
             await recipient_queries.settle(
                 conn,
@@ -235,6 +258,9 @@ class BatchSubmitter:
                 error_code=handed.error_code,
                 error=handed.error,
             )
+            return status, counts
+
+        status, counts = await writes.write(record)  # kept through a brief database outage
         if status == BatchStatus.SUBMITTED:
             events.batch_submitted(
                 batch.campaign_id,
@@ -303,14 +329,48 @@ class BatchSubmitter:
             )
 
     async def _release(self, job: Job, step: SendBatch) -> None:
-        """SND-21: stopped between chunks, every outcome settled. The batch goes back to
-        `pending` and the job is due again at once (no attempt spent): any worker, or this one
-        after a restart, sends the rest."""
-        async with self._ctx.queue.fenced(job) as conn:
-            released = await recipient_queries.release(
-                conn, step.batch_id, token=str(job.claim_token), now=self._ctx.now()
-            )
+        """SND-21: stopped between chunks, every outcome settled (or a retry later). The batch
+        goes back to `pending`: whoever runs its job next sends only what is still pending.
+        If even this write fails, the batch is left to the takeover after its lease."""
+        try:
+            async with self._ctx.queue.fenced(job) as conn:
+                released = await recipient_queries.release(
+                    conn, step.batch_id, token=str(job.claim_token), now=self._ctx.now()
+                )
+        except Exception as exc:
+            log.warning("campaign.batch_not_released", error_type=type(exc).__name__)
+            return
         log.info("campaign.batch_released", released=released)
+
+    async def _release_after_error(self, job: Job, step: SendBatch, error: BaseException) -> None:
+        """An unexpected error (SND-12's "of any type", at the batch): readers in flight may
+        have gone out, so they become `uncertain`; the rest stay `pending`, the error is
+        recorded on the batch, and the batch goes back to `pending` for the job's retry."""
+        kind = type(error).__name__
+        log.error("campaign.batch_error", error_type=kind)
+        try:
+            async with self._ctx.queue.fenced(job) as conn:
+                token, now = str(job.claim_token), self._ctx.now()
+                await recipient_queries.move(
+                    conn,
+                    step.batch_id,
+                    token=token,
+                    now=now,
+                    from_states=[RecipientState.SENDING],
+                    to_state=RecipientState.UNCERTAIN,
+                    reason="in_flight_at_error",
+                )
+                await recipient_queries.release(
+                    conn,
+                    step.batch_id,
+                    token=token,
+                    now=now,
+                    error_code=BATCH_ERROR,
+                    error=f"The worker sending this batch stopped on an unexpected {kind}; "
+                    "its job tries the readers not yet sent again.",
+                )
+        except Exception as exc:
+            log.warning("campaign.batch_not_released", error_type=type(exc).__name__)
 
     async def _maybe_finalise(self, step: SendBatch) -> None:
         """After this batch's outcome committed: if no batch owes work, queue the finalise

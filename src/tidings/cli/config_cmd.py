@@ -17,7 +17,8 @@ def show(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of TOML."),
 ) -> None:
-    """Print the effective settings (environment over file over defaults), secrets masked."""
+    """Print the effective settings (environment over file over defaults), secrets masked.
+    The TOML printed is a file `--config` reads back to the same settings (secrets aside)."""
     shown = masked(state_of(ctx).settings())
     if as_json:
         print(json.dumps(shown, indent=2))
@@ -25,5 +26,7 @@ def show(
     for section, values in shown.items():
         out_console.print(f"[bold]\\[{section}][/]")
         for key, value in values.items():
-            out_console.print(f"# {key} unset" if value is None else f"{key} = {json.dumps(value)}")
+            line = f"# {key} unset" if value is None else f"{key} = {json.dumps(value)}"
+            # Verbatim: no markup read into values, no wrapping of a long one mid-string.
+            out_console.print(line, markup=False, highlight=False, soft_wrap=True)
         out_console.print()

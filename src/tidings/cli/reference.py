@@ -35,7 +35,11 @@ Every key `section.name` can be set two ways:
 The environment wins over the file, and the file over the defaults. With no configuration at
 all, `tidings serve` runs on `./tidings.db` with mail captured locally. Every value is validated
 at start-up: an invalid one stops the process with exit code 2 and a message naming the key and
-the expected form. `tidings config show` prints the effective settings with secrets masked.
+the expected form. In the file, values keep TOML's types and are checked as strictly as the
+environment is: a whole number is written without quotes (`2`, not `"2"` or `2.0`), a number
+without quotes, true/false as such, and a duration as text (`"24h"`) or seconds.
+`tidings config show` prints the effective settings with secrets masked, as a file that
+`--config` reads back to the same settings.
 
 Example file:
 

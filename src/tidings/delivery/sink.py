@@ -45,6 +45,9 @@ class Faults:
         replying, leaving the client unsure whether it was accepted; nothing is stored.
     delay_seconds: sleep before replying to each command named in `delay_commands`.
     fail_every_nth: refuse every nth DATA the sink has seen with `nth_reply` (0 = never).
+    rcpt_limit_per_connection: after this many accepted recipients on one connection, refuse
+        every further RCPT on it with `452 4.5.3` (0 = no limit), as relays that cap a
+        session do.
     """
 
     rcpt_replies: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_RCPT_REPLIES))
@@ -55,6 +58,7 @@ class Faults:
     delay_commands: frozenset[str] = frozenset({"MAIL", "RCPT", "DATA"})
     fail_every_nth: int = 0
     nth_reply: str = "451 4.3.0 Temporary failure (injected by the sink)"
+    rcpt_limit_per_connection: int = 0
 
     def rcpt_reply(self, address: str) -> str | None:
         local_part = address.rpartition("@")[0] or address
@@ -277,9 +281,14 @@ class _Handler:
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
         await self._sink._delay("RCPT")
-        reply = self._sink.faults.rcpt_reply(address)
+        faults = self._sink.faults
+        accepted_here = getattr(session, "tidings_rcpt_count", 0)
+        if 0 < faults.rcpt_limit_per_connection <= accepted_here:
+            return "452 4.5.3 Too many recipients on this connection (injected by the sink)"
+        reply = faults.rcpt_reply(address)
         if reply is not None and not reply.startswith("2"):
             return reply
+        session.tidings_rcpt_count = accepted_here + 1
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         return reply or "250 2.1.5 OK"

@@ -52,6 +52,23 @@ class _DroppedBeforeData(Exception):
     """The connection died before DATA was issued: safe to replay on a fresh connection."""
 
 
+class _Stage:
+    """How far one send got, to classify a deadline by what the relay actually received."""
+
+    __slots__ = ("connected", "data_issued")
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.data_issued = False
+
+    def deadline_failure(self) -> Exception:
+        if self.data_issued:
+            return UncertainDelivery("the deadline struck after DATA was issued")
+        if not self.connected:
+            return ProviderUnreachable("the relay did not greet within the deadline")
+        return TemporaryFailure("the deadline struck before DATA was issued")
+
+
 class SmtpProvider:
     """Sends envelopes through one SMTP relay over at most `pool_size` reused connections."""
 
@@ -70,6 +87,7 @@ class SmtpProvider:
         validate_certs: bool = True,
         tls_context: ssl.SSLContext | None = None,
         local_hostname: str | None = None,
+        deadline_seconds: float | None = None,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
@@ -84,6 +102,7 @@ class SmtpProvider:
         self._validate_certs = validate_certs
         self._tls_context = tls_context
         self._local_hostname = local_hostname
+        self._deadline = deadline_seconds  # one transaction, once it holds a connection
         # A connection is either idle here or held by one sender inside the semaphore, and a
         # new one is opened only when none is idle, so at most `pool_size` ever exist.
         self._slots = asyncio.Semaphore(pool_size)
@@ -91,21 +110,37 @@ class SmtpProvider:
         self._closed = False
 
     async def send(self, envelope: Envelope) -> SendResult:
+        """One transaction on a pooled connection. The deadline starts once a connection slot
+        is held (waiting for the pool is not the relay's slowness), and when it strikes, what
+        the relay got decides (PRV-1): nothing yet (no greeting, or no DATA issued) is a
+        temporary failure, retried later; a message handed over by DATA without a reply is
+        `UncertainDelivery`, never resent automatically."""
         if self._closed:
             raise TemporaryFailure("the SMTP provider is closed")
         async with self._slots:
-            connection, reused = await self._checkout()
+            stage = _Stage()
             try:
-                return await self._send_on(connection, envelope)
-            except _DroppedBeforeData:
-                if not reused:
-                    raise TemporaryFailure("connection lost before DATA") from None
-            # The idle connection had died unnoticed; nothing was handed over, so replay once.
-            connection = await self._connect()
-            try:
-                return await self._send_on(connection, envelope)
-            except _DroppedBeforeData:
+                async with asyncio.timeout(self._deadline):
+                    return await self._send_pooled(envelope, stage)
+            except TimeoutError:
+                raise stage.deadline_failure() from None
+
+    async def _send_pooled(self, envelope: Envelope, stage: _Stage) -> SendResult:
+        connection, reused = await self._checkout()
+        stage.connected = True
+        try:
+            return await self._send_on(connection, envelope, stage)
+        except _DroppedBeforeData:
+            if not reused:
                 raise TemporaryFailure("connection lost before DATA") from None
+        # The idle connection had died unnoticed; nothing was handed over, so replay once.
+        stage.connected = False
+        connection = await self._connect()
+        stage.connected = True
+        try:
+            return await self._send_on(connection, envelope, stage)
+        except _DroppedBeforeData:
+            raise TemporaryFailure("connection lost before DATA") from None
 
     async def close(self) -> None:
         """Quit every idle connection; connections in use are closed when they come back."""
@@ -113,11 +148,16 @@ class SmtpProvider:
         idle, self._idle = self._idle, []
         await asyncio.gather(*(self._quit(connection) for connection in idle))
 
-    async def _send_on(self, connection: SMTP, envelope: Envelope) -> SendResult:
-        """One transaction; the connection goes back to the pool only in a known-clean state."""
+    async def _send_on(self, connection: SMTP, envelope: Envelope, stage: _Stage) -> SendResult:
+        """One transaction; the connection goes back to the pool only in a known-clean state,
+        and not after the relay deferred us (a 4xx such as 452, too many recipients on this
+        connection): the next try goes out on a fresh connection."""
         try:
-            result = await self._transact(connection, envelope)
-        except (TemporaryFailure, PermanentFailure):
+            result = await self._transact(connection, envelope, stage)
+        except TemporaryFailure:
+            connection.close()
+            raise
+        except PermanentFailure:
             self._checkin(connection)
             raise
         except BaseException:
@@ -125,10 +165,13 @@ class SmtpProvider:
             # conversation state is unknown, so this connection must never carry another message.
             connection.close()
             raise
-        self._checkin(connection)
+        if any(not rejection.permanent for rejection in result.rejected.values()):
+            connection.close()
+        else:
+            self._checkin(connection)
         return result
 
-    async def _transact(self, connection: SMTP, envelope: Envelope) -> SendResult:
+    async def _transact(self, connection: SMTP, envelope: Envelope, stage: _Stage) -> SendResult:
         mail_options, encoding = self._mail_options(connection, envelope)
         try:
             await connection.mail(envelope.sender, options=mail_options, encoding=encoding)
@@ -151,6 +194,7 @@ class SmtpProvider:
             return SendResult(accepted=[], rejected=rejected)
 
         # From here the relay may accept the message at any moment: never replay.
+        stage.data_issued = True
         try:
             reply = await connection.data(envelope.data)
         except SMTPResponseException as exc:

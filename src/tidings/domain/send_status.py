@@ -224,9 +224,7 @@ def derive_status(
     if status not in READS_BATCHES:
         return idle_status(status, send)
     failed = status == CampaignStatus.FAILED
-    phase = phase_of(groups)
-    if failed and send.failed_during in (Phase.PREPARING, Phase.SUBMITTING):
-        phase = Phase(send.failed_during)
+    phase = phase_of(groups)  # a failed send too: where it stopped is in its batches
     progress = (
         preparation_progress(send, groups)
         if phase == Phase.PREPARING
@@ -247,7 +245,7 @@ def derive_status(
         completed=progress.completed,
         total=progress.total,
         eta_seconds=eta,
-        failed_during=send.failed_during if failed else None,
+        failed_during=phase.value if failed else None,
         retryable=failed and blocked is None,
         error_code=send.error_code if failed else None,
         error=send.error if failed else None,

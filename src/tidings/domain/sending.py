@@ -184,6 +184,21 @@ def check_count(reason: str, *, expected: int | None, actual: int | None, **fact
         raise VerificationFailed(reason, expected=expected, actual=actual, **facts)
 
 
+def check_message_counts(
+    loaded: int, message_recipients: int, excluded: int, *, batch_id: int, recipient_count: int
+) -> None:
+    """Before a payload goes out: every recipient loaded for it is either in the message or
+    excluded, none lost or doubled on the way (`message_recipient_counts`, SND-10)."""
+    check_count(
+        "message_recipient_counts",
+        expected=loaded,
+        actual=message_recipients + excluded,
+        batch_id=batch_id,
+        recipient_count=recipient_count,
+        submission_excluded_count=excluded,
+    )
+
+
 # -- settling ---------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, text, update
+from sqlalchemy import and_, case, delete, exists, func, insert, literal, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, Page, RecipientState
@@ -261,6 +261,19 @@ async def preparation_exclusions(conn: AsyncConnection, campaign_id: int) -> int
         campaign_recipients.c.batch_id.is_(None),
     )
     return int((await conn.execute(query)).scalar_one())
+
+
+async def submission_started(conn: AsyncConnection, campaign_id: int) -> bool:
+    """Whether any batch of the campaign ever left `pending` (claimed, even if handed back
+    since): the send is in its submitting phase from then on (SND-17)."""
+    query = select(
+        exists().where(
+            campaign_batches.c.campaign_id == campaign_id,
+            (campaign_batches.c.claimed_at.is_not(None))
+            | (campaign_batches.c.status != BatchStatus.PENDING.value),
+        )
+    )
+    return bool((await conn.execute(query)).scalar_one())
 
 
 async def count_not_pending(conn: AsyncConnection, campaign_id: int) -> int:

@@ -24,7 +24,9 @@ from sqlalchemy import ForeignKeyConstraint, PrimaryKeyConstraint, Table, Unique
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import (
     DataError,
+    DBAPIError,
     IntegrityError,
+    InterfaceError,
     OperationalError,
     SQLAlchemyError,
     StatementError,
@@ -162,6 +164,28 @@ def is_busy(error: BaseException) -> bool:
     if code is not None:
         return (code & 0xFF) in _SQLITE_BUSY_CODES
     return getattr(error.orig, "sqlstate", None) in _POSTGRES_BUSY_STATES
+
+
+# PostgreSQL: connection exceptions (class 08), and the server shutting down or starting up.
+_POSTGRES_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether `error` says the database was briefly out of reach — unreachable, busy, or the
+    connection lost mid-transaction (a restart) — so the same idempotent write may be tried
+    again once it is back. A failing statement is not an outage."""
+    if isinstance(error, DatabaseUnreachable | DatabaseBusy):
+        return True
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated or isinstance(error, InterfaceError):
+        return True
+    state = getattr(error.orig, "sqlstate", None)
+    return (
+        isinstance(error, OperationalError)
+        and isinstance(state, str)
+        and (state.startswith("08") or state in _POSTGRES_GONE_STATES)
+    )
 
 
 @contextmanager

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Boolean, and_, exists, func, select, update
+from sqlalchemy import Boolean, and_, case, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.domain.sending import BatchCounts, BatchStatus, RecipientState
+from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
 from tidings.storage.clock import database_timestamp
 from tidings.storage.consent import mailable
 from tidings.storage.tables import (
@@ -173,7 +173,106 @@ async def move(
         .where(*conditions)
         .values(state=to_state.value, reason=reason, updated_at=now)
     )
-    return int(result.rowcount)
+    moved = int(result.rowcount)
+    if not any(state in _COUNT_COLUMNS for state in from_states):
+        await _add_to_count(conn, batch_id, token, to_state, moved)
+    return moved
+
+
+# The batch's count column of each settled state (SND-11).
+_COUNT_COLUMNS = {
+    RecipientState.SENT: "submitted_count",
+    RecipientState.EXCLUDED: "submission_excluded_count",
+    RecipientState.FAILED: "failed_count",
+    RecipientState.UNCERTAIN: "uncertain_count",
+}
+
+
+async def _add_to_count(
+    conn: AsyncConnection, batch_id: int, token: str, state: RecipientState, added: int
+) -> None:
+    """Progress by chunk (SND-14, SND-17): `added` recipients just settled as `state` are
+    counted on the batch in the same transaction, so its counts never lag its rows by more
+    than the chunk in flight. The batch's outcome and every hand-back recount from rows."""
+    name = _COUNT_COLUMNS.get(state)
+    if name is None or added <= 0:
+        return
+    column = campaign_batches.c[name]
+    await conn.execute(
+        update(campaign_batches)
+        .where(_holding(batch_id, token))
+        .values({column: func.coalesce(column, 0) + added})
+    )
+
+
+class Withdrawn(NamedTuple):
+    """A recipient found no longer mailable as its chunk was marked in flight."""
+
+    id: int
+    subscriber_id: int | None
+    reason: str
+
+
+async def mark_in_flight(
+    conn: AsyncConnection,
+    batch_id: int,
+    ids: Sequence[int],
+    *,
+    newsletter_id: int,
+    token: str,
+    now: datetime,
+    from_state: RecipientState = RecipientState.PENDING,
+    to_state: RecipientState = RecipientState.SENDING,
+) -> list[Withdrawn]:
+    """SND-10, AUD-4 at the last moment: in the write that marks `ids` in flight, re-run the
+    consent rule (the one SQL definition) and exclude whoever left since the batch was read —
+    deleted (`member_not_found`), unsubscribed, unconfirmed again or suppressed
+    (`consent_withdrawn`). The rest move `from_state -> to_state`. Returns the excluded."""
+    if not ids:
+        return []
+    ours = [
+        campaign_recipients.c.batch_id == batch_id,
+        campaign_recipients.c.id.in_(list(ids)),
+        campaign_recipients.c.state == from_state.value,
+        _held(batch_id, token),
+    ]
+    gone = ~exists().where(subscribers.c.id == campaign_recipients.c.subscriber_id)
+    still_mailable = exists().where(
+        subscriptions.c.subscriber_id == campaign_recipients.c.subscriber_id,
+        subscriptions.c.newsletter_id == newsletter_id,
+        subscribers.c.id == subscriptions.c.subscriber_id,
+        mailable(),
+    )
+    reason = case(
+        (gone, Exclusion.MEMBER_NOT_FOUND.value), else_=Exclusion.CONSENT_WITHDRAWN.value
+    ).label("reason")
+    # Who left is read whatever their row's state, so a write tried again after it committed
+    # unacknowledged (an outage) still leaves them out of the chunk.
+    found = [
+        Withdrawn(int(row.id), row.subscriber_id, str(row.reason))
+        for row in await conn.execute(
+            select(campaign_recipients.c.id, campaign_recipients.c.subscriber_id, reason).where(
+                campaign_recipients.c.batch_id == batch_id,
+                campaign_recipients.c.id.in_(list(ids)),
+                ~still_mailable,
+            )
+        )
+    ]
+    for why in {row.reason for row in found}:
+        excluded = await conn.execute(
+            update(campaign_recipients)
+            .where(*ours, campaign_recipients.c.id.in_([r.id for r in found if r.reason == why]))
+            .values(state=RecipientState.EXCLUDED.value, reason=why, updated_at=now)
+        )
+        await _add_to_count(conn, batch_id, token, RecipientState.EXCLUDED, excluded.rowcount)
+    if found:
+        ours.append(campaign_recipients.c.id.not_in([row.id for row in found]))
+    await conn.execute(
+        update(campaign_recipients)
+        .where(*ours)
+        .values(state=to_state.value, reason=None, updated_at=now)
+    )
+    return found
 
 
 async def settle(
@@ -247,10 +346,7 @@ async def finish(
     left `submitting` with an `error_code` awaits an operator's reconcile (SND-13)."""
     values: dict[str, Any] = {
         "status": status.value,
-        "submitted_count": counts[RecipientState.SENT],
-        "submission_excluded_count": counts[RecipientState.EXCLUDED],
-        "failed_count": counts[RecipientState.FAILED],
-        "uncertain_count": counts[RecipientState.UNCERTAIN],
+        **_count_values(counts),
         "provider_message_id": provider_message_id,
         "error_code": error_code,
         "error": error,
@@ -264,10 +360,30 @@ async def finish(
     return result.rowcount == 1
 
 
-async def release(conn: AsyncConnection, batch_id: int, *, token: str, now: datetime) -> bool:
+def _count_values(tally: BatchCounts) -> dict[str, int]:
+    """A batch's count columns, absolute, from its rows (SND-11, SND-14)."""
+    return {
+        "submitted_count": tally[RecipientState.SENT],
+        "submission_excluded_count": tally[RecipientState.EXCLUDED],
+        "failed_count": tally[RecipientState.FAILED],
+        "uncertain_count": tally[RecipientState.UNCERTAIN],
+    }
+
+
+async def release(
+    conn: AsyncConnection,
+    batch_id: int,
+    *,
+    token: str,
+    now: datetime,
+    error_code: str | None = None,
+    error: str | None = None,
+) -> bool:
     """Give a claimed batch back (`submitting -> pending`) when its worker stops between
-    chunks at shutdown: whoever claims it next sends what is still pending, with no takeover.
-    Refused while any of its recipients is `sending` (their outcome is not known)."""
+    chunks (shutdown, a retry later, an error, recorded with `error_code`): whoever claims it
+    next sends what is still pending, with no takeover. Refused while any of its recipients is
+    `sending` (their outcome is not known). Its counts are recounted from its rows."""
+    tally = await counts(conn, batch_id)
     in_flight = exists().where(
         campaign_recipients.c.batch_id == batch_id,
         campaign_recipients.c.state == RecipientState.SENDING.value,
@@ -275,6 +391,13 @@ async def release(conn: AsyncConnection, batch_id: int, *, token: str, now: date
     result = await conn.execute(
         update(campaign_batches)
         .where(_holding(batch_id, token), ~in_flight)
-        .values(status=BatchStatus.PENDING.value, claim_token=None, updated_at=now)
+        .values(
+            status=BatchStatus.PENDING.value,
+            claim_token=None,
+            updated_at=now,
+            error_code=error_code,
+            error=error,
+            **_count_values(tally),
+        )
     )
     return result.rowcount == 1

@@ -108,6 +108,15 @@ async def requeue_recipients(
     return int(result.rowcount)
 
 
+async def count_pending(conn: AsyncConnection, campaign_id: int) -> int:
+    """Recipients of the campaign still to be sent: what the next attempt will hand over."""
+    query = select(func.count()).where(
+        campaign_recipients.c.campaign_id == campaign_id,
+        campaign_recipients.c.state == RecipientState.PENDING.value,
+    )
+    return int((await conn.execute(query)).scalar_one())
+
+
 def _rows_in(state: RecipientState) -> Any:
     return (
         select(func.count())

@@ -401,6 +401,12 @@ campaign_sends = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
     CheckConstraint("failed_during IN ('preparing', 'submitting')", name="failed_during"),
+    CheckConstraint(
+        "email_count >= 0 AND excluded_count >= 0 AND failed_count >= 0 AND uncertain_count >= 0"
+        " AND (candidate_count IS NULL OR COALESCE(email_count, 0) + COALESCE(excluded_count, 0)"
+        " + COALESCE(failed_count, 0) + COALESCE(uncertain_count, 0) <= candidate_count)",
+        name="counts_within_candidates",
+    ),
 )
 
 # The audience selected in one statement (SND-3): positions in segment order. Transient:
@@ -453,6 +459,14 @@ campaign_batches = Table(
         "status <> 'submitting' OR claim_token IS NOT NULL", name="submitting_has_claim"
     ),
     CheckConstraint("recipient_count >= 0", name="recipient_count"),
+    # No code path can write an impossible total (newsletter-backend §4.2; migration 0015).
+    CheckConstraint(
+        "submitted_count >= 0 AND submission_excluded_count >= 0 AND failed_count >= 0"
+        " AND uncertain_count >= 0"
+        " AND COALESCE(submitted_count, 0) + COALESCE(submission_excluded_count, 0)"
+        " + COALESCE(failed_count, 0) + COALESCE(uncertain_count, 0) <= recipient_count",
+        name="counts_within_recipients",
+    ),
 )
 Index(None, campaign_batches.c.campaign_id, campaign_batches.c.status)
 

@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 from tidings.storage.types import UTCDateTime
 
 revision: str = "0016"
-down_revision: str | None = "0013"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
