@@ -826,6 +826,12 @@ def _toml_type_problem(annotation: Any, value: Any) -> str | None:
         options = [arg for arg in get_args(annotation) if arg is not type(None)]
         problems = [_toml_type_problem(option, value) for option in options]
         return None if None in problems else problems[0]
+    if get_origin(annotation) in (list, tuple, set, frozenset):
+        if not isinstance(value, list):
+            return "expected a TOML array, such as [\"a\", \"b\"]"
+        (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
+        problems = [_toml_type_problem(item, element) for element in value]
+        return next((f"in the array: {problem}" for problem in problems if problem), None)
     if isinstance(value, bool) and annotation is not bool:
         return "expected " + _TOML_FORMS.get(annotation, "a string") + ", found true/false"
     accepted = {
@@ -906,6 +912,10 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
                 value = "********"
             elif isinstance(value, timedelta):
                 value = format_duration(value)  # a form `--config` reads back
+            elif isinstance(value, list | tuple | set | frozenset):
+                value = [
+                    item if isinstance(item, int | float | str) else str(item) for item in value
+                ]
             elif value is not None and not isinstance(value, bool | int | float | str):
                 value = str(value)
             if key == "url" and isinstance(value, str):
