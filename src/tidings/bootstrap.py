@@ -32,6 +32,7 @@ from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMa
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
+from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
@@ -141,6 +142,7 @@ class Container:
     importer: Importer
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
+    archive: PublicArchive
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -397,18 +399,17 @@ def build(
         placeholders=placeholder_identity(settings),
     )
     public = PublicFlows(audience, limiter)
-    campaigns = CampaignDrafts(
-        CampaignContext(
-            db=db,
-            now=clock,
-            mailer=mailer,
-            public_url=audience.public_url,
-            theme=theme_from(settings),
-            templates=templates,
-            identity=identity,
-            unsubscribe_address=settings.email.unsubscribe_address,
-        )
+    campaign_context = CampaignContext(
+        db=db,
+        now=clock,
+        mailer=mailer,
+        public_url=audience.public_url,
+        theme=theme_from(settings),
+        templates=templates,
+        identity=identity,
+        unsubscribe_address=settings.email.unsubscribe_address,
     )
+    campaigns = CampaignDrafts(campaign_context)
     sending = SendingContext(
         db=db,
         queue=queue,
@@ -446,6 +447,7 @@ def build(
         identity=identity,
         pending_confirmations=PendingConfirmations(audience),
         campaigns=campaigns,
+        archive=PublicArchive(campaign_context),
         sending=sending,
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),
