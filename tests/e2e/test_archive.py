@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.cli import clean_env, tidings
 from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
 from tidings.bootstrap import Container
 from tidings.storage.tables import captured_messages
@@ -155,3 +156,21 @@ async def test_archive_is_off_until_the_owner_turns_it_on(database_url: str) -> 
         assert (await client.get("/archive/weekly/1")).status_code == 404
         bad = await client.get("/archive/weekly/not-a-number")
         assert bad.status_code == 422
+
+
+def test_cli_turns_the_archive_on_and_off(database_url: str) -> None:
+    """Operators without the API publish and unpublish from the command line."""
+    env = clean_env(DATABASE_URL=database_url, LOG_FORMAT="json", SITE_PUBLIC_URL=SITE["public_url"])
+    assert tidings("migrate", env=env).returncode == 0
+    created = tidings(
+        "newsletters", "create", "weekly", "--name", "The Weekly", "--sender-name", "Ed",
+        "--sender-address", "ed@example.org", "--archive", env=env,
+    )
+    assert created.returncode == 0, created.stderr
+    listed = tidings("newsletters", "archive", "weekly", env=env)
+    assert "archive on at https://news.example.org/archive/weekly" in listed.stdout
+    off = tidings("newsletters", "archive", "weekly", "--off", env=env)
+    assert off.returncode == 0 and "archive off" in off.stdout
+    unknown = tidings("newsletters", "archive", "nope", env=env)
+    assert unknown.returncode != 0
+    assert "nope" in unknown.stderr
