@@ -84,6 +84,35 @@ class HttpSettings(_Section):
         ge=1024,
         description="Largest request body accepted; larger bodies get 413.",
     )
+    cors_origins: str = Field(
+        default="",
+        max_length=4000,
+        description=(
+            "Comma-separated origins (`https://example.com`) of other sites that may embed "
+            "the signup form (`/subscribe/{slug}/embed`, as `frame-ancestors`) and call "
+            "`POST /api/subscribe` from a browser (CORS). Empty: this site only."
+        ),
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _split(value):
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]")
+        return value
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """The configured origins, lower-cased and without a trailing slash."""
+        return tuple(origin.lower().rstrip("/") for origin in _split(self.cors_origins))
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d{1,5})?/?")
 
 
 class MetricsSettings(_Section):
@@ -482,6 +511,13 @@ class AudienceSettings(_Section):
     )
     rate_limit_window_seconds: int = Field(
         default=3600, ge=1, description="Length of the subscribe rate-limit window."
+    )
+    honeypot: bool = Field(
+        default=True,
+        description=(
+            "Signup forms carry a field hidden from people; a post that fills it in (a bot) "
+            "gets the usual thank-you and nothing is done."
+        ),
     )
 
 

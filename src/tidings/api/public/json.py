@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, status
+from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.schemas import EmailAddress, HeaderText
+from tidings.config import Settings
 from tidings.domain.audience import Source
 
 router = APIRouter(prefix="/api", tags=["public"])
@@ -51,6 +52,12 @@ class PreferencesUpdate(BaseModel):
     newsletters: list[int] = Field(max_length=1000, description="Ids to stay subscribed to.")
 
 
+def allowed_origin(settings: Settings, request: Request) -> str | None:
+    """The request's Origin when it is one of `http.cors_origins`; otherwise None."""
+    origin = request.headers.get("origin", "").lower().rstrip("/")
+    return origin if origin and origin in settings.http.allowed_origins else None
+
+
 def client_ip(request: Request) -> str | None:
     return request.client.host if request.client else None
 
@@ -59,9 +66,14 @@ def client_ip(request: Request) -> str | None:
     "/subscribe", status_code=status.HTTP_202_ACCEPTED, summary="Subscribe (double opt-in)"
 )
 async def subscribe(
-    container: ContainerDep, request: Request, body: SubscribeRequest
+    container: ContainerDep, request: Request, response: Response, body: SubscribeRequest
 ) -> SubscribeAccepted:
-    """The same answer for new, pending, confirmed and unsubscribed addresses."""
+    """The same answer for new, pending, confirmed and unsubscribed addresses. Browsers on
+    the sites in `http.cors_origins` may call it (docs/publishing.md)."""
+    response.headers["Vary"] = "Origin"
+    origin = allowed_origin(container.settings, request)
+    if origin is not None:
+        response.headers["Access-Control-Allow-Origin"] = origin
     await container.public.subscribe(
         email=body.email,
         name=body.name,
