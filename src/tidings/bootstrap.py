@@ -54,6 +54,7 @@ from tidings.config import (
     mask_url_password,
     placeholder_identity,
 )
+from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
@@ -293,6 +294,20 @@ class Container:
 
 
 def configured_email_provider(
+    settings: Settings, db: Database, clock: Clock
+) -> PerRecipientProvider:
+    """The configured provider, signing with DKIM first when `dkim` is set (PRV-7)."""
+    provider = unsigned_email_provider(settings, db, clock)
+    dkim = settings.dkim
+    if dkim.selector and dkim.domain and dkim.private_key_file:
+        signer = DkimSigner.from_file(
+            selector=dkim.selector, domain=dkim.domain, path=dkim.private_key_file
+        )
+        return DkimSigningProvider(provider, signer)
+    return provider
+
+
+def unsigned_email_provider(
     settings: Settings, db: Database, clock: Clock
 ) -> PerRecipientProvider:
     if settings.email.provider == "capture":

@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from dkim.crypto import UnparsableKeyError, parse_pem_private_key
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -552,6 +553,64 @@ class AdminUiSettings(_Section):
     )
 
 
+class DkimSettings(_Section):
+    """Optional DKIM signing by tidings itself (PRV-7), for relays that do not sign. All three
+    keys, or none (then mail goes out as the relay makes it)."""
+
+    selector: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$",
+        description=(
+            "DKIM selector: the public key is published at `SELECTOR._domainkey.DOMAIN` "
+            "(docs/going-live.md)."
+        ),
+    )
+    domain: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=HOSTNAME_PATTERN,
+        description="The signing domain (`d=`); the From address's domain, or a parent of it.",
+    )
+    private_key_file: Path | None = Field(
+        default=None,
+        description=(
+            "PEM file holding the RSA private key (`openssl genrsa -out dkim.pem 2048`), "
+            "readable by tidings only."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> DkimSettings:
+        given = {
+            "dkim.selector": self.selector,
+            "dkim.domain": self.domain,
+            "dkim.private_key_file": self.private_key_file,
+        }
+        missing = [key for key, value in given.items() if value is None]
+        if missing and len(missing) < len(given):
+            raise ValueError(
+                "DKIM signing needs all of " + ", ".join(given) + "; missing " + ", ".join(missing)
+            )
+        return self
+
+    @field_validator("private_key_file")
+    @classmethod
+    def _readable_key(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        try:
+            parse_pem_private_key(path.read_bytes())
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+        except (UnparsableKeyError, ValueError, IndexError):
+            raise ValueError(f"{path} does not hold a PEM RSA private key") from None
+        return path
+
+    @property
+    def enabled(self) -> bool:
+        return self.private_key_file is not None
+
+
 class ThemeSettings(_Section):
     postal_address: str = Field(
         default="Your Publication, 1 Example Street, Springfield",
@@ -604,6 +663,7 @@ class Settings(BaseSettings):
     email: EmailSettings = EmailSettings()
     smtp: SmtpSettings = SmtpSettings()
     mailgun: MailgunSettings = MailgunSettings()
+    dkim: DkimSettings = DkimSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     audience: AudienceSettings = AudienceSettings()
