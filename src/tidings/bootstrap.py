@@ -54,8 +54,8 @@ from tidings.config import (
     mask_url_password,
     placeholder_identity,
 )
-from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.capture import CapturedMail, CaptureProvider
+from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
