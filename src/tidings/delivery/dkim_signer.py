@@ -4,8 +4,8 @@ For relays that do not sign: each message is signed just before the per-recipien
 (SMTP, or the local capture, so `tidings outbox show ID --raw` shows what a relay would get)
 takes it. Canonicalisation is relaxed/relaxed, which survives the header re-folding and
 whitespace changes relays make. The signature covers the headers a reader and a mailbox
-provider rely on; dkimpy signs those a message has and skips the others. From is
-over-signed (listed twice), so a From added later in transit breaks the signature.
+provider rely on; one the message lacks (Cc, Reply-To) is signed as absent, so it cannot be
+added in transit, and From is over-signed (listed twice) so a second From cannot either.
 Batch HTTP providers sign with the keys set up at the provider, not here.
 """
 
