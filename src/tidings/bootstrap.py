@@ -307,9 +307,7 @@ def configured_email_provider(
     return provider
 
 
-def unsigned_email_provider(
-    settings: Settings, db: Database, clock: Clock
-) -> PerRecipientProvider:
+def unsigned_email_provider(settings: Settings, db: Database, clock: Clock) -> PerRecipientProvider:
     if settings.email.provider == "capture":
         return CaptureProvider(db, clock)
     if settings.email.provider == "mailgun":

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from dkim.crypto import UnparsableKeyError, parse_pem_private_key
 from pydantic import (
     AnyHttpUrl,
     BaseModel,
@@ -24,7 +25,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from dkim.crypto import UnparsableKeyError, parse_pem_private_key
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,

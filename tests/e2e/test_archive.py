@@ -36,10 +36,17 @@ async def sent(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Cont
         headers = await admin_headers(container)
         await create_newsletter(client, headers, archive=True, description="News & notes.")
         await seed(container, "weekly", 4)
-        body = {"newsletter": "weekly", "subject": "Issue <1>", "preheader": "A first look", "body": BODY}
+        body = {
+            "newsletter": "weekly",
+            "subject": "Issue <1>",
+            "preheader": "A first look",
+            "body": BODY,
+        }
         response = await client.post("/api/admin/campaigns", json=body, headers=headers)
         campaign_id = int(response.json()["id"])
-        draft = await client.post("/api/admin/campaigns", json={**body, "subject": "Draft"}, headers=headers)
+        draft = await client.post(
+            "/api/admin/campaigns", json={**body, "subject": "Draft"}, headers=headers
+        )
         assert draft.status_code == 201
         await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
         async with workers(container):
@@ -72,7 +79,8 @@ async def test_issue_page_shows_the_free_edition_to_nobody_in_particular(sent: A
     assert "Hello friend, this went to ." in html
     assert "Issue &lt;1&gt;" in html
     assert "Members only" not in html
-    assert "/unsubscribe/" not in html and "/preferences/" not in html
+    assert "/unsubscribe/" not in html
+    assert "/preferences/" not in html
     assert html.count('href="https://news.example.org/subscribe/weekly"') >= 3
     assert "@" not in html.replace("@media", "")
     assert 'name="viewport" content="width=device-width' in html
@@ -83,7 +91,7 @@ async def test_issue_page_shows_the_free_edition_to_nobody_in_particular(sent: A
 
 
 async def test_mail_links_to_its_issue_page_when_the_archive_is_on(sent: Any) -> None:
-    """"View in your browser" must point at the stable page of the very issue received."""
+    """ "View in your browser" must point at the stable page of the very issue received."""
     _, container, campaign_id = sent
     url = f"https://news.example.org/archive/weekly/{campaign_id}"
     for message in await _mail(container):
@@ -121,7 +129,8 @@ async def test_feeds_parse_cleanly_with_the_issue_in_full(sent: Any, kind: str) 
     assert entry.title == "Issue <1>"
     content = entry.content[0].value
     assert "Hello friend" in content
-    assert "Members only" not in content and "/unsubscribe/" not in content
+    assert "Members only" not in content
+    assert "/unsubscribe/" not in content
 
 
 async def test_archive_pages_can_be_cached_and_revalidated(sent: Any) -> None:
@@ -143,8 +152,13 @@ async def test_archive_is_off_until_the_owner_turns_it_on(database_url: str) -> 
         headers = await admin_headers(container)
         created = await create_newsletter(client, headers)
         assert created["archive"] is False
-        for path in ("/archive/weekly", "/archive/weekly/feed.atom", "/archive/weekly/feed.rss",
-                     "/archive/weekly/1", "/archive/nothing"):
+        for path in (
+            "/archive/weekly",
+            "/archive/weekly/feed.atom",
+            "/archive/weekly/feed.rss",
+            "/archive/weekly/1",
+            "/archive/nothing",
+        ):
             response = await client.get(path)
             assert response.status_code == 404, path
             assert response.headers["content-type"] == "application/problem+json"
@@ -160,17 +174,18 @@ async def test_archive_is_off_until_the_owner_turns_it_on(database_url: str) -> 
 
 def test_cli_turns_the_archive_on_and_off(database_url: str) -> None:
     """Operators without the API publish and unpublish from the command line."""
-    env = clean_env(DATABASE_URL=database_url, LOG_FORMAT="json", SITE_PUBLIC_URL=SITE["public_url"])
-    assert tidings("migrate", env=env).returncode == 0
-    created = tidings(
-        "newsletters", "create", "weekly", "--name", "The Weekly", "--sender-name", "Ed",
-        "--sender-address", "ed@example.org", "--archive", env=env,
+    env = clean_env(
+        DATABASE_URL=database_url, LOG_FORMAT="json", SITE_PUBLIC_URL=SITE["public_url"]
     )
+    assert tidings("migrate", env=env).returncode == 0
+    options = "--sender-name Ed --sender-address ed@example.org --archive --name".split()
+    created = tidings("newsletters", "create", "weekly", *options, "The Weekly", env=env)
     assert created.returncode == 0, created.stderr
     listed = tidings("newsletters", "archive", "weekly", env=env)
     assert "archive on at https://news.example.org/archive/weekly" in listed.stdout
     off = tidings("newsletters", "archive", "weekly", "--off", env=env)
-    assert off.returncode == 0 and "archive off" in off.stdout
+    assert off.returncode == 0
+    assert "archive off" in off.stdout
     unknown = tidings("newsletters", "archive", "nope", env=env)
     assert unknown.returncode != 0
     assert "nope" in unknown.stderr

@@ -16,7 +16,6 @@ from sqlalchemy import select
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.cli import clean_env, tidings
-from tests.support.waiting import wait_for
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -24,6 +23,7 @@ from tests.support.sending import (
     wait_for_campaign_status,
     workers,
 )
+from tests.support.waiting import wait_for
 from tidings.config import ConfigurationError, load_settings
 from tidings.storage.tables import captured_messages
 
@@ -79,7 +79,8 @@ async def test_campaign_mail_is_signed_relaxed_and_verifies(
             part.strip().split("=", 1) for part in "".join(signature.split()).split(";") if part
         )
         assert tags["c"] == "relaxed/relaxed"
-        assert tags["d"] == "example.org" and tags["s"] == "news"
+        assert tags["d"] == "example.org"
+        assert tags["s"] == "news"
         signed = tags["h"].lower().split(":")
         for header in ("from", "to", "subject", "date", "message-id", "list-unsubscribe"):
             assert header in signed
@@ -104,7 +105,9 @@ async def test_outbox_raw_prints_the_signed_message_as_sent(
     settings = make_settings(database_url, queue=FAST_QUEUE, dkim=_dkim(key))
     async with api_client(settings) as (client, container):
         await create_newsletter(client, await admin_headers(container))
-        await client.post("/api/subscribe", json={"email": "ann@example.org", "newsletter": "weekly"})
+        await client.post(
+            "/api/subscribe", json={"email": "ann@example.org", "newsletter": "weekly"}
+        )
         async with workers(container):
             (message,) = await wait_for(lambda: container.captured_mail.list(limit=10))
     shown = tidings("outbox", "show", str(message.id), "--raw", env=env)
@@ -115,11 +118,11 @@ async def test_outbox_raw_prints_the_signed_message_as_sent(
 
 def test_dkim_settings_are_all_or_none_and_the_key_must_load(tmp_path: Path) -> None:
     """A half-configured or unreadable key must stop the process at boot, naming the key."""
-    with pytest.raises(ConfigurationError, match="dkim.private_key_file"):
+    with pytest.raises(ConfigurationError, match=r"dkim\.private_key_file"):
         load_settings(dkim={"selector": "news", "domain": "example.org"})
     not_a_key = tmp_path / "key.pem"
     not_a_key.write_text("hello\n")
-    with pytest.raises(ConfigurationError, match="private_key_file.*PEM RSA private key"):
+    with pytest.raises(ConfigurationError, match=r"private_key_file.*PEM RSA private key"):
         load_settings(dkim={**_dkim(not_a_key)})
     with pytest.raises(ConfigurationError, match="cannot read"):
         load_settings(dkim={**_dkim(tmp_path / "missing.pem")})

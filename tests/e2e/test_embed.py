@@ -78,13 +78,15 @@ async def test_filled_honeypot_gets_the_thanks_and_changes_nothing(site: Any) ->
     trapped = await client.post(
         "/subscribe/weekly/embed", data={"email": "bot@example.org", "website": "spam"}
     )
-    assert trapped.status_code == 200 and "Check your inbox" in trapped.text
+    assert trapped.status_code == 200
+    assert "Check your inbox" in trapped.text
     form = await client.post(
         "/subscribe",
         data={"email": "bot@example.org", "newsletter": "weekly", "website": "x"},
         follow_redirects=False,
     )
-    assert form.status_code == 303 and form.headers["location"] == "/subscribe/thanks"
+    assert form.status_code == 303
+    assert form.headers["location"] == "/subscribe/thanks"
     assert await snapshot(container) == before
     assert await _sent(container) == []
     assert 'name="website"' in (await client.get("/subscribe/weekly")).text
@@ -95,7 +97,10 @@ async def test_subscribe_json_answers_cors_preflight_for_configured_origins_only
 ) -> None:
     """A partner's page may call the JSON endpoint from the browser; any other site may not."""
     client, container = site
-    asked = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    asked = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
     allowed = await client.options("/api/subscribe", headers={"Origin": PARTNER, **asked})
     assert allowed.status_code == 204
     assert allowed.headers["access-control-allow-origin"] == PARTNER
@@ -141,5 +146,6 @@ async def test_admin_newsletter_page_offers_the_embed_snippet(database_url: str)
         page = await client.get("/admin/newsletters/weekly")
         snippet = html.unescape(re.search(r"<textarea[^>]*>(.*?)</textarea>", page.text, re.S)[1])
         assert 'src="https://news.example.org/subscribe/weekly/embed"' in snippet
-        assert snippet.startswith("<iframe") and snippet.endswith("</iframe>")
+        assert snippet.startswith("<iframe")
+        assert snippet.endswith("</iframe>")
         assert "https://news.example.org/archive/weekly" in page.text

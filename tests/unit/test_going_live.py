@@ -55,6 +55,7 @@ def test_systemd_units_verify(unit: Path, tmp_path: Path) -> None:
 
 
 def test_units_are_shipped_for_the_api_and_the_worker() -> None:
+    """The guide installs exactly these two units; a renamed file breaks its commands."""
     assert [unit.name for unit in UNITS] == ["tidings-api.service", "tidings-worker.service"]
 
 
@@ -92,6 +93,7 @@ def test_going_live_guide_covers(needed: str) -> None:
 
 
 def test_readme_send_for_real_links_the_guide() -> None:
+    """New users stop at the README's "send for real": it must lead to the guide."""
     readme = (ROOT / "README.md").read_text()
     line = next(line for line in readme.splitlines() if "send for real" in line)
     assert "docs/going-live.md" in line

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tidings.cli.banner import ServerBanner, Revision, real_mail_line
+from tidings.cli.banner import Revision, ServerBanner, real_mail_line
 from tidings.config import load_settings
 
 
@@ -20,6 +20,7 @@ def test_banner_names_each_placeholder_that_blocks_a_real_send() -> None:
 
 
 def test_banner_says_ready_once_the_identity_is_set() -> None:
+    """Once everything is set the banner must stop nagging, or operators learn to ignore it."""
     settings = load_settings(
         theme={"postal_address": "The Gazette, 1 Quay Street, Porthaven"},
         email={"from_address": "desk@news.example.org"},

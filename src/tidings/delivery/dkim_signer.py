@@ -69,7 +69,7 @@ class DkimSigner:
 
     def sign(self, message: bytes) -> bytes:
         """`message` with a DKIM-Signature header in front."""
-        signature = dkim.sign(
+        signature: bytes = dkim.sign(
             message,
             self.selector,
             self.domain,

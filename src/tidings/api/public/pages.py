@@ -29,9 +29,7 @@ MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 HONEYPOT_HELP = "Leave empty: a form hidden from people, filled in only by bots."
 
 
-def _html(
-    body: str, status_code: int = 200, headers: dict[str, str] | None = None
-) -> HTMLResponse:
+def _html(body: str, status_code: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
     # Pages carry bearer tokens in their URLs: never cache them or leak them onward.
     return HTMLResponse(
         body,
