@@ -20,6 +20,7 @@ import structlog
 
 from tidings.access.admins import AdminAccounts, SessionPolicy, SignInLimits
 from tidings.access.keys import ApiKeys
+from tidings.audience.bot_check import BotCheck
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -144,6 +145,7 @@ class Container:
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
     archive: PublicArchive
+    bot_check: BotCheck
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -461,6 +463,12 @@ def build(
         pending_confirmations=PendingConfirmations(audience),
         campaigns=campaigns,
         archive=PublicArchive(campaign_context),
+        bot_check=BotCheck(
+            enabled=settings.audience.altcha,
+            max_number=settings.audience.altcha_max_number,
+            secret=site_secret,
+            now=clock,
+        ),
         sending=sending,
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),

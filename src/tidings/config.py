@@ -520,6 +520,23 @@ class AudienceSettings(_Section):
             "gets the usual thank-you and nothing is done."
         ),
     )
+    altcha: bool = Field(
+        default=False,
+        description=(
+            "Ask every signup (the forms and `POST /api/subscribe`) for an ALTCHA "
+            "proof-of-work solution from `GET /api/altcha/challenge`. The forms solve it in "
+            "the browser with a few lines of JavaScript; API callers must solve it themselves."
+        ),
+    )
+    altcha_max_number: int = Field(
+        default=100_000,
+        ge=1_000,
+        le=10_000_000,
+        description=(
+            "ALTCHA difficulty: the search space of a challenge. A browser tries about half "
+            "of it on average (100,000: well under a second on a phone)."
+        ),
+    )
 
 
 class AdminUiSettings(_Section):

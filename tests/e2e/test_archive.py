@@ -178,7 +178,7 @@ def test_cli_turns_the_archive_on_and_off(database_url: str) -> None:
         DATABASE_URL=database_url, LOG_FORMAT="json", SITE_PUBLIC_URL=SITE["public_url"]
     )
     assert tidings("migrate", env=env).returncode == 0
-    options = "--sender-name Ed --sender-address ed@example.org --archive --name".split()
+    options = ["--sender-name", "Ed", "--sender-address", "ed@example.org", "--archive", "--name"]
     created = tidings("newsletters", "create", "weekly", *options, "The Weekly", env=env)
     assert created.returncode == 0, created.stderr
     listed = tidings("newsletters", "archive", "weekly", env=env)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from altcha import v1 as altcha_v1
 
 from tests.e2e.audience_helpers import create_newsletter, deliver_queued_mail, snapshot
 from tests.factories import admin_headers, api_client, make_settings
@@ -149,3 +152,63 @@ async def test_admin_newsletter_page_offers_the_embed_snippet(database_url: str)
         assert snippet.startswith("<iframe")
         assert snippet.endswith("</iframe>")
         assert "https://news.example.org/archive/weekly" in page.text
+
+
+def _solved(challenge: dict[str, Any]) -> str:
+    """What the form's script posts: the challenge solved, as ALTCHA v1's base64 JSON."""
+    solution = altcha_v1.solve_challenge(
+        challenge["challenge"], challenge["salt"], max_number=challenge["maxnumber"]
+    )
+    assert solution is not None
+    fields = ("algorithm", "challenge", "salt", "signature")
+    payload = {key: challenge[key] for key in fields} | {"number": solution.number}
+    return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+async def test_proof_of_work_is_asked_for_once_per_signup_when_on(database_url: str) -> None:
+    """Bots posting in bulk must pay for each signup; a solution cannot be replayed, and the
+    refusal is the same whoever the address is (no enumeration)."""
+    settings = make_settings(
+        database_url, audience={**LIMITS, "altcha": True, "altcha_max_number": 2000}
+    )
+    async with api_client(settings) as (client, container):
+        await create_newsletter(client, await admin_headers(container))
+        page = await client.get("/subscribe/weekly/embed")
+        assert 'name="altcha"' in page.text
+        assert "/api/altcha/challenge" in page.text
+        before = await snapshot(container)
+        unsolved = await client.post("/subscribe/weekly/embed", data={"email": "ann@example.org"})
+        assert unsolved.status_code == 422
+        assert "anti-bot check" in unsolved.text
+        refused_json = await client.post(
+            "/api/subscribe", json={"email": "ann@example.org", "newsletter": "weekly"}
+        )
+        assert refused_json.status_code == 422
+        assert refused_json.json()["errors"][0]["field"] == "altcha"
+        assert await snapshot(container) == before
+
+        challenge = (await client.get("/api/altcha/challenge")).json()
+        payload = _solved(challenge)
+        taken = await client.post(
+            "/subscribe/weekly/embed", data={"email": "ann@example.org", "altcha": payload}
+        )
+        assert taken.status_code == 200
+        assert "Check your inbox" in taken.text
+        replayed = await client.post(
+            "/subscribe/weekly/embed", data={"email": "bob@example.org", "altcha": payload}
+        )
+        assert replayed.status_code == 422
+        fresh = _solved((await client.get("/api/altcha/challenge")).json())
+        by_api = await client.post(
+            "/api/subscribe",
+            json={"email": "bob@example.org", "newsletter": "weekly", "altcha": fresh},
+        )
+        assert by_api.status_code == 202
+        assert sorted(await _sent(container)) == ["ann@example.org", "bob@example.org"]
+
+
+async def test_no_proof_of_work_is_asked_for_by_default(site: Any) -> None:
+    """Off by default: forms carry no script and the challenge route does not exist."""
+    client, _ = site
+    assert (await client.get("/api/altcha/challenge")).status_code == 404
+    assert "<script" not in (await client.get("/subscribe/weekly/embed")).text

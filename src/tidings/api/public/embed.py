@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from tidings.api.deps import ContainerDep
 from tidings.api.public.json import allowed_origin
-from tidings.api.public.pages import HONEYPOT_HELP, MAX_TYPED, Typed, take_signup
+from tidings.api.public.pages import ALTCHA_HELP, HONEYPOT_HELP, MAX_TYPED, Typed, take_signup
 from tidings.config import Settings
 from tidings.domain.errors import NotFound
 
@@ -57,6 +57,7 @@ async def embed_form(container: ContainerDep, slug: Slug) -> HTMLResponse:
         newsletter,
         action_url=f"/subscribe/{newsletter[0]}/embed",
         honeypot=container.settings.audience.honeypot,
+        altcha=container.bot_check.enabled,
     )
     return _embed_html(container.settings, page)
 
@@ -69,12 +70,13 @@ async def embed_form_post(
     email: Annotated[str, Form()] = "",
     name: Annotated[str, Form()] = "",
     website: Annotated[str, Form(description=HONEYPOT_HELP)] = "",
+    altcha: Annotated[str, Form(max_length=4096, description=ALTCHA_HELP)] = "",
 ) -> HTMLResponse:
     """The thank-you in place (the same for every address), or the form again with the
     reason (422, 429)."""
     newsletter = await _newsletter(container, slug)
     typed = Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset({newsletter[0]}))
-    outcome = await take_signup(container, request, typed, email, name, website)
+    outcome = await take_signup(container, request, typed, (email, name, website, altcha))
     page = container.pages.subscribe_embed(
         newsletter,
         action_url=f"/subscribe/{newsletter[0]}/embed",
@@ -83,6 +85,7 @@ async def embed_form_post(
         name=typed.name if outcome.error else "",
         done=outcome.error is None,
         honeypot=container.settings.audience.honeypot,
+        altcha=container.bot_check.enabled,
     )
     response = _embed_html(container.settings, page, outcome.status_code)
     response.headers.update(outcome.headers or {})

@@ -27,6 +27,7 @@ Token = Annotated[str, Path(max_length=100)]
 Slug = Annotated[str, Path(description="A newsletter's slug.")]
 MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 HONEYPOT_HELP = "Leave empty: a form hidden from people, filled in only by bots."
+ALTCHA_HELP = "With audience.altcha on: the solved proof-of-work challenge."
 
 
 def _html(body: str, status_code: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
@@ -77,6 +78,7 @@ async def _subscribe_form(
         name=typed.name,
         chosen=typed.chosen,
         honeypot=container.settings.audience.honeypot,
+        altcha=container.bot_check.enabled,
     )
 
 
@@ -108,11 +110,12 @@ async def subscribe_form_post(
     name: Annotated[str, Form()] = "",
     newsletter: Annotated[list[str] | None, Form()] = None,
     website: Annotated[str, Form(description=HONEYPOT_HELP)] = "",
+    altcha: Annotated[str, Form(max_length=4096, description=ALTCHA_HELP)] = "",
 ) -> Response:
     """Always answers with a page: the form again, with what was typed and why it failed
     (422, 404 or 429), or a redirect to the thank-you page."""
     typed = Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset(s[:64] for s in newsletter or []))
-    outcome = await take_signup(container, request, typed, email, name, website)
+    outcome = await take_signup(container, request, typed, (email, name, website, altcha))
     if outcome.error is None:
         return RedirectResponse("/subscribe/thanks", status_code=303)
     page = await _subscribe_form(container, typed, error=outcome.error)
@@ -129,13 +132,22 @@ class SignupOutcome:
 
 
 async def take_signup(
-    container: ContainerDep, request: Request, typed: Typed, email: str, name: str, trap: str
+    container: ContainerDep,
+    request: Request,
+    typed: Typed,
+    posted: tuple[str, str, str, str],
 ) -> SignupOutcome:
     """Subscribe the address to the chosen newsletters, as a form post asks; the same success
-    whatever state the address is in (AUD-5). A filled honeypot field is a bot: it gets the
-    same success and nothing is done."""
+    whatever state the address is in (AUD-5). `posted` is the email, name, honeypot and ALTCHA
+    fields as sent. A filled honeypot field is a bot: it gets the same success and nothing is
+    done; a missing or wrong proof of work gets a 422 that says nothing about the address."""
+    email, name, trap, proof = posted
     if trap and container.settings.audience.honeypot:
         return SignupOutcome()
+    try:
+        container.bot_check.verify(proof)
+    except InvalidInput as refused:
+        return SignupOutcome(refused.detail, 422)
     # Fields are checked here rather than by the framework, whose answer would be JSON.
     problem = await _form_problem(container, email, name, typed.chosen)
     if problem is not None:
