@@ -25,6 +25,7 @@ from tidings.access.keys import ApiKeys
 from tidings.access.passwords import PasswordHashing
 from tidings.access.sign_in_limits import SignInLimiter, SignInLimits
 from tidings.access.two_factor import TwoFactor
+from tidings.audience.bot_check import BotCheck
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -40,6 +41,7 @@ from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMa
 from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
+from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
@@ -65,6 +67,7 @@ from tidings.config import (
 )
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
+from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
@@ -160,6 +163,8 @@ class Container:
     feedback: Feedback
     provider_events: ProviderEvents
     inbound_mail: InboundMail
+    archive: PublicArchive
+    bot_check: BotCheck
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
@@ -210,9 +215,10 @@ class Container:
             concurrency=bulk.submission_concurrency,
             retries=bulk.recipient_retries,
             # The SMTP provider keeps its own deadline: it knows whether DATA went out, and
-            # starts the clock only once it holds a pooled connection (PRV-1).
+            # starts the clock only once it holds a pooled connection (PRV-1); DKIM signing
+            # wraps it and keeps that so.
             deadline_seconds=None
-            if isinstance(provider, SmtpProvider)
+            if self.settings.email.provider == "smtp"
             else self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
             return_path=(
@@ -326,6 +332,18 @@ class Container:
 def configured_email_provider(
     settings: Settings, db: Database, clock: Clock
 ) -> PerRecipientProvider:
+    """The configured provider, signing with DKIM first when `dkim` is set (PRV-7)."""
+    provider = unsigned_email_provider(settings, db, clock)
+    dkim = settings.dkim
+    if dkim.selector and dkim.domain and dkim.private_key_file:
+        signer = DkimSigner.from_file(
+            selector=dkim.selector, domain=dkim.domain, path=dkim.private_key_file
+        )
+        return DkimSigningProvider(provider, signer)
+    return provider
+
+
+def unsigned_email_provider(settings: Settings, db: Database, clock: Clock) -> PerRecipientProvider:
     if settings.email.provider == "capture":
         return CaptureProvider(db, clock)
     if settings.email.provider == "mailgun":
@@ -467,18 +485,17 @@ def build(
         placeholders=placeholder_identity(settings),
     )
     public = PublicFlows(audience, limiter)
-    campaigns = CampaignDrafts(
-        CampaignContext(
-            db=db,
-            now=clock,
-            mailer=mailer,
-            public_url=audience.public_url,
-            theme=theme_from(settings),
-            templates=templates,
-            identity=identity,
-            unsubscribe_address=settings.email.unsubscribe_address,
-        )
+    campaign_context = CampaignContext(
+        db=db,
+        now=clock,
+        mailer=mailer,
+        public_url=audience.public_url,
+        theme=theme_from(settings),
+        templates=templates,
+        identity=identity,
+        unsubscribe_address=settings.email.unsubscribe_address,
     )
+    campaigns = CampaignDrafts(campaign_context)
     sending = SendingContext(
         db=db,
         queue=queue,
@@ -553,6 +570,13 @@ def build(
             ses_topics=frozenset(settings.ses.topic_arns),
         ),
         campaigns=campaigns,
+        archive=PublicArchive(campaign_context),
+        bot_check=BotCheck(
+            enabled=settings.audience.altcha,
+            max_number=settings.audience.altcha_max_number,
+            secret=site_secret,
+            now=clock,
+        ),
         sending=sending,
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),

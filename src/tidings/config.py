@@ -15,6 +15,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
+from dkim.crypto import UnparsableKeyError, parse_pem_private_key
 from pydantic import (
     AnyHttpUrl,
     BaseModel,
@@ -86,6 +87,35 @@ class HttpSettings(_Section):
         ge=1024,
         description="Largest request body accepted; larger bodies get 413.",
     )
+    cors_origins: str = Field(
+        default="",
+        max_length=4000,
+        description=(
+            "Comma-separated origins (`https://example.com`) of other sites that may embed "
+            "the signup form (`/subscribe/{slug}/embed`, as `frame-ancestors`) and call "
+            "`POST /api/subscribe` from a browser (CORS). Empty: this site only."
+        ),
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _split(value):
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(f"{origin!r} is not an origin like https://example.com[:port]")
+        return value
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """The configured origins, lower-cased and without a trailing slash."""
+        return tuple(origin.lower().rstrip("/") for origin in _split(self.cors_origins))
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d{1,5})?/?")
 
 
 class MetricsSettings(_Section):
@@ -580,6 +610,30 @@ class AudienceSettings(_Section):
     rate_limit_window_seconds: int = Field(
         default=3600, ge=1, description="Length of the subscribe rate-limit window."
     )
+    honeypot: bool = Field(
+        default=True,
+        description=(
+            "Signup forms carry a field hidden from people; a post that fills it in (a bot) "
+            "gets the usual thank-you and nothing is done."
+        ),
+    )
+    altcha: bool = Field(
+        default=False,
+        description=(
+            "Ask every signup (the forms and `POST /api/subscribe`) for an ALTCHA "
+            "proof-of-work solution from `GET /api/altcha/challenge`. The forms solve it in "
+            "the browser with a few lines of JavaScript; API callers must solve it themselves."
+        ),
+    )
+    altcha_max_number: int = Field(
+        default=100_000,
+        ge=1_000,
+        le=10_000_000,
+        description=(
+            "ALTCHA difficulty: the search space of a challenge. A browser tries about half "
+            "of it on average (100,000: well under a second on a phone)."
+        ),
+    )
 
 
 class AdminUiSettings(_Section):
@@ -667,6 +721,64 @@ class AdminUiSettings(_Section):
     )
 
 
+class DkimSettings(_Section):
+    """Optional DKIM signing by tidings itself (PRV-7), for relays that do not sign. All three
+    keys, or none (then mail goes out as the relay makes it)."""
+
+    selector: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$",
+        description=(
+            "DKIM selector: the public key is published at `SELECTOR._domainkey.DOMAIN` "
+            "(docs/going-live.md)."
+        ),
+    )
+    domain: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=HOSTNAME_PATTERN,
+        description="The signing domain (`d=`); the From address's domain, or a parent of it.",
+    )
+    private_key_file: Path | None = Field(
+        default=None,
+        description=(
+            "PEM file holding the RSA private key (`openssl genrsa -out dkim.pem 2048`), "
+            "readable by tidings only."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> DkimSettings:
+        given = {
+            "dkim.selector": self.selector,
+            "dkim.domain": self.domain,
+            "dkim.private_key_file": self.private_key_file,
+        }
+        missing = [key for key, value in given.items() if value is None]
+        if missing and len(missing) < len(given):
+            raise ValueError(
+                "DKIM signing needs all of " + ", ".join(given) + "; missing " + ", ".join(missing)
+            )
+        return self
+
+    @field_validator("private_key_file")
+    @classmethod
+    def _readable_key(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        try:
+            parse_pem_private_key(path.read_bytes())
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+        except (UnparsableKeyError, ValueError, IndexError):
+            raise ValueError(f"{path} does not hold a PEM RSA private key") from None
+        return path
+
+    @property
+    def enabled(self) -> bool:
+        return self.private_key_file is not None
+
+
 class ThemeSettings(_Section):
     postal_address: str = Field(
         default="Your Publication, 1 Example Street, Springfield",
@@ -719,6 +831,7 @@ class Settings(BaseSettings):
     email: EmailSettings = EmailSettings()
     smtp: SmtpSettings = SmtpSettings()
     mailgun: MailgunSettings = MailgunSettings()
+    dkim: DkimSettings = DkimSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
     inbound: InboundSettings = InboundSettings()
@@ -828,7 +941,7 @@ def _toml_type_problem(annotation: Any, value: Any) -> str | None:
         return None if None in problems else problems[0]
     if get_origin(annotation) in (list, tuple, set, frozenset):
         if not isinstance(value, list):
-            return "expected a TOML array, such as [\"a\", \"b\"]"
+            return 'expected a TOML array, such as ["a", "b"]'
         (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
         problems = [_toml_type_problem(item, element) for element in value]
         return next((f"in the array: {problem}" for problem in problems if problem), None)

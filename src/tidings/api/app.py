@@ -37,6 +37,8 @@ from tidings.api.docs_gate import DocsGate
 from tidings.api.errors import document_problems, install_error_handlers
 from tidings.api.hardening import SiteHardening
 from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
+from tidings.api.public import archive as public_archive
+from tidings.api.public import embed as public_embed
 from tidings.api.public import json as public_json
 from tidings.api.public import pages as public_pages
 from tidings.bootstrap import Container, build, start
@@ -96,6 +98,8 @@ def create_app(
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
     app.include_router(provider_events.router)
+    app.include_router(public_archive.router)
+    app.include_router(public_embed.router)
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)

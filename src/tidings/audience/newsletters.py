@@ -30,6 +30,8 @@ class NewsletterFields:
     double_opt_in: bool = True
     welcome_subject: str | None = None
     welcome_body: str | None = None
+    # A public web archive and feed of the sent issues (API-4); off until the owner opts in.
+    archive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class NewsletterChanges:
     # None or "" clears the welcome email (both fields together).
     welcome_subject: str | Unset | None = UNSET
     welcome_body: str | Unset | None = UNSET
+    archive: bool | Unset | None = UNSET
 
     def values(self) -> dict[str, Any]:
         """Only the fields the edit sets; InvalidInput for a required one set to None."""

@@ -35,6 +35,7 @@ from tidings.rendering import (
     preview,
     render_segment,
 )
+from tidings.rendering.archive import issue_url
 from tidings.storage import campaigns as queries
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage.campaigns import CampaignRow
@@ -230,6 +231,11 @@ class CampaignDrafts:
             campaign_id=str(campaign.id),
             newsletter_slug=newsletter.slug,
             newsletter_name=newsletter.name,
+            archive_url=(
+                issue_url(self._ctx.public_url, newsletter.slug, campaign.id)
+                if newsletter.archive
+                else None
+            ),
         )
         return content, sender, list_info
 

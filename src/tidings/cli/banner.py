@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from tidings import __version__
-from tidings.config import Settings, mask_url_password
+from tidings.config import Settings, mask_url_password, placeholder_identity
 from tidings.storage import revision
 from tidings.storage.database import Database
 
@@ -61,6 +61,17 @@ def email_line(settings: Settings) -> str:
     return f"Mailgun, domain {settings.mailgun.domain} ({settings.mailgun.api_base_url})"
 
 
+def real_mail_line(settings: Settings) -> str:
+    """What still stands between this configuration and mail to real readers: the identity
+    settings at their placeholders (sends are refused under them), and the site's name."""
+    missing = [key.split()[0] for key in placeholder_identity(settings)]
+    if settings.site.name == type(settings.site).model_fields["name"].default:
+        missing.append("site.name")
+    if not missing:
+        return "ready: the identity settings are set (docs/going-live.md)"
+    return f"blocked until you set {', '.join(missing)} (docs/going-live.md)"
+
+
 def workers_line(settings: Settings) -> str:
     queue, bulk = settings.queue, settings.bulk_email
     return (
@@ -93,6 +104,7 @@ class ServerBanner:
         rows = [
             ("database", f"{database_line(self.settings)}, {self.revision.describe()}"),
             ("email", email_line(self.settings)),
+            ("real mail", real_mail_line(self.settings)),
             (
                 "workers",
                 workers_line(self.settings)
@@ -114,6 +126,7 @@ def worker_lines(settings: Settings, revision: Revision, metrics_url: str | None
     rows = [
         ("database", f"{database_line(settings)}, {revision.describe()}"),
         ("email", email_line(settings)),
+        ("real mail", real_mail_line(settings)),
         ("workers", workers_line(settings)),
     ]
     if metrics_url:

@@ -1,4 +1,4 @@
-"""`tidings newsletters create|list|welcome`: the lists people subscribe to."""
+"""`tidings newsletters create|list|welcome|archive`: the lists people subscribe to."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def create(
     welcome_file: Path | None = typer.Option(
         None, "--welcome-file", help="The welcome email's text (paragraphs of plain text)."
     ),
+    archive: bool = typer.Option(
+        False, "--archive", help="Publish sent issues at /archive/SLUG with Atom and RSS feeds."
+    ),
 ) -> None:
     """Create a newsletter (double opt-in unless --single-opt-in), optionally with a welcome
     email sent to each person once they confirm."""
@@ -61,6 +64,7 @@ def create(
                     double_opt_in=not single_opt_in,
                     welcome_subject=welcome_subject,
                     welcome_body=welcome_body,
+                    archive=archive,
                 )
             )
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
@@ -110,6 +114,25 @@ def welcome(
             f"welcome email: {row.welcome_subject}" if row.welcome_subject else "no welcome email"
         )
         out_console.print(f"{row.slug}: {state}.")
+
+    run(go)
+
+
+@app.command("archive")
+def archive(
+    ctx: typer.Context,
+    slug: str = typer.Argument(..., help="The newsletter's slug."),
+    off: bool = typer.Option(False, "--off", help="Take the archive and its feeds down."),
+) -> None:
+    """Publish the newsletter's sent issues (the free edition, no personal data) at
+    /archive/SLUG with Atom and RSS feeds, and add a "view in your browser" link to the
+    issues sent from now on; --off takes the archive down (links in sent mail then 404)."""
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            row = await container.newsletters.update(slug, NewsletterChanges(archive=not off))
+            url = f"{container.audience.public_url.rstrip('/')}/archive/{row.slug}"
+        out_console.print(f"{row.slug}: archive {'on at ' + url if row.archive else 'off'}.")
 
     run(go)
 

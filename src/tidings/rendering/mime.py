@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,7 @@ from tidings.domain.email_headers import (
     mailbox_header,
     message_id,
 )
+from tidings.domain.errors import InvalidInput
 from tidings.rendering.qp import encode_value, encode_with_slots
 from tidings.rendering.slots import (
     UNSUBSCRIBE_PATH,
@@ -70,17 +72,23 @@ class Sender:
 
 @dataclass(frozen=True, slots=True)
 class ListInfo:
-    """The campaign and newsletter a message belongs to: List-Id, Feedback-ID, Message-ID."""
+    """The campaign and newsletter a message belongs to: List-Id, Feedback-ID, Message-ID.
+    `archive_url` is the issue's public page when the newsletter's archive is on (API-4)."""
 
     campaign_id: str
     newsletter_slug: str
     newsletter_name: str
+    archive_url: str | None = None
 
     def __post_init__(self) -> None:
         check_atom("campaign_id", self.campaign_id)
         check_atom("newsletter_slug", self.newsletter_slug)
         check_header_values({"newsletter_name": self.newsletter_name})
+        if self.archive_url is not None and not _ARCHIVE_URL.fullmatch(self.archive_url):
+            raise InvalidInput("archive_url must be an http(s) URL", field="archive_url")
 
+
+_ARCHIVE_URL = re.compile(r"https?://[^\s\"'<>]+")
 
 # How a value is encoded for each part: HTML-escaped there, verbatim in the text part.
 _ENCODERS: dict[str, Callable[[str], bytes]] = {

@@ -53,22 +53,54 @@ class Pages:
         email: str = "",
         name: str = "",
         chosen: Collection[str] = (),
+        honeypot: bool = False,
+        altcha: bool = False,
     ) -> str:
         """The form: POSTs `email`, `name` and `newsletter` (one slug per ticked box) to
         `action_url`.
 
         `newsletters` are (slug, name, description); with one, it is chosen for the reader,
         with several each is a checkbox, ticked when its slug is in `chosen`. `email` and
-        `name` fill the inputs again after an error, so nobody types twice.
+        `name` fill the inputs again after an error, so nobody types twice. `honeypot` adds
+        the `website` field that people never see and bots fill in; `altcha` the proof-of-work
+        field and the script that solves it before the form posts.
         """
         return self._render(
             "subscribe.html",
+            honeypot=honeypot,
+            altcha=altcha,
             newsletters=[tuple(newsletter) for newsletter in newsletters],
             action_url=_url(action_url, "action_url"),
             error=error,
             typed_email=email,
             typed_name=name,
             chosen=frozenset(chosen),
+        )
+
+    def subscribe_embed(
+        self,
+        newsletter: tuple[str, str, str],
+        *,
+        action_url: str,
+        error: str | None = None,
+        email: str = "",
+        name: str = "",
+        done: bool = False,
+        honeypot: bool = False,
+        altcha: bool = False,
+    ) -> str:
+        """The signup form for another site's iframe: one newsletter, no masthead, and the
+        thank-you in place once `done` (the same words whatever the address's state)."""
+        return self._render(
+            "embed.html",
+            newsletter=tuple(newsletter),
+            action_url=_url(action_url, "action_url"),
+            error=error,
+            typed_email=email,
+            typed_name=name,
+            done=done,
+            honeypot=honeypot,
+            altcha=altcha,
         )
 
     def subscribe_thanks(self) -> str:

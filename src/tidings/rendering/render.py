@@ -124,8 +124,7 @@ def render_segment(
     if not _BASE_URL.fullmatch(base_url):
         raise InvalidInput("base_url must be an http(s) URL", field="base_url")
     slots = SlotTable(base_url=base_url)
-    nodes = body.select_for_segment(body.parse_body(content.body, content.body_format), segment)
-    blocks = tuple(_block(node, content.body_format, segment, slots) for node in nodes)
+    blocks = segment_blocks(content, segment, slots)
     parts = engine.render(
         {
             "theme": theme,
@@ -136,6 +135,7 @@ def render_segment(
             "content_text": "\n\n".join(_text(block) for block in blocks),
             "unsubscribe_url": slots.unsubscribe_url,
             "preferences_url": slots.preferences_url,
+            "archive_url": list_info.archive_url,
         }
     )
     warnings: list[str] = []
@@ -166,6 +166,14 @@ def render_segment(
         sender=sender,
         list_info=list_info,
     )
+
+
+def segment_blocks(
+    content: CampaignContent, segment: str, slots: SlotTable
+) -> tuple[TemplateBlock, ...]:
+    """The blocks of `content` that `segment` sees, merge tags turned into `slots`' tokens."""
+    nodes = body.select_for_segment(body.parse_body(content.body, content.body_format), segment)
+    return tuple(_block(node, content.body_format, segment, slots) for node in nodes)
 
 
 def preview(

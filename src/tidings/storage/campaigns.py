@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.tables import campaigns
+from tidings.storage.tables import campaign_sends, campaigns
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,39 @@ async def delete_draft(conn: AsyncConnection, campaign_id: int) -> bool:
         delete(campaigns).where(campaigns.c.id == campaign_id, campaigns.c.status == "draft")
     )
     return result.rowcount == 1
+
+
+@dataclass(frozen=True, slots=True)
+class SentIssue:
+    """A campaign that went out, for the public archive (API-4): what was sent, and when."""
+
+    campaign: CampaignRow
+    sent_at: datetime
+
+
+def _sent(newsletter_id: int) -> Select[Any]:
+    sent_at = func.coalesce(campaign_sends.c.finished_at, campaign_sends.c.attempt_started_at)
+    return (
+        select(campaigns, sent_at.label("sent_at"))
+        .join(campaign_sends, campaign_sends.c.campaign_id == campaigns.c.id)
+        .where(campaigns.c.newsletter_id == newsletter_id, campaigns.c.status == "submitted")
+    )
+
+
+def _sent_issue(row: Any) -> SentIssue:
+    values = dict(row._mapping)
+    sent_at = values.pop("sent_at")
+    return SentIssue(campaign=CampaignRow(**values), sent_at=sent_at)
+
+
+async def sent_issues(conn: AsyncConnection, newsletter_id: int, *, limit: int) -> list[SentIssue]:
+    """The newsletter's sent campaigns, newest first."""
+    query = _sent(newsletter_id).order_by(campaigns.c.id.desc()).limit(limit)
+    return [_sent_issue(row) for row in await conn.execute(query)]
+
+
+async def sent_issue(
+    conn: AsyncConnection, newsletter_id: int, campaign_id: int
+) -> SentIssue | None:
+    row = (await conn.execute(_sent(newsletter_id).where(campaigns.c.id == campaign_id))).first()
+    return None if row is None else _sent_issue(row)

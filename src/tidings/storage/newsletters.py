@@ -28,6 +28,7 @@ class NewsletterRow:
     updated_at: datetime
     welcome_subject: str | None = None
     welcome_body: str | None = None
+    archive: bool = False
 
 
 def _row(row: Any) -> NewsletterRow:

@@ -199,6 +199,8 @@ newsletters = Table(
     # An optional welcome email, sent once a person confirms (both set, or neither).
     Column("welcome_subject", String(200), nullable=True),
     Column("welcome_body", Text(), nullable=True),
+    # Opt-in public web archive and feed of the sent issues (API-4).
+    Column("archive", Boolean(), nullable=False, server_default="0"),
     UniqueConstraint("slug"),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Path, Request
@@ -28,6 +29,7 @@ class NewsletterForm:
         description: Annotated[str, Form(max_length=2000)] = "",
         reply_to: Annotated[str, Form(max_length=320)] = "",
         double_opt_in: Annotated[str | None, Form(max_length=8)] = None,
+        archive: Annotated[str | None, Form(max_length=8)] = None,
     ) -> None:
         self.slug = slug.strip()
         self.name = name.strip()
@@ -36,6 +38,7 @@ class NewsletterForm:
         self.description = description.strip()
         self.reply_to = reply_to.strip() or None
         self.double_opt_in = double_opt_in is not None
+        self.archive = archive is not None
 
 
 @router.get("")
@@ -67,11 +70,30 @@ async def create_newsletter(
     return RedirectResponse("/admin/newsletters", status_code=303)
 
 
+def embed_snippet(public_url: str, slug: str, name: str) -> str:
+    """The HTML another site pastes to show this newsletter's signup form (API-5)."""
+    src = f"{public_url.rstrip('/')}/subscribe/{slug}/embed"
+    title = html.escape(f"Subscribe to {name}")
+    return (
+        f'<iframe src="{src}" title="{title}" width="100%" height="420" loading="lazy" '
+        'style="border:0;max-width:480px"></iframe>'
+    )
+
+
 @router.get("/{current}")
 async def edit_newsletter(request: Request, session: Session, current: Slug) -> HTMLResponse:
-    newsletter = await container_of(request).newsletters.get(current)
+    container = container_of(request)
+    newsletter = await container.newsletters.get(current)
+    public_url = container.audience.public_url.rstrip("/")
     return page(
-        request, session, "newsletter_form.html", newsletter=newsletter, editing=current, error=None
+        request,
+        session,
+        "newsletter_form.html",
+        newsletter=newsletter,
+        editing=current,
+        error=None,
+        embed_snippet=embed_snippet(public_url, newsletter.slug, newsletter.name),
+        archive_url=f"{public_url}/archive/{newsletter.slug}",
     )
 
 

@@ -35,6 +35,10 @@ class NewsletterCreate(BaseModel):
         max_length=20_000,
         description="Plain text of the welcome email; blank lines separate paragraphs.",
     )
+    archive: bool = Field(
+        default=False,
+        description="Publish sent issues at /archive/{slug} with Atom and RSS feeds.",
+    )
 
 
 class NewsletterUpdate(BaseModel):
@@ -51,6 +55,7 @@ class NewsletterUpdate(BaseModel):
         description='"" or null turns the welcome email off.',
     )
     welcome_body: str | None = Field(default=None, max_length=20_000)
+    archive: bool | None = Field(default=None, description="Turn the public archive on or off.")
 
 
 class NewsletterPublic(RecordView):
@@ -64,6 +69,7 @@ class NewsletterPublic(RecordView):
     double_opt_in: bool
     welcome_subject: str | None
     welcome_body: str | None
+    archive: bool
     created_at: datetime
     updated_at: datetime
 

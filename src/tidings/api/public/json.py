@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, status
+from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.schemas import EmailAddress, HeaderText
+from tidings.config import Settings
 from tidings.domain.audience import Source
+from tidings.domain.errors import NotFound
 
 router = APIRouter(prefix="/api", tags=["public"])
 Token = Annotated[str, Path(max_length=100)]
@@ -21,6 +23,11 @@ class SubscribeRequest(BaseModel):
     email: EmailAddress
     name: HeaderText | None = Field(default=None, max_length=200)
     newsletter: str = Field(max_length=64, description="The newsletter's slug.")
+    altcha: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="With audience.altcha on: the solved challenge (base64 JSON payload).",
+    )
 
 
 class SubscribeAccepted(BaseModel):
@@ -51,6 +58,12 @@ class PreferencesUpdate(BaseModel):
     newsletters: list[int] = Field(max_length=1000, description="Ids to stay subscribed to.")
 
 
+def allowed_origin(settings: Settings, request: Request) -> str | None:
+    """The request's Origin when it is one of `http.cors_origins`; otherwise None."""
+    origin = request.headers.get("origin", "").lower().rstrip("/")
+    return origin if origin and origin in settings.http.allowed_origins else None
+
+
 def client_ip(request: Request) -> str | None:
     return request.client.host if request.client else None
 
@@ -59,9 +72,15 @@ def client_ip(request: Request) -> str | None:
     "/subscribe", status_code=status.HTTP_202_ACCEPTED, summary="Subscribe (double opt-in)"
 )
 async def subscribe(
-    container: ContainerDep, request: Request, body: SubscribeRequest
+    container: ContainerDep, request: Request, response: Response, body: SubscribeRequest
 ) -> SubscribeAccepted:
-    """The same answer for new, pending, confirmed and unsubscribed addresses."""
+    """The same answer for new, pending, confirmed and unsubscribed addresses. Browsers on
+    the sites in `http.cors_origins` may call it (docs/publishing.md)."""
+    response.headers["Vary"] = "Origin"
+    origin = allowed_origin(container.settings, request)
+    if origin is not None:
+        response.headers["Access-Control-Allow-Origin"] = origin
+    container.bot_check.verify(body.altcha)
     await container.public.subscribe(
         email=body.email,
         name=body.name,
@@ -70,6 +89,14 @@ async def subscribe(
         client_ip=client_ip(request),
     )
     return SubscribeAccepted()
+
+
+@router.get("/altcha/challenge", summary="A proof-of-work challenge for a signup")
+async def altcha_challenge(container: ContainerDep) -> dict[str, Any]:
+    """With audience.altcha on, every signup must carry this challenge solved (ALTCHA v1)."""
+    if not container.bot_check.enabled:
+        raise NotFound("the proof-of-work check is off (audience.altcha)")
+    return container.bot_check.challenge()
 
 
 @router.post("/confirm", summary="Confirm a subscription with the emailed token")

@@ -28,14 +28,16 @@ Token = Annotated[str, Path()]
 MAX_TOKEN_LENGTH = 100
 Slug = Annotated[str, Path(description="A newsletter's slug.")]
 MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
+HONEYPOT_HELP = "Leave empty: a form hidden from people, filled in only by bots."
+ALTCHA_HELP = "With audience.altcha on: the solved proof-of-work challenge."
 
 
-def _html(body: str, status_code: int = 200) -> HTMLResponse:
+def _html(body: str, status_code: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
     # Pages carry bearer tokens in their URLs: never cache them or leak them onward.
     return HTMLResponse(
         body,
         status_code=status_code,
-        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", **(headers or {})},
     )
 
 
@@ -63,7 +65,7 @@ async def _page_or_problem(
 
 
 @dataclass(frozen=True, slots=True)
-class _Typed:
+class Typed:
     """What the reader put in the form, shown again when it comes back with an error."""
 
     email: str = ""
@@ -72,7 +74,7 @@ class _Typed:
 
 
 async def _subscribe_form(
-    container: ContainerDep, typed: _Typed = _Typed(), error: str | None = None
+    container: ContainerDep, typed: Typed = Typed(), error: str | None = None
 ) -> str:
     newsletters = [(n.slug, n.name, n.description) for n in await container.newsletters.list()]
     return container.pages.subscribe_form(
@@ -82,6 +84,8 @@ async def _subscribe_form(
         email=typed.email,
         name=typed.name,
         chosen=typed.chosen,
+        honeypot=container.settings.audience.honeypot,
+        altcha=container.bot_check.enabled,
     )
 
 
@@ -93,7 +97,7 @@ async def _form_for(container: ContainerDep, slug: str | None) -> HTMLResponse:
     if slug not in known:
         page = await _subscribe_form(container, error="There is no newsletter at that address.")
         return _html(page, status_code=404)
-    return _html(await _subscribe_form(container, _Typed(chosen=frozenset({slug}))))
+    return _html(await _subscribe_form(container, Typed(chosen=frozenset({slug}))))
 
 
 @router.get("/subscribe", response_class=HTMLResponse, summary="Signup form")
@@ -112,14 +116,49 @@ async def subscribe_form_post(
     email: Annotated[str, Form()] = "",
     name: Annotated[str, Form()] = "",
     newsletter: Annotated[list[str] | None, Form()] = None,
+    website: Annotated[str, Form(description=HONEYPOT_HELP)] = "",
+    altcha: Annotated[str, Form(max_length=4096, description=ALTCHA_HELP)] = "",
 ) -> Response:
     """Always answers with a page: the form again, with what was typed and why it failed
     (422, 404 or 429), or a redirect to the thank-you page."""
+    typed = Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset(s[:64] for s in newsletter or []))
+    outcome = await take_signup(container, request, typed, (email, name, website, altcha))
+    if outcome.error is None:
+        return RedirectResponse("/subscribe/thanks", status_code=303)
+    page = await _subscribe_form(container, typed, error=outcome.error)
+    return _html(page, status_code=outcome.status_code, headers=outcome.headers)
+
+
+@dataclass(frozen=True, slots=True)
+class SignupOutcome:
+    """What became of a form post: `error` None when it was taken (or silently dropped)."""
+
+    error: str | None = None
+    status_code: int = 200
+    headers: dict[str, str] | None = None
+
+
+async def take_signup(
+    container: ContainerDep,
+    request: Request,
+    typed: Typed,
+    posted: tuple[str, str, str, str],
+) -> SignupOutcome:
+    """Subscribe the address to the chosen newsletters, as a form post asks; the same success
+    whatever state the address is in (AUD-5). `posted` is the email, name, honeypot and ALTCHA
+    fields as sent. A filled honeypot field is a bot: it gets the same success and nothing is
+    done; a missing or wrong proof of work gets a 422 that says nothing about the address."""
+    email, name, trap, proof = posted
+    if trap and container.settings.audience.honeypot:
+        return SignupOutcome()
+    try:
+        container.bot_check.verify(proof)
+    except InvalidInput as refused:
+        return SignupOutcome(refused.detail, 422)
     # Fields are checked here rather than by the framework, whose answer would be JSON.
-    typed = _Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset(s[:64] for s in newsletter or []))
     problem = await _form_problem(container, email, name, typed.chosen)
     if problem is not None:
-        return _html(await _subscribe_form(container, typed, error=problem), status_code=422)
+        return SignupOutcome(problem, 422)
     try:
         for slug in sorted(typed.chosen):
             await container.public.subscribe(
@@ -130,13 +169,14 @@ async def subscribe_form_post(
                 client_ip=client_ip(request),
             )
     except (InvalidInput, NotFound) as exc:
-        return _html(await _subscribe_form(container, typed, error=exc.detail), status_code=422)
+        return SignupOutcome(exc.detail, 422)
     except RateLimited as exc:
-        page = await _subscribe_form(container, typed, error="Too many attempts; try again later.")
-        response = _html(page, status_code=429)
-        response.headers["Retry-After"] = str(exc.retry_after_seconds)
-        return response
-    return RedirectResponse("/subscribe/thanks", status_code=303)
+        return SignupOutcome(
+            "Too many attempts; try again later.",
+            429,
+            {"Retry-After": str(exc.retry_after_seconds)},
+        )
+    return SignupOutcome()
 
 
 async def _form_problem(

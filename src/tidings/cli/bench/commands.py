@@ -120,6 +120,12 @@ def send(
     provider: list[str] = typer.Option(
         ["smtp", "http"], "--provider", help="smtp, http (the batch API), or both (repeat)."
     ),
+    dkim: bool = typer.Option(
+        False,
+        "--dkim",
+        help="Also send the SMTP campaign DKIM-signed (a fresh 2048-bit key; needs openssl) "
+        "and report the rate beside the unsigned one.",
+    ),
 ) -> None:
     """Campaign recipients per second (BEN-2) through real worker processes to a local SMTP
     sink and to the local batch-API server, each beside a bare client (aiosmtplib, httpx)
@@ -137,6 +143,7 @@ def send(
         connections=connections,
         prefer_postfix=not python_sink,
         providers=tuple(provider),
+        dkim=dkim,
     )
     print(json.dumps(asyncio.run(result), indent=2))
 

@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -365,7 +366,13 @@ def _ratio(ours: dict[str, Any], bare: dict[str, Any]) -> float | None:
 
 
 async def smtp_figures(
-    url: str, *, recipients: int, workers: int, connections: int, prefer_postfix: bool
+    url: str,
+    *,
+    recipients: int,
+    workers: int,
+    connections: int,
+    prefer_postfix: bool,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     async with smtp_sink(prefer_postfix) as (sink_name, port):
         bare = await bare_client(port, recipients, connections)
@@ -381,6 +388,7 @@ async def smtp_figures(
                     "TIDINGS_SMTP_SECURITY": "none",
                     "TIDINGS_SMTP_POOL_SIZE": str(connections),
                     "TIDINGS_BULK_EMAIL_SUBMISSION_CONCURRENCY": str(connections),
+                    **(extra_env or {}),
                 },
             )
     return {
@@ -389,6 +397,33 @@ async def smtp_figures(
         "tidings": ours,
         "ratio_to_bare_client": _ratio(ours, bare),
     }
+
+
+async def dkim_figures(
+    url: str, *, recipients: int, workers: int, connections: int, prefer_postfix: bool
+) -> dict[str, Any]:
+    """The SMTP figures again, each message signed with a fresh 2048-bit RSA key (PRV-7)."""
+    with tempfile.TemporaryDirectory() as folder:
+        key = Path(folder) / "dkim.pem"
+        made = await asyncio.create_subprocess_exec(
+            *("openssl", "genrsa", "-out", str(key), "2048"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        if await made.wait() != 0:
+            raise RuntimeError("openssl genrsa failed: --dkim needs openssl on PATH")
+        return await smtp_figures(
+            url,
+            recipients=recipients,
+            workers=workers,
+            connections=connections,
+            prefer_postfix=prefer_postfix,
+            extra_env={
+                "TIDINGS_DKIM_SELECTOR": "bench",
+                "TIDINGS_DKIM_DOMAIN": "example.org",
+                "TIDINGS_DKIM_PRIVATE_KEY_FILE": str(key),
+            },
+        )
 
 
 async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, Any]:
@@ -429,6 +464,7 @@ async def bench_send(
     connections: int,
     prefer_postfix: bool,
     providers: tuple[str, ...] = ("smtp", "http"),
+    dkim: bool = False,
 ) -> dict[str, Any]:
     configure_logging("warning", "json")
     result: dict[str, Any] = {"benchmark": "send", "database": url.split(":", 1)[0]}
@@ -440,6 +476,17 @@ async def bench_send(
             connections=connections,
             prefer_postfix=prefer_postfix,
         )
+        if dkim:
+            result["smtp_dkim"] = await dkim_figures(
+                url,
+                recipients=recipients,
+                workers=workers,
+                connections=connections,
+                prefer_postfix=prefer_postfix,
+            )
+            result["dkim_rate_ratio"] = _ratio(
+                result["smtp_dkim"]["tidings"], result["smtp"]["tidings"]
+            )
         if postfix_root() is None:
             result["postfix_hint"] = (
                 f"for a faster sink: apt-get download postfix && dpkg -x postfix_*.deb "

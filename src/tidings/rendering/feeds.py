@@ -1,0 +1,74 @@
+"""Atom and RSS 2.0 feeds of a newsletter's archive (API-4), written by feedgen.
+
+The feed carries each issue's full HTML as the archive page shows it (free segment, no
+personal values), so a feed reader needs nothing else. Entry ids are the issue pages' URLs,
+which never change once an issue is out, so readers never see an issue twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from feedgen.feed import FeedGenerator
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    url: str
+    title: str
+    summary: str
+    html: str
+    published: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """One newsletter's feed: `page_url` is the archive index, `atom_url`/`rss_url` the feeds."""
+
+    title: str
+    description: str
+    page_url: str
+    atom_url: str
+    rss_url: str
+    author: str
+    language: str
+    entries: Sequence[FeedEntry]
+    updated: datetime
+
+
+def _generator(feed: Feed, self_url: str) -> FeedGenerator:
+    generator = FeedGenerator()
+    generator.id(feed.page_url)
+    generator.title(feed.title)
+    # RSS requires a description; Atom's subtitle must not be empty either.
+    generator.description(feed.description or f"The archive of {feed.title}.")
+    generator.author({"name": feed.author})
+    generator.link(href=feed.page_url, rel="alternate")
+    generator.link(href=self_url, rel="self")
+    generator.language(feed.language)
+    generator.updated(feed.updated)
+    generator.lastBuildDate(feed.updated)
+    for item in feed.entries:
+        entry = generator.add_entry(order="append")
+        entry.id(item.url)
+        entry.guid(item.url, permalink=True)
+        entry.title(item.title)
+        entry.link(href=item.url, rel="alternate")
+        entry.published(item.published)
+        entry.updated(item.published)
+        if item.summary:
+            entry.summary(item.summary)
+        entry.content(item.html, type="html")
+    return generator
+
+
+def atom(feed: Feed) -> bytes:
+    """The feed as Atom 1.0 (RFC 4287)."""
+    return bytes(_generator(feed, feed.atom_url).atom_str(pretty=True))
+
+
+def rss(feed: Feed) -> bytes:
+    """The feed as RSS 2.0."""
+    return bytes(_generator(feed, feed.rss_url).rss_str(pretty=True))
