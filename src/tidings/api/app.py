@@ -104,7 +104,11 @@ def create_app(
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
     app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
     app.add_middleware(DocsGate, container=container)
-    app.add_middleware(SiteHardening, public_origin=str(settings.site.public_url))
+    app.add_middleware(
+        SiteHardening,
+        public_origin=str(settings.site.public_url),
+        form_scripts=settings.audience.altcha,
+    )
     routes = RouteTemplates(
         lambda: [
             *app.openapi()["paths"],

@@ -1,6 +1,7 @@
 """Transport and browser hardening for every response (UI-2): HSTS on an https site, the admin
 UI moved to https before any form is shown, and a strict policy on the pages readers open
-from an email (no framing, no sniffing, no referrer)."""
+from an email (no framing, no sniffing, no referrer). A page may widen one directive of the
+policy by sending it itself: the embeddable signup form names who may frame it."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HSTS = "max-age=31536000"
 # The reader-facing pages: a form and a button, styled inline, no script, never framed.
+PUBLIC_PAGE_POLICY = {
+    "default-src": "'none'",
+    "style-src": "'unsafe-inline'",
+    "img-src": "https: data:",
+    "form-action": "'self'",
+    "frame-ancestors": "'none'",
+    "base-uri": "'none'",
+}
+# With audience.altcha on, the signup forms carry one inline script that fetches a challenge.
+FORM_SCRIPT_POLICY = {"script-src": "'unsafe-inline'", "connect-src": "'self'"}
 PUBLIC_PAGE_HEADERS = {
-    "content-security-policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
-    "x-frame-options": "DENY",
 }
 PUBLIC_PAGE_PREFIXES = ("/subscribe", "/confirm/", "/unsubscribe/", "/preferences/")
 
@@ -31,10 +37,11 @@ class SiteHardening:
     HSTS and the redirect of plain-http admin requests (after uvicorn has applied the
     trusted proxies' X-Forwarded-Proto to the scope's scheme)."""
 
-    def __init__(self, app: ASGIApp, public_origin: str) -> None:
+    def __init__(self, app: ASGIApp, public_origin: str, form_scripts: bool = False) -> None:
         self.app = app
         self.origin = public_origin.rstrip("/")
         self.https_site = self.origin.startswith("https://")
+        self.policy = PUBLIC_PAGE_POLICY | (FORM_SCRIPT_POLICY if form_scripts else {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,6 +65,22 @@ class SiteHardening:
                 if public_page:
                     for name, value in PUBLIC_PAGE_HEADERS.items():
                         headers[name] = value
+                    policy = self.policy | _directives(headers.get("content-security-policy", ""))
+                    headers["content-security-policy"] = "; ".join(
+                        f"{name} {value}" for name, value in policy.items()
+                    )
+                    if policy["frame-ancestors"] == "'none'":
+                        headers["x-frame-options"] = "DENY"
             await send(message)
 
         await self.app(scope, receive, hardened)
+
+
+def _directives(policy: str) -> dict[str, str]:
+    """A Content-Security-Policy header as {directive: its sources}."""
+    found: dict[str, str] = {}
+    for part in policy.split(";"):
+        name, _, sources = part.strip().partition(" ")
+        if name:
+            found[name.lower()] = sources.strip()
+    return found
