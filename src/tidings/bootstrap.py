@@ -34,6 +34,7 @@ from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
+from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
 from tidings.campaigns.finalise import Finaliser
 from tidings.campaigns.handover import Handover, PerRecipientHandover
@@ -138,6 +139,7 @@ class Container:
     send_status: SendStatusReader
     retries: SendRetries
     reconciler: Reconciler
+    control: SendControl
     importer: Importer
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
@@ -457,6 +459,7 @@ def build(
         send_status=SendStatusReader(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
+        control=SendControl(sending),
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,

@@ -17,6 +17,7 @@ from tidings.domain.send_status import (
     READS_BATCHES,
     SendingStatus,
     SendRecord,
+    closed,
     derive_status,
     finished_status,
     idle_status,
@@ -61,7 +62,7 @@ class SendStatusReader:
             if send is None:
                 return idle_status(status, None)
             record = _record(send)
-            if status == CampaignStatus.SUBMITTED:
+            if closed(status, record):
                 return finished_status(status, record)
             if status not in READS_BATCHES:
                 return idle_status(status, record)

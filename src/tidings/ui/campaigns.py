@@ -203,12 +203,6 @@ async def schedule(
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 
-@router.post("/{campaign_id}/cancel")
-async def cancel(request: Request, session: Session, campaign_id: CampaignId) -> Response:
-    await container_of(request).sends.cancel(campaign_id)
-    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
-
-
 @router.get("/{campaign_id}/send")
 async def confirm_send(request: Request, session: Session, campaign_id: CampaignId) -> Response:
     container = container_of(request)

@@ -19,6 +19,7 @@ class RecipientCounts(BaseModel):
     failed: int
     excluded: int
     uncertain: int
+    cancelled: int = Field(description="Never handed over: the send was cancelled first (SND-23).")
 
 
 class SendStatusPublic(BaseModel):
@@ -62,6 +63,7 @@ class SendStatusPublic(BaseModel):
                 failed=totals.failed,
                 excluded=totals.excluded,
                 uncertain=totals.uncertain,
+                cancelled=totals.cancelled,
             ),
         )
 
