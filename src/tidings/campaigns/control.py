@@ -126,7 +126,12 @@ class SendControl:
                 {"pause": "campaign.paused", "resume": "campaign.resumed"}.get(
                     action, "campaign.cancelled"
                 ),
-                {"campaign_id": campaign_id, "attempt": send.attempt, "was": status},
+                {
+                    "campaign_id": campaign_id,
+                    "attempt": send.attempt,
+                    "was": status,
+                    "reason": "operator",
+                },
             )
         log.info(f"campaign.{action}_requested", campaign_id=campaign_id, was=status)
         return ControlApplied(campaign_id, action, to_status, send.attempt)
