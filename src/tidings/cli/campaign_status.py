@@ -73,7 +73,10 @@ def status_line(campaign_id: int, found: SendingStatus) -> str:
         )
     phase = phase_of_status(found)
     if found.status in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING):
-        return f"campaign {campaign_id}: {found.status.value}{phase}, {progress}, {_eta(found)}"
+        line = f"campaign {campaign_id}: {found.status.value}{phase}, {progress}, {_eta(found)}"
+        if found.provider_problem is not None:
+            line += f"; {found.provider_problem.summary()}"
+        return line
     return f"campaign {campaign_id}: {found.status.value}"
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from tidings.domain.eta import Sample, eta_seconds
+from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.sending import VERIFICATION_CODE, BatchStatus, CampaignStatus
 
 # A send that has started: it has batches worth reading (a submitted one has its totals).
@@ -160,6 +161,7 @@ class SendingStatus:
     error_code: str | None
     error: str | None
     recipients: RecipientTotals
+    provider_problem: ProviderProblem | None = None  # a send waiting on its provider (SND-26)
 
 
 def preparation_progress(send: SendRecord, groups: Sequence[BatchGroup]) -> Progress:

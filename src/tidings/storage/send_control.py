@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchStatus, RecipientState
 from tidings.storage.recipients import claim_is_live
-from tidings.storage.tables import campaign_batches, campaign_recipients
+from tidings.storage.tables import campaign_batches, campaign_recipients, jobs
 
 CANCELLED_REASON = "send_cancelled"
 IN_FLIGHT_AT_CANCEL = "in_flight_at_crash"
@@ -123,3 +123,31 @@ async def cancel_unsent(conn: AsyncConnection, campaign_id: int, *, now: datetim
         )
     )
     return int(moved.rowcount)
+
+
+class JobTrouble(NamedTuple):
+    last_error: str
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+
+
+async def batch_job_trouble(
+    conn: AsyncConnection, campaign_id: int, attempt: int
+) -> JobTrouble | None:
+    """The attempt's batch job that failed most recently and waits to be tried again (SND-26):
+    its last error, how many tries it had and when the next is due."""
+    query = (
+        select(jobs.c.last_error, jobs.c.attempts, jobs.c.max_attempts, jobs.c.run_at)
+        .where(
+            jobs.c.kind == "send_batch",
+            jobs.c.idempotency_key.like(f"send_batch:{campaign_id}:%:{attempt}"),
+            jobs.c.status == "pending",
+            jobs.c.attempts > 0,
+            jobs.c.last_error.is_not(None),
+        )
+        .order_by(jobs.c.updated_at.desc(), jobs.c.id.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else JobTrouble(*row)

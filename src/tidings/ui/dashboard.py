@@ -1,5 +1,6 @@
 """The dashboard: the audience per newsletter and state, 30 days of growth, recent campaigns
-and the queue's health, with a banner when jobs are dead."""
+and the queue's health, with a banner when jobs are dead and one per send waiting on an
+unreachable provider (SND-26)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,5 @@ async def dashboard(request: Request, session: Session) -> HTMLResponse:
         campaigns=await container.campaigns.list_campaigns(limit=8),
         queue=sorted(queue.items()),
         dead=dead,
+        provider_problems=await container.send_status.provider_problems(),
     )
