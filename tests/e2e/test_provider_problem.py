@@ -108,3 +108,33 @@ def test_the_reason_a_job_records_reads_back_as_the_problem() -> None:
         is None
     )
     assert provider_problem(None, attempts=1, max_attempts=3, next_try=None) is None
+
+
+async def test_a_test_send_reports_what_happened_not_what_was_asked(sqlite_url: str) -> None:
+    """ "Test sent" while the message sits queued and failing sends the operator live with a
+    broken relay: the page must wait for the outcome and name the failure, or say that no
+    worker has taken it yet."""
+    port = _closed_port()
+    settings = make_settings(
+        sqlite_url,
+        queue={**FAST_QUEUE, "backoff_base_seconds": 60, "backoff_max_seconds": 120},
+        smtp={"host": "127.0.0.1", "port": port, "security": "none"},
+        **real_mail(provider="smtp"),
+    )
+    async with ui_app(settings) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        campaign_id = await create_campaign(client, headers)
+        form = {"to": "me@example.org", "segment": "free", "csrf_token": csrf}
+        url = f"/admin/campaigns/{campaign_id}/test-send"
+        async with workers(container):
+            failing = await client.post(url, data=form)
+        text = " ".join(failing.text.split())
+        assert "Test sent" not in text
+        assert f"smtp 127.0.0.1:{port} unreachable" in text
+        assert "tried again" in text
+        queued = await client.post(url, data=form)  # no worker running now
+        assert "Test sent" not in queued.text
+        assert "no worker has sent it yet" in queued.text
