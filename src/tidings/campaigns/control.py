@@ -98,6 +98,17 @@ class SendControl:
                     to_status=CampaignStatus.CANCELLED,
                     now=now,
                 )
+                scheduled = await send_queries.get(conn, campaign_id)
+                if scheduled is not None:  # a scheduled send: who called it off, and when
+                    await interventions.record(
+                        conn,
+                        campaign_id,
+                        action=action,
+                        actor=actor,
+                        now=now,
+                        recipient_count=0,
+                        attempt=scheduled.attempt,
+                    )
                 log.info("campaign.cancelled", campaign_id=campaign_id, was=status)
                 return ControlApplied(campaign_id, action, CampaignStatus.CANCELLED, None)
             if not await send_queries.set_status(
