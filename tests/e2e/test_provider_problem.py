@@ -131,6 +131,16 @@ async def test_a_test_send_reports_what_happened_not_what_was_asked(sqlite_url: 
         url = f"/admin/campaigns/{campaign_id}/test-send"
         async with workers(container):
             failing = await client.post(url, data=form)
+
+            def cli_test_send() -> tuple[int, str]:
+                args = ["campaign", "test-send", str(campaign_id), "--to", "me@example.org"]
+                env = {"TIDINGS_DATABASE_URL": settings.database.url}
+                result = CliRunner().invoke(cli, [*args, "--wait", "10"], env=env)
+                return result.exit_code, " ".join(result.output.split())
+
+            cli_code, cli_output = await asyncio.to_thread(cli_test_send)
+        assert cli_code == 1
+        assert f"smtp 127.0.0.1:{port} unreachable" in cli_output
         text = " ".join(failing.text.split())
         assert "Test sent" not in text
         assert f"smtp 127.0.0.1:{port} unreachable" in text
