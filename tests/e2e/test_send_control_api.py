@@ -227,3 +227,55 @@ async def test_campaign_page_pauses_resumes_and_cancels(sqlite_url: str) -> None
         actions = await _actions(container, campaign_id)
         assert [action for action, _ in actions] == ["pause", "resume", "cancel"]
         assert all(actor.startswith("ui:") for _, actor in actions)
+
+
+async def test_a_send_cancelled_while_preparing_mails_nobody_and_counts_every_row(
+    database_url: str,
+) -> None:
+    """Cancelling a send still being prepared must stop it at a page boundary, mail nobody,
+    and leave every recipient row written so far `cancelled` and counted."""
+    settings = make_settings(
+        database_url,
+        queue=FAST_QUEUE,
+        bulk_email={"batch_size": 5, "batch_creation_concurrency": 1},
+    )
+    async with api_client(settings) as (client, container):
+        campaign_id = await queued_send(client, container, 600)
+
+        async def preparing() -> bool:
+            send = await container.sends.get_send(campaign_id)
+            async with container.db.read() as conn:
+                written = (
+                    await conn.execute(
+                        select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
+                    )
+                ).scalar_one()
+            return send is not None and send.prepared_at is None and written > 0
+
+        async with workers(container):
+            await wait_for(preparing)
+            await container.control.cancel(campaign_id, actor="test:operator")
+
+            async def closed() -> bool:
+                send = await container.sends.get_send(campaign_id)
+                return send is not None and send.cancelled_count is not None
+
+            await wait_for(closed)
+        states = await recipient_states(container, campaign_id)
+        assert set(states) == {"cancelled"}
+        assert await _mailed(container) == Counter()
+        send = await container.sends.get_send(campaign_id)
+        assert send is not None
+        assert (send.email_count, send.cancelled_count) == (0, states["cancelled"])
+        async with container.db.read() as conn:
+            statuses = set(
+                (
+                    await conn.execute(
+                        select(campaign_batches.c.status).where(
+                            campaign_batches.c.campaign_id == campaign_id
+                        )
+                    )
+                ).scalars()
+            )
+        assert statuses == {"cancelled"}
+        assert (await container.campaigns.get(campaign_id)).campaign.status == "cancelled"
