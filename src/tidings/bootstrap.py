@@ -44,6 +44,7 @@ from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
+from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
 from tidings.campaigns.finalise import Finaliser
 from tidings.campaigns.handover import Handover, PerRecipientHandover
@@ -157,6 +158,7 @@ class Container:
     statistics: StatisticsReader
     retries: SendRetries
     reconciler: Reconciler
+    control: SendControl
     importer: Importer
     identity: SendingIdentity
     pending_confirmations: PendingConfirmations
@@ -583,6 +585,7 @@ def build(
         statistics=StatisticsReader(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
+        control=SendControl(sending),
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,

@@ -4,6 +4,7 @@ next issue."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from tests.e2e.audience_helpers import create_newsletter
@@ -100,3 +101,22 @@ async def test_the_send_button_is_disabled_with_the_reason_for_an_empty_audience
     assert draft.campaign.status == "draft"
     assert cloned.status_code == 303
     assert cloned.headers["location"] != campaign_url
+
+
+async def test_sends_from_the_command_line_are_in_the_audit_log(database_url: str) -> None:
+    """Who sent what must not depend on the tool used: a send and a cancel from a terminal
+    are recorded as the login that ran them, like the API's and the UI's."""
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        await seed(container, "weekly", 2)
+        campaign_id = await create_campaign(client, headers)
+    tidings = tidings_cli(database_url)
+    assert tidings("campaign", "send", str(campaign_id), "--yes").returncode == 0
+    assert tidings("campaign", "cancel", str(campaign_id), "--yes").returncode == 0
+    entries = json.loads(tidings("audit", "list", "--json", "--action", "campaign").stdout)
+    assert [(entry["action"], entry["target"]) for entry in entries] == [
+        ("campaign.cancel", f"campaign:{campaign_id}"),
+        ("campaign.send", f"campaign:{campaign_id}"),
+    ]
+    assert all(entry["actor"].startswith("cli:") for entry in entries)

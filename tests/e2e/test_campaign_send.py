@@ -152,8 +152,8 @@ async def test_bad_send_requests_get_problems_and_change_nothing(database_url: s
         again = await client.post(f"{base}/send", headers=headers)
         assert again.status_code == 409
         assert "draft" in again.json()["detail"]
-        cancel = await client.post(f"{base}/cancel", headers=headers)
-        assert cancel.status_code == 409
+        resume = await client.post(f"{base}/resume", headers=headers)  # not paused
+        assert resume.status_code == 409
         assert len(await container.queue.list_jobs(kind="send_campaign")) == 1
         unauthenticated = await client.post(f"{base}/send")
         assert unauthenticated.status_code == 401

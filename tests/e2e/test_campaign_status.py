@@ -115,7 +115,8 @@ async def test_status_follows_a_send_from_preparing_to_submitted(studio: Studio)
         "retryable": False,
         "error_code": None,
         "error": None,
-        "recipients": {"sent": 60, "failed": 0, "excluded": 0, "uncertain": 0},
+        "recipients": {"sent": 60, "failed": 0, "excluded": 0, "uncertain": 0, "cancelled": 0},
+        "provider_problem": None,
     }
 
 

@@ -21,6 +21,8 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", "/api/admin/campaigns/{campaign_id}/send"): "campaign.send",
     ("POST", "/api/admin/campaigns/{campaign_id}/schedule"): "campaign.schedule",
     ("POST", "/api/admin/campaigns/{campaign_id}/cancel"): "campaign.cancel",
+    ("POST", "/api/admin/campaigns/{campaign_id}/pause"): "campaign.pause",
+    ("POST", "/api/admin/campaigns/{campaign_id}/resume"): "campaign.resume",
     ("POST", "/api/admin/campaigns/{campaign_id}/retry"): "campaign.retry",
     ("POST", "/api/admin/campaigns/{campaign_id}/resend"): "campaign.resend",
     ("POST", "/api/admin/campaigns/{campaign_id}/batches/{batch_id}/reconcile"): (
@@ -35,6 +37,8 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", "/admin/campaigns/{campaign_id}/send"): "campaign.send",
     ("POST", "/admin/campaigns/{campaign_id}/schedule"): "campaign.schedule",
     ("POST", "/admin/campaigns/{campaign_id}/cancel"): "campaign.cancel",
+    ("POST", "/admin/campaigns/{campaign_id}/pause"): "campaign.pause",
+    ("POST", "/admin/campaigns/{campaign_id}/resume"): "campaign.resume",
     ("POST", "/admin/campaigns/{campaign_id}/retry"): "campaign.retry",
     ("POST", "/admin/campaigns/{campaign_id}/reconcile"): "campaign.reconcile",
     ("POST", "/admin/subscribers/{subscriber_id}/delete"): "subscriber.delete",

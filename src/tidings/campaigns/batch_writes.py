@@ -19,8 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.domain.sending import RecipientState
+from tidings.domain.errors import TidingsError
+from tidings.domain.sending import CampaignStatus, RecipientState
 from tidings.queue.job import Job
+from tidings.storage import campaign_sends as send_queries
 from tidings.storage import recipients as recipient_queries
 from tidings.storage.errors import is_outage
 
@@ -30,6 +32,18 @@ T = TypeVar("T")
 Outcome = tuple[int, RecipientState, str | None]
 FIRST_PAUSE_SECONDS = 0.1
 LONGEST_PAUSE_SECONDS = 2.0
+
+
+class SendHalted(TidingsError):
+    """The campaign was paused or cancelled (SND-23): the outcomes in hand were recorded and
+    nothing more of it is handed over; the batch is given back."""
+
+    code = "send_halted"
+
+
+async def _sending(conn: AsyncConnection, campaign_id: int) -> bool:
+    """Read in the write that would put more recipients in flight: is the send still on?"""
+    return await send_queries.status(conn, campaign_id) == CampaignStatus.SUBMITTING
 
 
 @dataclass(frozen=True)
@@ -90,14 +104,18 @@ class BatchWrites:
         """The previous chunk's outcomes and the next chunk in flight (`ids`; a crash before
         their own settle leaves them `uncertain`), in one transaction: half the writes of doing
         them apart, and still never more than one chunk `sending`. Consent is re-checked in
-        the same write (SND-10): returns the ids excluded instead, never to be handed over."""
+        the same write (SND-10): returns the ids excluded instead, never to be handed over.
+        A paused or cancelled send (SND-23) has the outcomes settled and nothing marked:
+        `SendHalted`."""
 
-        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn] | None:
             now = self.context.now()
             if outcomes:
                 await recipient_queries.settle(
                     conn, self.batch_id, list(outcomes), token=self.token, now=now
                 )
+            if not await _sending(conn, self.campaign_id):
+                return None
             return await self._mark(conn, ids, RecipientState.SENDING)
 
         return self._excluded(await self.write(make))
@@ -116,7 +134,9 @@ class BatchWrites:
             to_state=to_state,
         )
 
-    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn]) -> frozenset[int]:
+    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn] | None) -> frozenset[int]:
+        if withdrawn is None:
+            raise SendHalted("the send was paused or cancelled")
         for row in withdrawn:
             events.excluded(
                 "submission",
@@ -135,9 +155,12 @@ class BatchWrites:
         """Batch providers: the one call may reach the provider from now on (or certainly did
         not); recorded on the batch row before the call, so a crash leaves the evidence. With
         `ids` (the call's readers, who stay `pending`), consent is re-checked in the same
-        write (SND-10): returns the ids excluded instead, to be left out of the call."""
+        write (SND-10): returns the ids excluded instead, to be left out of the call. A
+        paused or cancelled send (SND-23) is not handed over: `SendHalted`."""
 
-        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn]:
+        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn] | None:
+            if handed and not await _sending(conn, self.campaign_id):
+                return None
             withdrawn = await self._mark(conn, ids, RecipientState.PENDING)
             await recipient_queries.mark_handed_over(
                 conn, self.batch_id, token=self.token, at=self.context.now() if handed else None

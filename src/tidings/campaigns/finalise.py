@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
+from tidings.campaigns.control import close_cancelled
 from tidings.campaigns.jobs import FinaliseCampaign
 from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
@@ -86,7 +87,10 @@ class Finaliser:
         async with self._ctx.queue.fenced(job) as conn:
             send = await send_queries.get(conn, step.campaign_id)
             status = await send_queries.status(conn, step.campaign_id)
-            if send is None or send.attempt != step.attempt or status != CampaignStatus.SUBMITTING:
+            closing = status == CampaignStatus.CANCELLED and send and send.finished_at is None
+            if send is None or send.attempt != step.attempt:
+                return
+            if status != CampaignStatus.SUBMITTING and not closing:
                 return
             if not await send_queries.take_lock(
                 conn, step.campaign_id, token=token, now=self._ctx.now()
@@ -96,7 +100,10 @@ class Finaliser:
                 log.info("campaign.lock_busy", campaign_id=step.campaign_id)
                 raise Defer("the campaign's status lock is busy", seconds=LOCK_BUSY_SECONDS)
         try:
-            await self._finalise(job, step.campaign_id)
+            if closing:  # an operator cancelled the send (SND-23)
+                await close_cancelled(self._ctx, job, step.campaign_id)
+            else:
+                await self._finalise(job, step.campaign_id)
         finally:
             await self._ctx.release_status_lock(job, step.campaign_id)
 

@@ -31,6 +31,7 @@ from tidings.delivery.provider import (
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import RetryLater
+from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
 from tidings.rendering import RecipientValues, SegmentRendering
 
@@ -97,10 +98,11 @@ class Handover(Protocol):
 class _Deferred(Exception):
     """A temporary failure for one recipient, to be tried again inside this batch."""
 
-    def __init__(self, reason: str, *, connection: bool) -> None:
+    def __init__(self, reason: str, *, connection: bool, cause: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.connection = connection  # nothing was accepted: the relay could not be reached
+        self.cause = cause  # for `connection`: the error's class or reply code (SND-26)
 
 
 class PerRecipientHandover:
@@ -161,7 +163,10 @@ class PerRecipientHandover:
             unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
             if unreachable and len(unreachable) == len(chunk):
                 await writes.unmark(ids)
-                raise RetryLater(f"{self.provider.name} unreachable")
+                endpoint = getattr(self.provider, "endpoint", None)
+                raise RetryLater(
+                    unreachable_reason(self.provider.name, endpoint, unreachable[0].cause)
+                )
             # A deferral (4xx) is never a failure (PRV-1): still deferred after the retries
             # inside the batch, the recipient goes back to `pending`, with the reply's code,
             # for the job's next try (later, on a fresh connection).
@@ -208,8 +213,10 @@ class PerRecipientHandover:
                 async with asyncio.timeout(self._deadline):  # None: the provider keeps its own
                     result = await self.provider.send(parcel.envelope)
             except TemporaryFailure as exc:
-                unreachable = isinstance(exc, ProviderUnreachable)
-                return _Deferred(_code(f"{name}_temporary", exc.status), connection=unreachable)
+                if isinstance(exc, ProviderUnreachable):
+                    code = _code(f"{name}_temporary", exc.status)
+                    return _Deferred(code, connection=True, cause=exc.cause)
+                return _Deferred(_code(f"{name}_temporary", exc.status), connection=False)
             except PermanentFailure as exc:
                 return RecipientState.FAILED, _code(f"{name}_permanent", exc.status)
             except UncertainDelivery:

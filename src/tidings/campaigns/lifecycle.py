@@ -1,5 +1,6 @@
-"""Send now, schedule, cancel (SPEC SND-1): each a conditional state change that writes the
-durable send job in the same transaction (PRI-6), with the preflight audience count."""
+"""Send now and schedule (SPEC SND-1): each a conditional state change that writes the durable
+send job in the same transaction (PRI-6), with the preflight audience count. Cancel, pause and
+resume are in `control` (SND-23)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import structlog
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs import SendCampaign
 from tidings.domain.clock import require_timezone
-from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.sending import CampaignStatus
 from tidings.storage import batches as batch_queries
 from tidings.storage import campaign_sends as send_queries
@@ -56,21 +57,6 @@ class CampaignSends:
                 "scheduled_at must be at least 30 seconds in the future", field="scheduled_at"
             )
         return await self._start(campaign_id, at=at)
-
-    async def cancel(self, campaign_id: int) -> None:
-        """Cancel a draft or a scheduled campaign; its scheduled job finds it cancelled."""
-        async with self._ctx.db.write() as conn:
-            if await send_queries.status(conn, campaign_id) is None:
-                raise NotFound(f"no campaign with id {campaign_id}")
-            if not await send_queries.set_status(
-                conn,
-                campaign_id,
-                from_statuses=[CampaignStatus.DRAFT, CampaignStatus.SCHEDULED],
-                to_status=CampaignStatus.CANCELLED,
-                now=self._ctx.now(),
-            ):
-                raise Conflict("only a draft or scheduled campaign can be cancelled")
-        log.info("campaign.cancelled", campaign_id=campaign_id)
 
     async def audience_size(self, campaign_id: int) -> int:
         """Who would get it if sent now: the consent-filtered audience (the preflight count)."""

@@ -26,6 +26,7 @@ from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import (
+    ACTIVE,
     Page,
     SegmentRange,
     VerificationFailed,
@@ -208,6 +209,10 @@ class Preparation:
         for attempt in range(1, PAGE_TRIES + 1):
             try:
                 async with self._ctx.queue.fenced(job) as conn:
+                    if await send_queries.status(conn, campaign_id) not in ACTIVE:
+                        # Paused or cancelled (SND-23): stop at this page boundary; what is
+                        # written waits for resume (which starts the preparation over).
+                        raise PreparationInterrupted("the send was paused or cancelled")
                     existing = await batch_queries.get_page(conn, campaign_id, page.page)
                     if existing is not None:  # committed, though we never heard back
                         await self._check_recovered(conn, campaign_id, page, existing)
@@ -216,7 +221,7 @@ class Preparation:
                         conn, campaign_id, page, now=self._ctx.now()
                     )
                 break
-            except (VerificationFailed, ClaimLost):
+            except (VerificationFailed, ClaimLost, PreparationInterrupted):
                 raise
             except Exception as exc:
                 stopping = self._ctx.queue.stopping

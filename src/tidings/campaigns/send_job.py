@@ -105,6 +105,11 @@ class CampaignSender:
                 now=self._ctx.now(),
                 keep_schedule=True,
             )
+            if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
+                # Paused or cancelled while it was being prepared (SND-23): nothing is
+                # dispatched; resume dispatches, cancel's finalise step closes it.
+                log.info("campaign.dispatch_halted")
+                return
             batch_ids = await batch_queries.unfinished_ids(conn, step.campaign_id)
         steps: list[CampaignJob] = [SendBatch(step.campaign_id, b, step.attempt) for b in batch_ids]
         if not steps:

@@ -7,23 +7,28 @@ submitted one, nothing more. No recipient row is read on this path.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from tidings.campaigns.context import SendingContext
 from tidings.domain.email_headers import message_id
 from tidings.domain.errors import NotFound
 from tidings.domain.eta import WINDOW, Sample
+from tidings.domain.provider_health import ProviderProblem, provider_problem
 from tidings.domain.send_status import (
     READS_BATCHES,
     SendingStatus,
     SendRecord,
+    closed,
     derive_status,
     finished_status,
     idle_status,
     phase_of,
 )
 from tidings.domain.sending import CampaignStatus, RecipientState
+from tidings.storage import campaign_sends as send_queries
 from tidings.storage import recipient_list
+from tidings.storage import send_control as control_queries
 from tidings.storage import send_progress as progress_queries
 from tidings.storage.campaign_sends import SendRow
 
@@ -61,7 +66,7 @@ class SendStatusReader:
             if send is None:
                 return idle_status(status, None)
             record = _record(send)
-            if status == CampaignStatus.SUBMITTED:
+            if closed(status, record):
                 return finished_status(status, record)
             if status not in READS_BATCHES:
                 return idle_status(status, record)
@@ -75,7 +80,27 @@ class SendStatusReader:
                     since=send.attempt_started_at,
                     window_start=now - WINDOW,
                 )
-        return derive_status(status, record, groups, samples, now=now)
+            trouble = None
+            if status in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING):
+                trouble = await control_queries.batch_job_trouble(conn, campaign_id, send.attempt)
+        derived = derive_status(status, record, groups, samples, now=now)
+        if trouble is None:
+            return derived
+        return dataclasses.replace(derived, provider_problem=_problem(trouble))
+
+    async def provider_problems(self) -> list[tuple[int, ProviderProblem]]:
+        """Every send in progress waiting on an unreachable provider (SND-26), by campaign:
+        the dashboard's banner. A handful of sends at most are active at any time."""
+        found: list[tuple[int, ProviderProblem]] = []
+        async with self._ctx.db.read() as conn:
+            for send in await send_queries.active(conn):
+                trouble = await control_queries.batch_job_trouble(
+                    conn, send.campaign_id, send.attempt
+                )
+                problem = _problem(trouble)
+                if problem is not None:
+                    found.append((send.campaign_id, problem))
+        return found
 
     async def recipients(
         self, campaign_id: int, state: RecipientState, *, after_id: int | None, limit: int
@@ -104,3 +129,14 @@ class SendStatusReader:
             )
             for row in rows
         ]
+
+
+def _problem(trouble: control_queries.JobTrouble | None) -> ProviderProblem | None:
+    if trouble is None:
+        return None
+    return provider_problem(
+        trouble.last_error,
+        attempts=trouble.attempts,
+        max_attempts=trouble.max_attempts,
+        next_try=trouble.run_at,
+    )

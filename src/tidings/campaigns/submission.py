@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.batch_handover import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
-from tidings.campaigns.batch_writes import BatchWrites
+from tidings.campaigns.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.handover import Delivery, Handover, HandoverResult, HandoverStopped
@@ -110,6 +110,10 @@ class BatchSubmitter:
                     await self._submit(job, step, claimed)
                 except VerificationFailed as exc:
                     await self._fail_batch(job, step, exc)
+                except SendHalted:
+                    # Paused or cancelled (SND-23): the chunk in hand was recorded; the rest
+                    # waits, `pending`, for resume (or becomes `cancelled`). No retry.
+                    await self._release(job, step)
                 except HandoverStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.test_outcome import CopyOutcome, await_outcome
 from tidings.cli import campaign_repair, campaign_send, campaign_stats, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
@@ -199,18 +200,33 @@ def send_test(
         ..., "--to", help="Recipient (repeat for up to 10).", callback=email_address
     ),
     segment: str | None = typer.Option(None, "--segment", help="free, paid or comped."),
+    wait: float = typer.Option(
+        0.0,
+        "--wait",
+        min=0,
+        max=60,
+        help="Seconds to wait for a worker to send them, then say what happened (exit 1 if "
+        "any failed or is still queued).",
+    ),
 ) -> None:
     """Send a segment's real message to test addresses; the campaign is left untouched."""
 
-    async def go() -> None:
+    async def go() -> CopyOutcome | None:
         async with container_for(ctx) as container:
             job_ids = await container.campaigns.test_send(campaign_id, to, segment)
-        out_console.print(
-            f"Queued {len(job_ids)} test message(s): jobs "
-            f"{', '.join(map(str, job_ids))}. A worker (or `tidings serve`) sends them."
-        )
+            out_console.print(
+                f"Queued {len(job_ids)} test message(s): jobs "
+                f"{', '.join(map(str, job_ids))}. A worker (or `tidings serve`) sends them."
+            )
+            if not wait:
+                return None
+            return await await_outcome(container.queue, job_ids, within_seconds=wait)
 
-    run(go)
+    outcome = run(go)
+    if outcome is not None:
+        (out_console if outcome.ok else err_console).print(outcome.message(), markup=False)
+        if not outcome.ok:
+            raise typer.Exit(1)
 
 
 campaign_send.register(app)

@@ -1,8 +1,10 @@
-"""`tidings campaign send|schedule|cancel`: start, time and stop a campaign's send (SND-1)."""
+"""`tidings campaign send|schedule|cancel|pause|resume`: start, time, pause, resume and stop a
+campaign's send (SND-1, SND-23); pause, resume and cancel are audited as `cli:<login>`."""
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import sys
 from datetime import datetime
@@ -11,18 +13,38 @@ import typer
 
 from tidings.bootstrap import Container
 from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.domain.audit import Actor
 from tidings.domain.sending import CampaignStatus
 
-TERMINAL = (CampaignStatus.SUBMITTED, CampaignStatus.FAILED)
+TERMINAL = (CampaignStatus.SUBMITTED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
 
 
-def _confirm(subject: str, count: int, when: str, yes: bool) -> None:
+CANCEL_ASKS = (CampaignStatus.PENDING, CampaignStatus.SUBMITTING, CampaignStatus.PAUSED)
+
+
+def _actor() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+async def _audited(container: Container, action: str, campaign_id: int) -> None:
+    """The audit log's entry for a send action taken from the command line (UI-2), as the
+    API and the admin UI record theirs."""
+    await container.audit.record(
+        Actor.command_line(getpass.getuser()), action, target=f"campaign:{campaign_id}"
+    )
+
+
+def _ask(question: str, yes: bool, refused: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        fail("refusing to send without confirmation: add --yes (no terminal to ask on)")
-    if not typer.confirm(f"Send {subject!r} to {count} recipient(s) {when}?", default=False):
-        fail("not sent")
+        fail(f"{refused} without confirmation: add --yes (no terminal to ask on)")
+    if not typer.confirm(question, default=False):
+        fail(refused)
+
+
+def _confirm(subject: str, count: int, when: str, yes: bool) -> None:
+    _ask(f"Send {subject!r} to {count} recipient(s) {when}?", yes, "refusing to send")
 
 
 async def _wait(container: Container, campaign_id: int, as_json: bool) -> None:
@@ -47,6 +69,8 @@ async def _wait(container: Container, campaign_id: int, as_json: bool) -> None:
     }
     if as_json:
         print(json.dumps(summary))
+    elif draft.campaign.status == CampaignStatus.CANCELLED:
+        err_console.print(f"campaign {campaign_id} was cancelled", markup=False)
     elif draft.campaign.status == CampaignStatus.SUBMITTED:
         out_console.print(
             f"campaign {campaign_id} submitted: {send.email_count} sent, "
@@ -55,7 +79,7 @@ async def _wait(container: Container, campaign_id: int, as_json: bool) -> None:
         )
     else:
         err_console.print(f"campaign {campaign_id} failed: {send.error}", markup=False)
-    if draft.campaign.status == CampaignStatus.FAILED:
+    if draft.campaign.status != CampaignStatus.SUBMITTED:
         raise typer.Exit(1)
 
 
@@ -79,6 +103,7 @@ def register(app: typer.Typer) -> None:
                 count = await container.sends.audience_size(campaign_id)
                 _confirm(draft.campaign.subject, count, "now", yes)
                 accepted = await container.sends.send(campaign_id)
+                await _audited(container, "campaign.send", campaign_id)
                 if as_json and not wait:
                     print(
                         json.dumps(
@@ -121,6 +146,7 @@ def register(app: typer.Typer) -> None:
                 count = await container.sends.audience_size(campaign_id)
                 _confirm(draft.campaign.subject, count, f"at {when.isoformat()}", yes)
                 accepted = await container.sends.schedule(campaign_id, when)
+                await _audited(container, "campaign.schedule", campaign_id)
             out_console.print(
                 f"Scheduled campaign {campaign_id} for {when.isoformat()} "
                 f"({accepted.preflight_email_count} recipient(s) today)."
@@ -130,13 +156,63 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cancel")
     def cancel(
-        ctx: typer.Context, campaign_id: int = typer.Argument(..., help="The campaign's id.")
+        ctx: typer.Context,
+        campaign_id: int = typer.Argument(..., help="The campaign's id."),
+        yes: bool = typer.Option(
+            False, "--yes", "-y", help="Do not ask for confirmation (a send in progress)."
+        ),
     ) -> None:
-        """Cancel a draft or scheduled campaign (a send in progress cannot be cancelled)."""
+        """Cancel a draft, a scheduled campaign, or a send in progress or paused. A send stops
+        at each worker's next chunk; recipients never handed over end `cancelled`."""
 
         async def go() -> None:
             async with container_for(ctx) as container:
-                await container.sends.cancel(campaign_id)
-            out_console.print(f"Cancelled campaign {campaign_id}.")
+                draft = await container.campaigns.get(campaign_id)
+                if draft.campaign.status in CANCEL_ASKS:
+                    _ask(
+                        f"Cancel the send of {draft.campaign.subject!r}? Recipients not yet "
+                        "handed over will never get it.",
+                        yes,
+                        "not cancelled",
+                    )
+                done = await container.control.cancel(campaign_id, actor=_actor())
+                await _audited(container, "campaign.cancel", campaign_id)
+            what = "the send of campaign" if done.attempt else "campaign"
+            out_console.print(f"Cancelled {what} {campaign_id}.")
+
+        run(go)
+
+    @app.command("pause")
+    def pause(
+        ctx: typer.Context, campaign_id: int = typer.Argument(..., help="The campaign's id.")
+    ) -> None:
+        """Pause a send in progress: chunks already handed over finish, nothing new goes out.
+        It stays paused (through restarts) until `resume` or `cancel`."""
+
+        async def go() -> None:
+            async with container_for(ctx) as container:
+                await container.control.pause(campaign_id, actor=_actor())
+                await _audited(container, "campaign.pause", campaign_id)
+            out_console.print(
+                f"Paused campaign {campaign_id}. Resume it with "
+                f"`tidings campaign resume {campaign_id}`."
+            )
+
+        run(go)
+
+    @app.command("resume")
+    def resume(
+        ctx: typer.Context, campaign_id: int = typer.Argument(..., help="The campaign's id.")
+    ) -> None:
+        """Resume a paused send, in the same attempt, to the recipients not yet handed over."""
+
+        async def go() -> None:
+            async with container_for(ctx) as container:
+                done = await container.control.resume(campaign_id, actor=_actor())
+                await _audited(container, "campaign.resume", campaign_id)
+            out_console.print(
+                f"Resumed campaign {campaign_id} (attempt {done.attempt}). Follow it with "
+                f"`tidings campaign status {campaign_id} --follow`."
+            )
 
         run(go)

@@ -22,7 +22,12 @@ from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import CampaignStatus, RecipientState
 
 # A follow ends at these; it exits 0 only for a submitted send.
-FOLLOW_ENDS = (CampaignStatus.SUBMITTED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
+FOLLOW_ENDS = (
+    CampaignStatus.SUBMITTED,
+    CampaignStatus.FAILED,
+    CampaignStatus.CANCELLED,
+    CampaignStatus.PAUSED,
+)
 PAGE = 500
 COLUMNS = ["id", "batch_id", "subscriber_id", "address", "message_id", "state", "reason"]
 
@@ -37,6 +42,10 @@ def _eta(found: SendingStatus) -> str:
         return "ETA unknown"
     minutes, seconds = divmod(found.eta_seconds, 60)
     return f"ETA {minutes}m{seconds:02d}s" if minutes else f"ETA {seconds}s"
+
+
+def phase_of_status(found: SendingStatus) -> str:
+    return f" ({found.phase.value})" if found.phase else ""
 
 
 def status_line(campaign_id: int, found: SendingStatus) -> str:
@@ -55,9 +64,19 @@ def status_line(campaign_id: int, found: SendingStatus) -> str:
     )
     if found.status == CampaignStatus.SUBMITTED:
         return f"campaign {campaign_id}: submitted, {progress}: {counts}"
-    phase = f" ({found.phase.value})" if found.phase else ""
+    if found.status == CampaignStatus.CANCELLED and found.attempt:
+        return f"campaign {campaign_id}: cancelled: {counts}, {totals.cancelled} cancelled"
+    if found.status == CampaignStatus.PAUSED:
+        return (
+            f"campaign {campaign_id}: paused{phase_of_status(found)}, {progress}; "
+            f"`tidings campaign resume {campaign_id}` carries on"
+        )
+    phase = phase_of_status(found)
     if found.status in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING):
-        return f"campaign {campaign_id}: {found.status.value}{phase}, {progress}, {_eta(found)}"
+        line = f"campaign {campaign_id}: {found.status.value}{phase}, {progress}, {_eta(found)}"
+        if found.provider_problem is not None:
+            line += f"; {found.provider_problem.summary()}"
+        return line
     return f"campaign {campaign_id}: {found.status.value}"
 
 

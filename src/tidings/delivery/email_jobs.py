@@ -20,12 +20,14 @@ from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
     PerRecipientProvider,
+    ProviderUnreachable,
     TemporaryFailure,
     UncertainDelivery,
 )
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.jobs import GiveUp, RetryLater
+from tidings.domain.provider_health import unreachable_reason
 from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
 from tidings.storage.database import Database
@@ -145,6 +147,12 @@ class EmailJobHandler:
         try:
             async with asyncio.timeout(self._deadline):
                 result = await self._provider.send(envelope)
+        except ProviderUnreachable as exc:  # named with the relay (SND-26)
+            endpoint = getattr(self._provider, "endpoint", None)
+            raise RetryLater(
+                unreachable_reason(self._provider.name, endpoint, exc.cause),
+                retry_after_seconds=exc.retry_after_seconds,
+            ) from None
         except TemporaryFailure as exc:
             raise RetryLater(
                 f"{self._provider.name} temporary failure {exc.status or ''}".strip(),

@@ -54,6 +54,18 @@ class ProviderUnreachable(TemporaryFailure):
 
     code = "delivery_provider_unreachable"
 
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        status: int | None = None,
+        retry_after_seconds: float | None = None,
+        cause: str | None = None,
+    ) -> None:
+        super().__init__(detail, status=status, retry_after_seconds=retry_after_seconds)
+        # Safe to show (SND-26): the error's class or the reply code, never the reply text.
+        self.cause = cause or (f"reply {status}" if status else "unreachable")
+
 
 class PermanentFailure(DeliveryFailure):
     """Retrying will not help: 5xx replies, a message the provider refuses outright."""

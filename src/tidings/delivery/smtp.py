@@ -65,7 +65,9 @@ class _Stage:
         if self.data_issued:
             return UncertainDelivery("the deadline struck after DATA was issued")
         if not self.connected:
-            return ProviderUnreachable("the relay did not greet within the deadline")
+            return ProviderUnreachable(
+                "the relay did not greet within the deadline", cause="no greeting in time"
+            )
         return TemporaryFailure("the deadline struck before DATA was issued")
 
 
@@ -108,6 +110,11 @@ class SmtpProvider:
         self._slots = asyncio.Semaphore(pool_size)
         self._idle: list[SMTP] = []
         self._closed = False
+
+    @property
+    def endpoint(self) -> str:
+        """host:port of the relay, to name it when it fails (SND-26); no credentials."""
+        return f"{self._host}:{self._port}"
 
     async def send(self, envelope: Envelope) -> SendResult:
         """One transaction on a pooled connection. The deadline starts once a connection slot
@@ -298,12 +305,14 @@ class SmtpProvider:
             # the message's: failing it permanently would bounce good addresses.
             connection.close()
             raise ProviderUnreachable(
-                f"the relay refused the connection: {_reply_summary(exc)}", status=exc.code
+                f"the relay refused the connection: {_reply_summary(exc)}",
+                status=exc.code,
+                cause=f"refused {_reply_summary(exc)}",
             ) from None
         except (SMTPException, OSError) as exc:
             connection.close()
             raise ProviderUnreachable(
-                f"cannot connect to the relay ({type(exc).__name__})"
+                f"cannot connect to the relay ({type(exc).__name__})", cause=type(exc).__name__
             ) from None
         except BaseException:
             connection.close()

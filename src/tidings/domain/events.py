@@ -15,6 +15,9 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "campaign.sending": "A campaign started sending.",
     "campaign.sent": "A campaign finished: every recipient accounted for.",
     "campaign.failed": "A campaign stopped with an error; see its status for whether to retry.",
+    "campaign.paused": "A send was paused: nothing more is handed over until it is resumed.",
+    "campaign.resumed": "A paused send was resumed, in the same attempt.",
+    "campaign.cancelled": "A send was cancelled: recipients not yet handed over never get it.",
     "webhook.test": "A test event sent from the admin API to check an endpoint.",
 }
 ALL_EVENTS = "*"

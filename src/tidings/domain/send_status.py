@@ -14,11 +14,17 @@ from datetime import datetime
 from enum import StrEnum
 
 from tidings.domain.eta import Sample, eta_seconds
+from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.sending import VERIFICATION_CODE, BatchStatus, CampaignStatus
 
 # A send that has started: it has batches worth reading (a submitted one has its totals).
 READS_BATCHES = frozenset(
-    {CampaignStatus.PENDING, CampaignStatus.SUBMITTING, CampaignStatus.FAILED}
+    {
+        CampaignStatus.PENDING,
+        CampaignStatus.SUBMITTING,
+        CampaignStatus.PAUSED,
+        CampaignStatus.FAILED,
+    }
 )
 # Failure reasons that promise nothing was delivered, so a retry or resend may send again:
 # the provider's deferrals (a 4xx, or a temporary error past the in-batch retries) and an
@@ -119,6 +125,7 @@ class SendRecord:
     failed_during: str | None
     error_code: str | None
     error: str | None
+    cancelled_count: int | None = None  # a cancelled send, once closed (SND-23)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +134,11 @@ class RecipientTotals:
     failed: int = 0
     excluded: int = 0
     uncertain: int = 0
+    cancelled: int = 0
 
     @property
     def processed(self) -> int:
-        return self.sent + self.failed + self.excluded + self.uncertain
+        return self.sent + self.failed + self.excluded + self.uncertain + self.cancelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +161,7 @@ class SendingStatus:
     error_code: str | None
     error: str | None
     recipients: RecipientTotals
+    provider_problem: ProviderProblem | None = None  # a send waiting on its provider (SND-26)
 
 
 def preparation_progress(send: SendRecord, groups: Sequence[BatchGroup]) -> Progress:
@@ -186,13 +195,22 @@ def batch_totals(send: SendRecord, groups: Sequence[BatchGroup]) -> RecipientTot
     )
 
 
+def closed(status: CampaignStatus, send: SendRecord) -> bool:
+    """A send whose totals are stored: submitted, or cancelled and closed (SND-23)."""
+    if status == CampaignStatus.SUBMITTED:
+        return True
+    return status == CampaignStatus.CANCELLED and send.cancelled_count is not None
+
+
 def finished_status(status: CampaignStatus, send: SendRecord) -> SendingStatus:
-    """A submitted send, from the totals its finalise verified: no batch is read."""
+    """A submitted send, or a cancelled one once closed, from the totals its finalise
+    verified: no batch is read."""
     totals = RecipientTotals(
         sent=send.email_count or 0,
         failed=send.failed_count or 0,
         excluded=send.excluded_count or 0,
         uncertain=send.uncertain_count or 0,
+        cancelled=send.cancelled_count or 0,
     )
     total = send.candidate_count if send.candidate_count is not None else totals.processed
     return SendingStatus(
@@ -219,11 +237,12 @@ def derive_status(
 ) -> SendingStatus:
     """A send in progress or failed, from its batches. `samples` are the current phase's
     completions (batches written while preparing, finished while submitting)."""
-    if status == CampaignStatus.SUBMITTED:
+    if closed(status, send):
         return finished_status(status, send)
     if status not in READS_BATCHES:
         return idle_status(status, send)
     failed = status == CampaignStatus.FAILED
+    paused = status == CampaignStatus.PAUSED
     phase = phase_of(groups)  # a failed send too: where it stopped is in its batches
     progress = (
         preparation_progress(send, groups)
@@ -231,7 +250,7 @@ def derive_status(
         else submission_progress(send, groups)
     )
     eta = eta_seconds(
-        failed=failed,
+        failed=failed or paused,  # a paused send has no ETA either
         remaining=progress.remaining,
         samples=samples,
         attempt_started_at=send.attempt_started_at,

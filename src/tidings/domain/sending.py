@@ -16,6 +16,7 @@ class CampaignStatus(StrEnum):
     SCHEDULED = "scheduled"
     PENDING = "pending"  # a send job is queued or preparing
     SUBMITTING = "submitting"  # prepared; batches are being handed to the provider
+    PAUSED = "paused"  # an operator paused it (SND-23): nothing new is handed over
     SUBMITTED = "submitted"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -29,6 +30,7 @@ class BatchStatus(StrEnum):
     SUBMITTING = "submitting"  # claimed: outcome being recorded, or unknown after a crash
     SUBMITTED = "submitted"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # the send was cancelled before the batch was handed over
 
 
 class RecipientState(StrEnum):
@@ -38,6 +40,7 @@ class RecipientState(StrEnum):
     FAILED = "failed"  # with the provider's reason code, permanent or transient
     EXCLUDED = "excluded"  # with a reason; counted, never mailed
     UNCERTAIN = "uncertain"  # was in flight when its worker died: listed, never resent
+    CANCELLED = "cancelled"  # the send was cancelled before it was handed over (SND-23)
 
 
 class Exclusion(StrEnum):

@@ -31,6 +31,7 @@ class SendRow:
     excluded_count: int | None
     failed_count: int | None
     uncertain_count: int | None
+    cancelled_count: int | None
     finished_at: datetime | None
     failed_during: str | None
     error_code: str | None

@@ -364,8 +364,8 @@ campaigns = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
     CheckConstraint(
-        "status IN ('draft', 'scheduled', 'pending', 'submitting', 'submitted', 'failed', "
-        "'cancelled')",
+        "status IN ('draft', 'scheduled', 'pending', 'submitting', 'paused', 'submitted', "
+        "'failed', 'cancelled')",
         name="status",
     ),
     CheckConstraint("body_format IN ('markdown', 'html')", name="body_format"),
@@ -395,6 +395,7 @@ campaign_sends = Table(
     Column("excluded_count", Integer, nullable=True),
     Column("failed_count", Integer, nullable=True),
     Column("uncertain_count", Integer, nullable=True),
+    Column("cancelled_count", Integer, nullable=True, comment="never handed over (SND-23)"),
     Column("finished_at", UTCDateTime(), nullable=True),
     Column("failed_during", String(16), nullable=True),
     Column("error_code", String(64), nullable=True),
@@ -456,7 +457,9 @@ campaign_batches = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime(), nullable=True),
     UniqueConstraint("campaign_id", "page"),
-    CheckConstraint("status IN ('pending', 'submitting', 'submitted', 'failed')", name="status"),
+    CheckConstraint(
+        "status IN ('pending', 'submitting', 'submitted', 'failed', 'cancelled')", name="status"
+    ),
     CheckConstraint(
         "status <> 'submitting' OR claim_token IS NOT NULL", name="submitting_has_claim"
     ),
@@ -497,7 +500,7 @@ campaign_recipients = Table(
     Column("unsubscribed_at", UTCDateTime(), nullable=True, comment="through this campaign"),
     UniqueConstraint("campaign_id", "subscriber_id"),
     CheckConstraint(
-        "state IN ('pending', 'sending', 'sent', 'failed', 'excluded', 'uncertain')",
+        "state IN ('pending', 'sending', 'sent', 'failed', 'excluded', 'uncertain', 'cancelled')",
         name="state",
     ),
     CheckConstraint("bounce_kind IN ('hard', 'soft')", name="bounce_kind"),
@@ -527,7 +530,9 @@ send_interventions = Table(
     Column("note", String(500), nullable=True),
     Column("actor", String(100), nullable=False, comment="an API key id, or cli:<login>"),
     Column("created_at", UTCDateTime(), nullable=False),
-    CheckConstraint("action IN ('retry', 'reconcile', 'resend')", name="action"),
+    CheckConstraint(
+        "action IN ('retry', 'reconcile', 'resend', 'pause', 'resume', 'cancel')", name="action"
+    ),
 )
 Index(None, send_interventions.c.campaign_id, send_interventions.c.id)
 

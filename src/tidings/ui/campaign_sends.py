@@ -13,7 +13,7 @@ from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import RetryRefused
 from tidings.campaigns.statistics import CampaignStatistics, per_hour
-from tidings.domain.errors import InvalidInput, NotFound
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import ACTIVE, BatchStatus, CampaignStatus, RecipientState
 from tidings.ui.chart import LineChart, line_chart
@@ -152,3 +152,35 @@ async def reconcile(
     except (ReconcileRefused, NotFound, InvalidInput) as refused:
         return await _refused(request, session, campaign_id, refused.detail)
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
+
+
+async def _control(
+    request: Request,
+    session: Session,
+    campaign_id: int,
+    action: Literal["pause", "resume", "cancel"],
+) -> Response:
+    """Pause, resume or cancel (SND-23; cancel also a draft or a schedule), audited as
+    `ui:<admin id>`. A refusal (not sending, not paused) is shown on the page."""
+    control = container_of(request).control
+    apply = {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[action]
+    try:
+        await apply(campaign_id, actor=f"ui:{session.admin_id}")
+    except Conflict as refused:
+        return await _refused(request, session, campaign_id, refused.detail)
+    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
+
+
+@router.post("/{campaign_id}/pause")
+async def pause(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    return await _control(request, session, campaign_id, "pause")
+
+
+@router.post("/{campaign_id}/resume")
+async def resume(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    return await _control(request, session, campaign_id, "resume")
+
+
+@router.post("/{campaign_id}/cancel")
+async def cancel(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    return await _control(request, session, campaign_id, "cancel")

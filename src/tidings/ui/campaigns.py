@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.test_outcome import await_outcome
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.sending import CampaignStatus
 from tidings.ui.campaign_sends import status_page
@@ -174,6 +175,9 @@ async def preview(
     return Response(shown.html, media_type="text/html; charset=utf-8", headers=PREVIEW_HEADERS)
 
 
+TEST_SEND_WAIT_SECONDS = 5.0
+
+
 @router.post("/{campaign_id}/test-send")
 async def send_test_copy(
     request: Request,
@@ -187,11 +191,14 @@ async def send_test_copy(
     try:
         if not 1 <= len(addresses) <= 10:
             raise InvalidInput("give 1 to 10 addresses, separated by commas", field="to")
-        await container.campaigns.test_send(campaign_id, addresses, segment or None)
+        job_ids = await container.campaigns.test_send(campaign_id, addresses, segment or None)
     except InvalidInput as refused:
         return await _editor(request, session, campaign_id, error=refused.detail)
-    notice = f"Test sent to {len(addresses)} address(es)."
-    return await _editor(request, session, campaign_id, notice=notice)
+    # Say what happened, not what was asked: the message is a job a worker hands over.
+    outcome = await await_outcome(container.queue, job_ids, within_seconds=TEST_SEND_WAIT_SECONDS)
+    if outcome.failing:
+        return await _editor(request, session, campaign_id, error=outcome.message())
+    return await _editor(request, session, campaign_id, notice=outcome.message())
 
 
 @router.post("/{campaign_id}/schedule")
@@ -208,12 +215,6 @@ async def schedule(
         raise InvalidInput("scheduled_at must be a date and time", field="scheduled_at") from None
     at = at.replace(tzinfo=UTC) if at.tzinfo is None else at  # the form's time is UTC
     await container.sends.schedule(campaign_id, at)
-    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
-
-
-@router.post("/{campaign_id}/cancel")
-async def cancel(request: Request, session: Session, campaign_id: CampaignId) -> Response:
-    await container_of(request).sends.cancel(campaign_id)
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 

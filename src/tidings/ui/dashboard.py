@@ -1,6 +1,7 @@
 """The dashboard: the audience per newsletter and state, 30 days of growth, recent campaigns
-and the queue's health, with a banner when jobs are dead, and a button that checks the email
-provider's connection step by step."""
+and the queue's health, with a banner when jobs are dead and one per send waiting on an
+unreachable provider (SND-26), and a button that checks the email provider's connection
+step by step."""
 
 from __future__ import annotations
 
@@ -58,4 +59,5 @@ async def _dashboard(
         provider=container.settings.email.provider,
         provider_check=provider_check,
         checked=checked,
+        provider_problems=await container.send_status.provider_problems(),
     )

@@ -4,6 +4,7 @@ FastAPI, so that the CLI's commands load them without the web stack."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -11,6 +12,7 @@ from pydantic import BaseModel, Field
 from tidings.campaigns.reconcile import Reconciled
 from tidings.campaigns.retry import AttemptStarted
 from tidings.campaigns.send_status import CampaignRecipient
+from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.send_status import SendingStatus
 
 
@@ -19,6 +21,29 @@ class RecipientCounts(BaseModel):
     failed: int
     excluded: int
     uncertain: int
+    cancelled: int = Field(description="Never handed over: the send was cancelled first (SND-23).")
+
+
+class ProviderProblemPublic(BaseModel):
+    provider: str = Field(description="`smtp`, `mailgun`, …")
+    endpoint: str | None = Field(description="host:port of the relay, when known.")
+    error: str = Field(description="The error's class or the reply code (no reply text).")
+    attempts: int = Field(description="Tries of the waiting batch job so far.")
+    max_attempts: int
+    next_try: datetime | None = Field(description="When the job is tried again.")
+    summary: str = Field(description="One line for an operator, as the UI shows it.")
+
+    @classmethod
+    def of(cls, problem: ProviderProblem) -> ProviderProblemPublic:
+        return cls(
+            provider=problem.provider,
+            endpoint=problem.endpoint,
+            error=problem.error,
+            attempts=problem.attempts,
+            max_attempts=problem.max_attempts,
+            next_try=problem.next_try,
+            summary=problem.summary(),
+        )
 
 
 class SendStatusPublic(BaseModel):
@@ -41,6 +66,10 @@ class SendStatusPublic(BaseModel):
     error_code: str | None
     error: str | None
     recipients: RecipientCounts
+    provider_problem: ProviderProblemPublic | None = Field(
+        description="A send waiting on its provider (unreachable): which, the error, the "
+        "attempts and the next try (SND-26). Null otherwise."
+    )
 
     @classmethod
     def of(cls, campaign_id: int, found: SendingStatus) -> SendStatusPublic:
@@ -62,6 +91,10 @@ class SendStatusPublic(BaseModel):
                 failed=totals.failed,
                 excluded=totals.excluded,
                 uncertain=totals.uncertain,
+                cancelled=totals.cancelled,
+            ),
+            provider_problem=(
+                ProviderProblemPublic.of(found.provider_problem) if found.provider_problem else None
             ),
         )
 
