@@ -245,6 +245,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _logging_isolated() -> Iterator[None]:
+    """Each test starts with the logging the process started with (see logging_restored):
+    with xdist a test that configures logging is followed by any other test, not only by
+    the rest of its file."""
+    from tests.support.cli import logging_restored
+
+    with logging_restored():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _forget_finished_apps() -> Iterator[None]:
     """Let each test's app be freed when the test ends. FastAPI memoises how it classifies
     each endpoint in module-level LRU caches of 4,096 entries keyed by the callable, and

@@ -15,7 +15,6 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from dkim.crypto import UnparsableKeyError, parse_pem_private_key
 from pydantic import (
     AnyHttpUrl,
     BaseModel,
@@ -766,6 +765,8 @@ class DkimSettings(_Section):
     def _readable_key(cls, path: Path | None) -> Path | None:
         if path is None:
             return None
+        from dkim.crypto import UnparsableKeyError, parse_pem_private_key  # only when set
+
         try:
             parse_pem_private_key(path.read_bytes())
         except OSError as exc:

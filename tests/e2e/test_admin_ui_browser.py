@@ -73,7 +73,7 @@ def test_operator_imports_composes_and_watches_a_send_finish(
     _nav(page, "Newsletters")
     page.get_by_role("link", name="New newsletter").click()
     page.get_by_label("Name", exact=True).fill("Weekly Notes")
-    page.get_by_label("Slug").fill("weekly")
+    page.get_by_role("textbox", name="Slug").fill("weekly")
     page.get_by_label("Sender name").fill("The Editors")
     page.get_by_label("Sender address").fill("editors@example.org")
     visit.check("newsletter-form")

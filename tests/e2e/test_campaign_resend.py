@@ -136,7 +136,7 @@ async def test_resend_reaches_the_uncertain_then_the_deferred_and_never_anyone_e
     assert (status["status"], status["attempt"], status["recipients"]) == (
         "submitted",
         3,
-        {"sent": 59, "failed": 1, "excluded": 0, "uncertain": 0},
+        {"sent": 59, "failed": 1, "excluded": 0, "uncertain": 0, "cancelled": 0},
     )
     nothing = await client.post(
         f"/api/admin/campaigns/{campaign_id}/resend",

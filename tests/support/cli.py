@@ -101,7 +101,7 @@ def _invoke(args: tuple[str, ...], environ: dict[str, str], given: str | None) -
         key: value for key, value in environ.items() if os.environ.get(key) != value
     }
     changes |= {key: None for key in os.environ if key not in environ}
-    with _logging_restored(), _INVOKING:
+    with logging_restored(), _INVOKING:
         result = CliRunner().invoke(app, list(args), env=changes, input=given)
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -109,25 +109,29 @@ def _invoke(args: tuple[str, ...], environ: dict[str, str], given: str | None) -
     return Ran(result.exit_code, result.stdout, stderr)
 
 
-# Commands configure logging for the process (structlog and the root logger) to write to the
-# stderr CliRunner captured; the test process's own configuration comes back afterwards.
 _INVOKING = threading.Lock()
 
 
 @contextmanager
-def _logging_restored() -> Iterator[None]:
+def logging_restored() -> Iterator[None]:
+    """Logging as it was before the block: structlog's configuration and every stdlib
+    logger's handlers, level and flags. Commands (and tests that configure logging) point
+    it at a stream of their own — CliRunner's captured stderr, pytest's capture of one test
+    — which is closed afterwards; a later test in the same process logging into it failed
+    with "I/O operation on closed file"."""
     structlog_config = structlog.get_config()
+    names = ["", *logging.Logger.manager.loggerDict]
     loggers = {
         name: (logger.handlers[:], logger.level, logger.propagate, logger.disabled)
-        for name, logger in [
-            (name, logging.getLogger(name))
-            for name in ("", "uvicorn", "uvicorn.error", "uvicorn.access", "alembic")
-        ]
+        for name, logger in ((name, logging.getLogger(name)) for name in names)
     }
     try:
         yield
     finally:
         structlog.configure(**structlog_config)
+        for name in logging.Logger.manager.loggerDict:
+            if name not in loggers:  # made during the command: it writes to no stream of ours
+                logging.getLogger(name).handlers = []
         for name, (handlers, level, propagate, disabled) in loggers.items():
             logger = logging.getLogger(name)
             logger.handlers, logger.level = handlers, level

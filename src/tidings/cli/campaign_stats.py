@@ -8,7 +8,7 @@ import json
 import typer
 from rich.table import Table
 
-from tidings.api.admin.campaign_stats import CampaignStatsPublic
+from tidings.api.admin.send_views import CampaignStatsPublic
 from tidings.campaigns.statistics import COUNTS, CampaignStatistics, Counts
 from tidings.cli.context import container_for, out_console, run
 

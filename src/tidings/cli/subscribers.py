@@ -23,7 +23,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tidings.api.admin.subscribers import SubscriberPublic
 from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
@@ -271,6 +270,8 @@ def show(
 
     view, history = run(go)
     if as_json:
+        from tidings.api.admin.subscribers import SubscriberPublic  # FastAPI: this command only
+
         print(json.dumps({**SubscriberPublic.of(view).model_dump(mode="json"), "history": history}))
         return
     row = view.subscriber

@@ -14,9 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import dkim
-from dkim.crypto import UnparsableKeyError, parse_pem_private_key
-
 from tidings.delivery.provider import Envelope, PerRecipientProvider, SendResult
 from tidings.domain.errors import InvalidInput
 
@@ -46,6 +43,9 @@ class DkimSigner:
     """Signs serialised messages with one selector, domain and RSA key."""
 
     def __init__(self, *, selector: str, domain: str, private_key: bytes) -> None:
+        # dkimpy is loaded only where signing is configured: never by other processes.
+        from dkim.crypto import UnparsableKeyError, parse_pem_private_key
+
         try:
             parse_pem_private_key(private_key)
         except (UnparsableKeyError, ValueError, IndexError) as exc:
@@ -69,6 +69,8 @@ class DkimSigner:
 
     def sign(self, message: bytes) -> bytes:
         """`message` with a DKIM-Signature header in front."""
+        import dkim
+
         signature: bytes = dkim.sign(
             message,
             self.selector,

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from email.utils import getaddresses
 from typing import Literal
 
-from flufl.bounce import all_failures
-
 MAX_DIAGNOSTIC = 1000
 _UNSUBSCRIBE = re.compile(r"unsubscribe-([0-9]{1,19}\.[A-Za-z0-9_-]{32})")
 _STATUS = re.compile(r"\b([245]\.[0-9]{1,3}\.[0-9]{1,3})\b")
@@ -67,6 +65,8 @@ def read_report(data: bytes, *, report_id: str, to_unsubscribe: bool) -> MailRep
     if feedback is not None:
         return _complaint(message, feedback, report_id)
     try:
+        from flufl.bounce import all_failures  # loaded by `tidings inbound` only
+
         temporary, permanent = all_failures(message)
     except Exception as exc:  # a detector choking on odd mail must not lose the message
         return MailReport(

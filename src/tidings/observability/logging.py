@@ -65,10 +65,11 @@ def configure_logging(
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
     logging.getLogger("alembic").setLevel(max(numeric_level, logging.WARNING))
-    # At debug, SQLAlchemy would print result rows and aiosqlite each call's arguments: both
-    # hold personal data. Statements (their parameters hidden by the engine) are enough.
+    # At debug, SQLAlchemy would print result rows and aiosqlite each call's arguments, both
+    # holding personal data; at info SQLAlchemy echoes every statement. Their warnings are
+    # enough (SQLAlchemy's own default level).
     for name in ("sqlalchemy", "aiosqlite", "psycopg"):
-        logging.getLogger(name).setLevel(max(numeric_level, logging.INFO))
+        logging.getLogger(name).setLevel(max(numeric_level, logging.WARNING))
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:

@@ -7,11 +7,14 @@ which never change once an issue is out, so readers never see an issue twice.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from feedgen.feed import FeedGenerator
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-from feedgen.feed import FeedGenerator
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,8 @@ class Feed:
 
 
 def _generator(feed: Feed, self_url: str) -> FeedGenerator:
+    from feedgen.feed import FeedGenerator  # loaded when a feed is asked for
+
     generator = FeedGenerator()
     generator.id(feed.page_url)
     generator.title(feed.title)

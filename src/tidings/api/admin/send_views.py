@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from tidings.campaigns.reconcile import Reconciled
 from tidings.campaigns.retry import AttemptStarted
 from tidings.campaigns.send_status import CampaignRecipient
+from tidings.campaigns.statistics import CampaignStatistics, Counts
 from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.send_status import SendingStatus
 
@@ -158,4 +159,42 @@ class ReconcileResult(BaseModel):
             campaign_status=done.campaign_status.value,
             next_step=done.next_step,
             attempt=done.attempt,
+        )
+
+
+class CountsPublic(BaseModel):
+    sent: int
+    delivered: int
+    hard_bounced: int
+    soft_bounced: int
+    complained: int
+    unsubscribed: int = Field(description="Through this campaign's unsubscribe links.")
+    rates: dict[str, float] = Field(description="Each count as a share of `sent`.")
+
+    @classmethod
+    def of(cls, counts: Counts) -> CountsPublic:
+        return cls(
+            sent=counts.sent,
+            delivered=counts.delivered,
+            hard_bounced=counts.hard_bounced,
+            soft_bounced=counts.soft_bounced,
+            complained=counts.complained,
+            unsubscribed=counts.unsubscribed,
+            rates=counts.rates(),
+        )
+
+
+class CampaignStatsPublic(BaseModel):
+    campaign_id: int
+    total: CountsPublic
+    segments: dict[str, CountsPublic] = Field(
+        description="By segment (`free`, `paid`...; `excluded`: never handed over)."
+    )
+
+    @classmethod
+    def of(cls, found: CampaignStatistics) -> CampaignStatsPublic:
+        return cls(
+            campaign_id=found.campaign_id,
+            total=CountsPublic.of(found.total),
+            segments={name: CountsPublic.of(counts) for name, counts in found.segments.items()},
         )
