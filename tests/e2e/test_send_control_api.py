@@ -46,6 +46,15 @@ async def _send_job_done(container: Container) -> bool:
     return bool(found) and all(job.status == JobStatus.DONE for job in found)
 
 
+async def _preparing(container: Container, campaign_id: int) -> bool:
+    """Preparation has written some batches and not finished: a page boundary is ahead."""
+    send = await container.sends.get_send(campaign_id)
+    async with container.db.read() as conn:
+        query = select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
+        written = (await conn.execute(query)).scalar_one()
+    return send is not None and send.prepared_at is None and written > 0
+
+
 async def test_pause_resume_cancel_api_refuses_wrong_states_and_audits_who(
     database_url: str,
 ) -> None:
@@ -115,18 +124,8 @@ async def test_a_send_paused_while_preparing_stops_at_a_page_and_resumes_once_ea
     async with api_client(settings) as (client, container):
         campaign_id = await queued_send(client, container, audience)
 
-        async def preparing() -> bool:
-            send = await container.sends.get_send(campaign_id)
-            async with container.db.read() as conn:
-                written = (
-                    await conn.execute(
-                        select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
-                    )
-                ).scalar_one()
-            return send is not None and send.prepared_at is None and written > 0
-
         async with workers(container):
-            await wait_for(preparing)
+            await wait_for(lambda: _preparing(container, campaign_id))
             await container.control.pause(campaign_id, actor="test:operator")
             await wait_for(lambda: _send_job_done(container))
             async with container.db.read() as conn:
@@ -242,18 +241,8 @@ async def test_a_send_cancelled_while_preparing_mails_nobody_and_counts_every_ro
     async with api_client(settings) as (client, container):
         campaign_id = await queued_send(client, container, 600)
 
-        async def preparing() -> bool:
-            send = await container.sends.get_send(campaign_id)
-            async with container.db.read() as conn:
-                written = (
-                    await conn.execute(
-                        select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
-                    )
-                ).scalar_one()
-            return send is not None and send.prepared_at is None and written > 0
-
         async with workers(container):
-            await wait_for(preparing)
+            await wait_for(lambda: _preparing(container, campaign_id))
             await container.control.cancel(campaign_id, actor="test:operator")
 
             async def closed() -> bool:
