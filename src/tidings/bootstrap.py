@@ -42,6 +42,7 @@ from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.archive import PublicArchive
+from tidings.campaigns.auto_pause import AutoPause
 from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.control import SendControl
@@ -78,6 +79,7 @@ from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain import verp
+from tidings.domain.auto_pause import AutoPausePolicy
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
@@ -510,6 +512,8 @@ def build(
     audit = AuditLog(db, clock)
     metrics = Metrics()
     inbound = settings.inbound
+    control = SendControl(sending)
+    auto_pause = AutoPause(sending, control, auto_pause_policy(settings))
     feedback = Feedback(
         audience,
         public,
@@ -519,6 +523,7 @@ def build(
         ),
         retention=timedelta(days=inbound.retention_days),
         on_event=metrics.record_inbound_event,
+        watch_campaign=auto_pause.check,
     )
     resources.push_async_callback(feedback.close)
     return Container(
@@ -585,7 +590,7 @@ def build(
         statistics=StatisticsReader(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
-        control=SendControl(sending),
+        control=control,
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,
@@ -643,6 +648,16 @@ def mailgun_provider(mailgun: MailgunSettings, domain: str) -> MailgunProvider:
         timeout_seconds=mailgun.timeout_seconds,
         max_batch_size=mailgun.max_batch_size,
         send_time_optimization_hours=mailgun.send_time_optimization_hours,
+    )
+
+
+def auto_pause_policy(settings: Settings) -> AutoPausePolicy:
+    bulk = settings.bulk_email
+    return AutoPausePolicy(
+        hard_bounce_rate=bulk.auto_pause_hard_bounce_rate,
+        hard_bounce_sample=bulk.auto_pause_hard_bounce_sample,
+        complaint_rate=bulk.auto_pause_complaint_rate,
+        complaint_sample=bulk.auto_pause_complaint_sample,
     )
 
 
