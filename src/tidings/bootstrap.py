@@ -70,6 +70,7 @@ from tidings.config import (
 from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
+from tidings.delivery.domain_rates import DomainRates
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
@@ -225,6 +226,11 @@ class Container:
             if self.settings.email.provider == "smtp"
             else self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
+            domain_rates=DomainRates(
+                self.db,
+                bulk.domain_rates,
+                cool_down_seconds=bulk.domain_rate_cool_down_seconds,
+            ),
             return_path=(
                 None
                 if bounce_address is None

@@ -20,6 +20,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from tidings.campaigns.batch_writes import BatchWrites, Outcome
+from tidings.delivery.domain_rates import DomainRates
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -30,12 +31,16 @@ from tidings.delivery.provider import (
 )
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.errors import TidingsError
-from tidings.domain.jobs import RetryLater
+from tidings.domain.jobs import Defer, RetryLater
 from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
 from tidings.rendering import RecipientValues, SegmentRendering
 
 log = structlog.get_logger("tidings.campaigns")
+# A recipient held back by its domain's rate is waited for inside the batch while its domain
+# has room again within this; a longer wait gives the batch back (Defer) until then.
+MAX_HOLD_SECONDS = 2.0
+MAX_HOLD_TOTAL_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +122,13 @@ class PerRecipientHandover:
         retry_pause_seconds: float = 1.0,
         limiter: SendRateLimiter | None = None,
         return_path: Callable[[int], str] | None = None,
+        domain_rates: DomainRates | None = None,
+        hold_seconds: float = MAX_HOLD_SECONDS,
     ) -> None:
         self.provider = provider
+        # Per recipient domain (SND-25): who may go now; the rest wait, `pending`.
+        self._domains = domain_rates if domain_rates is not None and domain_rates.limited else None
+        self._hold = hold_seconds
         self._return_path = return_path  # VERP (PRV-6): the envelope sender names the row
         self._limiter = limiter  # the provider's shared send rate (PRV-5)
         self._chunk = chunk
@@ -143,13 +153,26 @@ class PerRecipientHandover:
         finished and settled, and no new one is started."""
         settled_later: list[Outcome] = []  # the chunk just handed over, settled with the next
         deferred = 0
-        for start in range(0, len(deliveries), self._chunk):
+        waiting = list(deliveries)
+        held: list[Delivery] = []  # their domain had no room: tried again after the rest
+        hold_wait = 0.0
+        hold_until = asyncio.get_running_loop().time() + MAX_HOLD_TOTAL_SECONDS
+        while waiting or (held and self._hold_on(hold_wait, hold_until)):
+            if not waiting:  # everyone else went: the held-back wait for their domains
+                await asyncio.sleep(hold_wait)
+                waiting, held = held, []
+            piece, waiting = waiting[: self._chunk], waiting[self._chunk :]
             try:
                 stop_requested(writes)
+                if self._domains is not None:
+                    piece, later, wait = await self._admitted(piece)
+                    if later:
+                        held.extend(later)
+                        hold_wait = wait
                 now = writes.context.now()
                 chunk = [
                     _parcel(rendering, self._sender(sender, delivery), delivery, now)
-                    for delivery in deliveries[start : start + self._chunk]
+                    for delivery in piece
                 ]
             except BaseException:
                 await writes.settle(settled_later)  # what went out is recorded before leaving
@@ -180,8 +203,31 @@ class PerRecipientHandover:
         if deferred:
             await writes.settle(settled_later)
             raise RetryLater(f"{self.provider.name} deferred {deferred} recipient(s)")
+        if held:
+            # Not a failure and no attempt spent: they stay `pending`, and the batch's job
+            # comes back for them when their domain has room (SND-25).
+            await writes.settle(settled_later)
+            raise Defer(f"{len(held)} recipient(s) wait for their domain's rate", seconds=hold_wait)
         # The last chunk's outcomes are written with the batch's own outcome (one transaction).
         return HandoverResult(outcomes=tuple(settled_later))
+
+    def _hold_on(self, wait: float, until: float) -> bool:
+        """Whether to wait inside the batch for held-back recipients' domains: a short wait,
+        and not past the batch's total (longer, the batch is given back until then)."""
+        return wait <= self._hold and asyncio.get_running_loop().time() + wait <= until
+
+    async def _admitted(
+        self, piece: list[Delivery]
+    ) -> tuple[list[Delivery], list[Delivery], float]:
+        """The deliveries whose domain has a permit now, those held back, and the wait."""
+        assert self._domains is not None
+        admitted = await self._domains.admit([delivery.values.address for delivery in piece])
+        held = set(admitted.held)
+        return (
+            [d for d in piece if d.values.address not in held],
+            [d for d in piece if d.values.address in held],
+            admitted.wait_seconds,
+        )
 
     def _sender(self, sender: str, delivery: Delivery) -> str:
         if self._return_path is None:
@@ -216,6 +262,7 @@ class PerRecipientHandover:
                 if isinstance(exc, ProviderUnreachable):
                     code = _code(f"{name}_temporary", exc.status)
                     return _Deferred(code, connection=True, cause=exc.cause)
+                await self._slow_domain(parcel, exc.status)
                 return _Deferred(_code(f"{name}_temporary", exc.status), connection=False)
             except PermanentFailure as exc:
                 return RecipientState.FAILED, _code(f"{name}_permanent", exc.status)
@@ -237,8 +284,15 @@ class PerRecipientHandover:
         for rejection in result.rejected.values():
             if rejection.permanent:
                 return RecipientState.FAILED, _code(f"{name}_rejected", rejection.status)
+            await self._slow_domain(parcel, rejection.status)
             return _Deferred(_code(f"{name}_deferred", rejection.status), connection=False)
         return RecipientState.SENT, None
+
+    async def _slow_domain(self, parcel: Parcel, status: int | None) -> None:
+        """A 421/451 for this recipient, from its domain's MX through the relay: every worker
+        sends to that domain at half its rate for a cool-down (SND-25)."""
+        if self._domains is not None:
+            await self._domains.deferred(parcel.envelope.recipients[0], status)
 
 
 def _parcel(rendering: SegmentRendering, sender: str, delivery: Delivery, now: datetime) -> Parcel:

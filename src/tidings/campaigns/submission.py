@@ -117,6 +117,11 @@ class BatchSubmitter:
                 except HandoverStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None
+                except Defer:
+                    # Recipients held back by their domain's rate (SND-25): still `pending`,
+                    # sent when the job is due again; no attempt spent, nobody failed.
+                    await self._release(job, step)
+                    raise
                 except RetryLater:
                     # Unreachable, or readers deferred: what is still pending goes out on the
                     # job's next try, by whichever worker takes the batch.
