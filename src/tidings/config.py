@@ -1021,6 +1021,12 @@ def _toml_type_problem(annotation: Any, value: Any) -> str | None:
         (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
         problems = [_toml_type_problem(item, element) for element in value]
         return next((f"in the array: {problem}" for problem in problems if problem), None)
+    if get_origin(annotation) is dict:
+        if not isinstance(value, dict):
+            return 'expected a TOML table, such as { "gmail.com" = 600 }'
+        _key, item = get_args(annotation)
+        problems = [_toml_type_problem(item, element) for element in value.values()]
+        return next((f"in the table: {problem}" for problem in problems if problem), None)
     if isinstance(value, bool) and annotation is not bool:
         return "expected " + _TOML_FORMS.get(annotation, "a string") + ", found true/false"
     accepted = {
@@ -1101,6 +1107,8 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
                 value = "********"
             elif isinstance(value, timedelta):
                 value = format_duration(value)  # a form `--config` reads back
+            elif isinstance(value, dict):
+                value = {str(name): item for name, item in value.items()}  # domain_rates
             elif isinstance(value, list | tuple | set | frozenset):
                 value = [
                     item if isinstance(item, int | float | str) else str(item) for item in value
