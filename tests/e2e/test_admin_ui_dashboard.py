@@ -14,7 +14,7 @@ from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
 from tidings.ui.campaign_sends import eta_words
-from tidings.ui.chart import line_chart
+from tidings.ui.chart import line_chart, nice_ceiling
 
 
 def _people(first: int, count: int) -> str:
@@ -84,15 +84,21 @@ async def test_dead_jobs_raise_a_banner_and_can_be_replayed(database_url: str) -
         assert "failed for good" not in (await client.get("/admin")).text
 
 
-def test_line_chart_scales_from_zero_to_the_peak() -> None:
-    """The chart's geometry is what the operator reads: the peak at the top, zero on the axis."""
+def test_line_chart_scales_from_zero_to_a_round_number_above_the_peak() -> None:
+    """The chart's geometry is what the operator reads: zero on the axis, the line using the
+    height up to a round top value the labels can state, whatever the data's size."""
     chart = line_chart(["a", "b", "c"], [0, 4, 2], what="signups")
     points = [tuple(map(float, point.split(","))) for point in chart.points.split()]
-    assert [x for x, _ in points] == [24.0, 300.0, 576.0]
-    assert [y for _, y in points] == [136.0, 24.0, 80.0]
-    assert chart.peak == 4
+    assert [x for x, _ in points] == [0.0, 300.0, 600.0]
+    assert [y for _, y in points] == [158.0, 2.0, 80.0]
+    assert (chart.peak, chart.middle) == (4, "2")
+    assert (chart.first_label, chart.middle_label, chart.last_label) == ("a", "b", "c")
     assert chart.summary == "6 signups over 3 days, at most 4 in one day"
     assert line_chart([], [], what="signups").summary == "no signups"
+    assert [nice_ceiling(n) for n in (0, 1, 3, 7, 9, 11, 45, 100, 1234)] == [
+        1, 1, 4, 8, 10, 20, 50, 100, 2000,
+    ]  # fmt: skip
+    assert line_chart(["a", "b"], [0, 3000], what="signups").peak == 4000
 
 
 def test_eta_reads_as_an_operator_would_say_it() -> None:
