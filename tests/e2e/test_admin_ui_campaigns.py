@@ -88,6 +88,7 @@ async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(
         assert '<td class="num">6</td>' in row  # its audience
         assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d UTC</td>", row)  # sent date
         assert '<span class="badge">sent</span>' in row
+        assert row.count('<td class="num">—</td>') == 3  # no rates before the provider reports
         sent_list = await client.get(campaign_url, params={"state": "sent"})
         assert sent_list.text.count("<code>&lt;") == 6  # six Message-IDs, escaped
         outbox = await client.get("/admin/outbox")

@@ -2,18 +2,19 @@
 the jobs page lets them replay what died (UI-1)."""
 
 import io
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from tests.factories import make_settings
 from tests.support.admin_ui import signed_in, ui_app
 from tests.support.clock import Clock
 from tests.support.queue_policy import policy
 from tidings.audience.newsletters import NewsletterFields
+from tidings.campaigns.listing import send_started
 from tidings.domain.jobs import GiveUp, JobStatus
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
-from tidings.ui.campaign_sends import eta_words
+from tidings.ui.campaign_sends import duration_words, eta_words
 from tidings.ui.chart import line_chart, nice_ceiling
 
 
@@ -108,3 +109,17 @@ def test_eta_reads_as_an_operator_would_say_it() -> None:
     assert eta_words(59) == "about 59 s"
     assert eta_words(150) == "about 2 min"
     assert eta_words(3600 + 30 * 60) == "about 1 h 30 min"
+
+
+def test_a_sends_duration_and_start_read_as_an_operator_would_say_them() -> None:
+    """A sent campaign's page says how long it took in plain words, and a scheduled send
+    started when it was due, not when someone pressed Schedule."""
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    assert duration_words(start, None) == "—"
+    assert duration_words(start, start + timedelta(seconds=42)) == "42 s"
+    assert duration_words(start, start + timedelta(seconds=125)) == "2 min 5 s"
+    assert duration_words(start, start + timedelta(hours=1, minutes=3, seconds=9)) == "1 h 3 min"
+    due = start + timedelta(days=2)
+    assert send_started(start, due) == due
+    assert send_started(due, start) == due  # a retry after the due time starts then
+    assert send_started(start, None) == start

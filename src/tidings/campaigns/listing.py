@@ -48,7 +48,16 @@ class ListedCampaign:
     audience: int  # sent: the emails of the send; not yet: the consent-filtered audience now
     started_at: datetime | None  # when the (last) send attempt began
     finished_at: datetime | None
-    results: ListedResults | None  # None until a recipient was handed over
+    results: ListedResults | None  # None until the provider reported on something sent
+
+
+def _heard_back(counted: dict[str, int]) -> bool:
+    """Rates mean something once the provider reported on a message sent: before that (or
+    with a provider that reports nothing, like `capture`) 0% delivered would be a false alarm."""
+    return (
+        counted["sent"] > 0
+        and counted["delivered"] + counted["bounced"] + counted["complained"] > 0
+    )
 
 
 class CampaignListing:
@@ -79,7 +88,7 @@ class CampaignListing:
                         else send.preflight_email_count
                     )
                 counted = outcomes.get(row.id)
-                results = ListedResults(**counted) if counted and counted["sent"] else None
+                results = ListedResults(**counted) if counted and _heard_back(counted) else None
                 listed.append(
                     ListedCampaign(
                         campaign=row,
