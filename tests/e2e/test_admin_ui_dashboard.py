@@ -56,6 +56,23 @@ async def test_growth_chart_counts_confirmations_per_day_over_30_days(database_u
         assert '<td class="num">9</td>' in page.text  # all nine are confirmed
 
 
+async def test_the_favicon_is_served_to_every_page_without_a_session(sqlite_url: str) -> None:
+    """Browsers ask for /favicon.ico on every page, the sign-in and reader pages included: a
+    404 there is noise in every log and a blank tab among the operator's others."""
+    settings = make_settings(sqlite_url, theme={"accent_color": "#0a5c36"})
+    async with ui_app(settings) as (browser, _container):
+        client = browser()
+        for path in ("/favicon.ico", "/admin/favicon.svg"):
+            icon = await client.get(path)
+            assert icon.status_code == 200
+            assert icon.headers["content-type"] == "image/svg+xml"
+            assert 'fill="#0a5c36"' in icon.text  # the site's accent
+        sign_in_page = await client.get("/admin/sign-in")
+        assert '<link rel="icon" href="/admin/favicon.svg" type="image/svg+xml">' in (
+            sign_in_page.text
+        )
+
+
 async def test_dead_jobs_raise_a_banner_and_can_be_replayed(database_url: str) -> None:
     """A job that died silently is mail or a webhook that never went: it must be shouted
     about on the first page and be one click from running again."""
