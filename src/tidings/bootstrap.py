@@ -42,21 +42,21 @@ from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.archive import PublicArchive
-from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
-from tidings.campaigns.finalise import Finaliser
-from tidings.campaigns.handover import Handover, PerRecipientHandover
-from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.finalise_campaign import Finaliser
+from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.send_batch import BatchSubmitter
+from tidings.campaigns.jobs.send_campaign import CampaignSender
 from tidings.campaigns.lifecycle import CampaignSends
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
-from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.statistics import StatisticsReader
-from tidings.campaigns.submission import BatchSubmitter
+from tidings.campaigns.submit.per_batch import BatchHandover
+from tidings.campaigns.submit.per_recipient import Handover, PerRecipientHandover
 from tidings.config import (
     MailgunSettings,
     PrivacySettings,

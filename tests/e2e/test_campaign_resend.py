@@ -24,7 +24,7 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.delivery.capture import CaptureProvider
 from tidings.delivery.provider import PermanentFailure
 from tidings.storage import interventions

@@ -25,7 +25,7 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.delivery.dev_faults import Fault
 from tidings.delivery.dev_server import DevProviderServer
 from tidings.storage import interventions

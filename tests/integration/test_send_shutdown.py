@@ -24,7 +24,7 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_BATCH, SEND_CAMPAIGN, SendCampaign
+from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendCampaign
 from tidings.delivery.capture import CaptureProvider
 from tidings.domain.jobs import JobStatus
 from tidings.queue.job import Job

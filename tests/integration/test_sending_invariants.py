@@ -28,7 +28,7 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN, SendCampaign
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
 from tidings.delivery.capture import CaptureProvider
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import RecipientState
@@ -467,11 +467,11 @@ async def test_a_batch_provider_raising_anything_leaves_its_batch_recorded_not_t
     nothing written until its lease lapses."""
     from structlog.testing import capture_logs
 
-    from tidings.campaigns.batch_handover import BatchHandover
-    from tidings.campaigns.finalise import Finaliser
-    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH
-    from tidings.campaigns.send_job import CampaignSender
-    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.campaigns.jobs.finalise_campaign import Finaliser
+    from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH
+    from tidings.campaigns.jobs.send_batch import BatchSubmitter
+    from tidings.campaigns.jobs.send_campaign import CampaignSender
+    from tidings.campaigns.submit.per_batch import BatchHandover
     from tidings.queue.policy import HandlerRegistry
 
     client, container, headers = studio

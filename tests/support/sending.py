@@ -163,11 +163,11 @@ def registry(
 ) -> Any:
     """The campaign handlers as bootstrap registers them, optionally only some kinds, with a
     given provider (a double of the outside world) instead of the configured one."""
-    from tidings.campaigns.finalise import Finaliser
-    from tidings.campaigns.handover import PerRecipientHandover
-    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
-    from tidings.campaigns.send_job import CampaignSender
-    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.campaigns.jobs.finalise_campaign import Finaliser
+    from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+    from tidings.campaigns.jobs.send_batch import BatchSubmitter
+    from tidings.campaigns.jobs.send_campaign import CampaignSender
+    from tidings.campaigns.submit.per_recipient import PerRecipientHandover
     from tidings.queue.policy import HandlerRegistry
 
     handover = (

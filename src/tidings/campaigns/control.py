@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import FinaliseCampaign, SendCampaign
+from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendCampaign
 from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SendCampaign
+from tidings.campaigns.jobs.payloads import SendCampaign
 from tidings.domain.clock import require_timezone
 from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.sending import CampaignStatus

@@ -18,8 +18,8 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.finalise import BatchFailed, OutcomeUncertain
-from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.campaigns.jobs.finalise_campaign import BatchFailed, OutcomeUncertain
+from tidings.campaigns.jobs.payloads import FinaliseCampaign
 from tidings.domain.errors import NotFound, TidingsError
 from tidings.domain.send_status import RECONCILED_NOT_SENT, RECONCILED_SENT
 from tidings.domain.sending import BatchStatus, CampaignStatus, RecipientState

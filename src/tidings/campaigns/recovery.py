@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SEND_KINDS, SendCampaign, live_key_patterns
+from tidings.campaigns.jobs.payloads import SEND_KINDS, SendCampaign, live_key_patterns
 from tidings.storage import campaign_sends as send_queries
 from tidings.storage.campaign_sends import ActiveSend
 

@@ -20,7 +20,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SendCampaign
+from tidings.campaigns.jobs.payloads import SendCampaign
 from tidings.domain.errors import Conflict, NotFound, TidingsError
 from tidings.domain.send_status import RetryBlock, retry_blocked_by
 from tidings.domain.sending import CampaignStatus, RecipientState

@@ -20,7 +20,7 @@ from sqlalchemy import event
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import Container, running
 from tidings.campaigns.commands import DraftFields
-from tidings.campaigns.jobs import SEND_CAMPAIGN, SendCampaign
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
 from tidings.campaigns.preparation import Preparation
 from tidings.config import Settings, load_settings
 from tidings.domain.jobs import JobStatus

@@ -19,7 +19,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from tidings.campaigns.batch_writes import BatchWrites, Outcome
+from tidings.campaigns.jobs.batch_writes import BatchWrites, Outcome
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,

@@ -17,8 +17,8 @@ from datetime import datetime
 
 import structlog
 
-from tidings.campaigns.batch_writes import BatchWrites
-from tidings.campaigns.handover import Delivery, HandoverResult, stop_requested
+from tidings.campaigns.jobs.batch_writes import BatchWrites
+from tidings.campaigns.submit.per_recipient import Delivery, HandoverResult, stop_requested
 from tidings.delivery.provider import (
     BatchMessage,
     BatchProvider,

@@ -11,8 +11,8 @@ import structlog
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.finalise import fail_campaign
-from tidings.campaigns.jobs import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
+from tidings.campaigns.jobs.finalise_campaign import fail_campaign
+from tidings.campaigns.jobs.payloads import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.preparation import Preparation, PreparationInterrupted
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed

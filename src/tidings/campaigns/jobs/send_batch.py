@@ -17,12 +17,17 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
-from tidings.campaigns.batch_handover import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
-from tidings.campaigns.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.handover import Delivery, Handover, HandoverResult, HandoverStopped
-from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
+from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
+from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
+from tidings.campaigns.submit.per_batch import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
+from tidings.campaigns.submit.per_recipient import (
+    Delivery,
+    Handover,
+    HandoverResult,
+    HandoverStopped,
+)
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
