@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -45,18 +46,19 @@ from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
-from tidings.campaigns.jobs.finalise_campaign import Finaliser
+from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
 from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
-from tidings.campaigns.jobs.send_batch import BatchSubmitter
-from tidings.campaigns.jobs.send_campaign import CampaignSender
-from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.jobs.send_batch import SendBatchHandler
+from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
+from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.statistics import StatisticsReader
-from tidings.campaigns.submit.per_batch import BatchHandover
-from tidings.campaigns.submit.per_recipient import Handover, PerRecipientHandover
+from tidings.campaigns.submit.per_batch import PerBatchSubmit
+from tidings.campaigns.submit.per_recipient import PerRecipientSubmit
+from tidings.campaigns.submit.strategy import SubmitStrategy
 from tidings.config import (
     MailgunSettings,
     PrivacySettings,
@@ -153,7 +155,7 @@ class Container:
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
     sending: SendingContext
-    sends: CampaignSends
+    sends: CampaignLifecycle
     send_status: SendStatusReader
     statistics: StatisticsReader
     retries: SendRetries
@@ -187,7 +189,7 @@ class Container:
             self.resources.push_async_callback(self._email_provider.close)
         return self._email_provider
 
-    def campaign_handover(self) -> Handover:
+    def submit_strategy(self) -> SubmitStrategy[Any]:
         """How campaign batches reach the provider: one call per batch for a batch API,
         recipient by recipient for SMTP and the local capture."""
         bulk = self.settings.bulk_email
@@ -204,14 +206,14 @@ class Container:
                     self.resources.push_async_callback(built[domain].close)
                 return built[domain]
 
-            return BatchHandover(
+            return PerBatchSubmit(
                 provider_for,
                 deadline_seconds=mailgun.timeout_seconds + 5,
                 limiter=self.send_rate_limiter(),
             )
         provider = self.email_provider()
         bounce_address = self.settings.inbound.bounce_address
-        return PerRecipientHandover(
+        return PerRecipientSubmit(
             provider,
             chunk=bulk.in_flight_chunk,
             concurrency=bulk.submission_concurrency,
@@ -271,20 +273,23 @@ class Container:
         bulk = self.settings.bulk_email
         # Long jobs: they renew their lease while they work instead of running under a deadline.
         registry.register(
-            SEND_CAMPAIGN, CampaignSender(self.sending), concurrency=1, renew_lease=True
+            SEND_CAMPAIGN, SendCampaignHandler(self.sending), concurrency=1, renew_lease=True
         )
         registry.register(
             SEND_BATCH,
-            BatchSubmitter(
+            SendBatchHandler(
                 self.sending,
-                self.campaign_handover(),
+                self.submit_strategy(),
                 worker=f"{socket.gethostname()}:{os.getpid()}",
             ),
             concurrency=bulk.concurrency,
             renew_lease=True,
         )
         registry.register(
-            FINALISE_CAMPAIGN, Finaliser(self.sending), concurrency=1, renew_lease=True
+            FINALISE_CAMPAIGN,
+            FinaliseCampaignHandler(self.sending),
+            concurrency=1,
+            renew_lease=True,
         )
         registry.register(
             DELIVER_WEBHOOK,
@@ -580,7 +585,7 @@ def build(
             now=clock,
         ),
         sending=sending,
-        sends=CampaignSends(sending),
+        sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
         retries=SendRetries(sending),

@@ -467,21 +467,23 @@ async def test_a_batch_provider_raising_anything_leaves_its_batch_recorded_not_t
     nothing written until its lease lapses."""
     from structlog.testing import capture_logs
 
-    from tidings.campaigns.jobs.finalise_campaign import Finaliser
+    from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
     from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH
-    from tidings.campaigns.jobs.send_batch import BatchSubmitter
-    from tidings.campaigns.jobs.send_campaign import CampaignSender
-    from tidings.campaigns.submit.per_batch import BatchHandover
+    from tidings.campaigns.jobs.send_batch import SendBatchHandler
+    from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
+    from tidings.campaigns.submit.per_batch import PerBatchSubmit
     from tidings.queue.policy import HandlerRegistry
 
     client, container, headers = studio
     campaign_id = await create_campaign(client, headers)
     await _send(client, headers, campaign_id)
-    handover = BatchHandover(lambda _domain: MeltingBatchProvider(), deadline_seconds=5)
+    strategy = PerBatchSubmit(lambda _domain: MeltingBatchProvider(), deadline_seconds=5)
     handlers = HandlerRegistry()
-    handlers.register(SEND_CAMPAIGN, CampaignSender(container.sending), renew_lease=True)
-    handlers.register(SEND_BATCH, BatchSubmitter(container.sending, handover), renew_lease=True)
-    handlers.register(FINALISE_CAMPAIGN, Finaliser(container.sending), renew_lease=True)
+    handlers.register(SEND_CAMPAIGN, SendCampaignHandler(container.sending), renew_lease=True)
+    handlers.register(SEND_BATCH, SendBatchHandler(container.sending, strategy), renew_lease=True)
+    handlers.register(
+        FINALISE_CAMPAIGN, FinaliseCampaignHandler(container.sending), renew_lease=True
+    )
     with capture_logs() as logs:
         async with running(container, handlers):
             assert await wait_for_campaign_status(container, campaign_id) == "failed"

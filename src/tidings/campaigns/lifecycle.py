@@ -41,7 +41,7 @@ class SendAccepted:
     job_id: int
 
 
-class CampaignSends:
+class CampaignLifecycle:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 

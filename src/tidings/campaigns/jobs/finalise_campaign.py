@@ -77,7 +77,7 @@ async def fail_campaign(
     log.warning("campaign.failed", campaign_id=campaign_id, error_code=error.code, phase=phase)
 
 
-class Finaliser:
+class FinaliseCampaignHandler:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 

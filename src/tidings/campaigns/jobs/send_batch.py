@@ -1,9 +1,12 @@
 """The `send_batch` job (SPEC §5.4): claim one batch, read and check its recipients, re-assert
-consent, exclude what cannot be sent, hand the rest to the provider, and record absolute counts
-with the batch's status. Any worker serving the campaign queue takes batches (ARC-5).
+consent, exclude what cannot be sent, submit the rest chunk by chunk through the submit
+strategy, and record absolute counts with the batch's status. Any worker serving the campaign
+queue takes batches (ARC-5).
 
-Every write is fenced twice: by the job's claim (`JobQueue.fenced`) and by the batch's own
-claim token in the statement, so a worker that lost its lease changes nothing.
+This job decides whether a chunk is sent, and it alone writes the batch (HOUSE rule 19): the
+strategy returns typed outcomes, and every write goes through `BatchWrites`, fenced twice — by
+the job's claim (`JobQueue.fenced`) and by the batch's own claim token in the statement, so a
+worker that lost its lease changes nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import datetime
-from typing import NamedTuple
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,16 +25,16 @@ from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
-from tidings.campaigns.submit.per_batch import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
-from tidings.campaigns.submit.per_recipient import (
-    Delivery,
-    Handover,
-    HandoverResult,
-    HandoverStopped,
+from tidings.campaigns.submit.strategy import (
+    ChunkOutcome,
+    ChunkVerdict,
+    Recipient,
+    RecipientOutcome,
+    SubmitStrategy,
 )
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
-from tidings.domain.errors import InvalidInput
+from tidings.domain.errors import InvalidInput, TidingsError
 from tidings.domain.jobs import ClaimLost, Defer, RetryLater
 from tidings.domain.sending import (
     BatchCounts,
@@ -53,7 +57,28 @@ from tidings.storage.recipients import RecipientRow
 
 log = structlog.get_logger("tidings.campaigns")
 RENDER_CACHE_SIZE = 16
-BATCH_ERROR = "batch_error"
+
+
+class BatchError(StrEnum):
+    """The error code a batch is left with when it does not complete."""
+
+    OUTCOME_UNCERTAIN = "outcome_uncertain"  # the provider may have it: an operator decides
+    PROVIDER_REFUSED = "provider_refused"
+    BATCH_ERROR = "batch_error"  # an unexpected error; the job's retry sends the rest
+
+
+# A chunk verdict that ends the batch without completing it: the batch's status and its code.
+UNFINISHED: dict[ChunkVerdict, tuple[BatchStatus, BatchError]] = {
+    ChunkVerdict.ANSWER_LOST: (BatchStatus.SUBMITTING, BatchError.OUTCOME_UNCERTAIN),
+    ChunkVerdict.REFUSED: (BatchStatus.FAILED, BatchError.PROVIDER_REFUSED),
+}
+
+
+class SubmitStopped(TidingsError):
+    """The worker is shutting down (SND-21): the batch stopped before its next chunk, with
+    nothing in flight. The batch is given back for whoever runs next."""
+
+    code = "submit_stopped"
 
 
 class Renderings:
@@ -97,10 +122,12 @@ class Claimed(NamedTuple):
     deliver_at: datetime | None
 
 
-class BatchSubmitter:
-    def __init__(self, context: SendingContext, handover: Handover, *, worker: str = "") -> None:
+class SendBatchHandler:
+    def __init__(
+        self, context: SendingContext, strategy: SubmitStrategy[Any], *, worker: str = ""
+    ) -> None:
         self._ctx = context
-        self._handover = handover
+        self._strategy = strategy
         self._worker = worker  # host:pid, recorded on the batches this process claims
         self._renderings = Renderings(context)
 
@@ -119,7 +146,7 @@ class BatchSubmitter:
                     # Paused or cancelled (SND-23): the chunk in hand was recorded; the rest
                     # waits, `pending`, for resume (or becomes `cancelled`). No retry.
                     await self._release(job, step)
-                except HandoverStopped:
+                except SubmitStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None
                 except RetryLater:
@@ -180,7 +207,7 @@ class BatchSubmitter:
                         now=self._ctx.now(),
                         status=BatchStatus.SUBMITTING,
                         counts=await recipient_queries.counts(conn, batch.id),
-                        error_code=OUTCOME_UNCERTAIN,
+                        error_code=BatchError.OUTCOME_UNCERTAIN,
                         error="The worker sending this batch stopped after the request may have "
                         "reached the provider. Reconcile it before any retry.",
                     )
@@ -201,20 +228,65 @@ class BatchSubmitter:
         exclusions, sendable = _screen(pending)
         _check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
-        deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
+        recipients = [Recipient(row.id, self._values(row)) for row in sendable]
         check_message_counts(
             len(pending),
-            len(deliveries),
+            len(recipients),
             len(exclusions),
             batch_id=batch.id,
             recipient_count=batch.recipient_count,
         )
         writes = BatchWrites(self._ctx, job, batch.id, batch.campaign_id, draft.newsletter.id)
         await self._exclude(writes, step, exclusions)
-        handed = await self._handover.deliver(
-            rendering, draft.newsletter.sender_address, deliveries, writes, deliver_at=deliver_at
-        )
-        await self._finish(writes, batch, handed)
+        strategy, in_flight = self._strategy, self._strategy.in_flight
+        # The chunk just submitted: its outcomes are written with the next chunk's mark, or
+        # with the batch's own outcome after the last one (one transaction each).
+        settled_later: tuple[RecipientOutcome, ...] = ()
+        last: ChunkOutcome | None = None
+        deferred = 0
+        for chunk in strategy.chunks(recipients):
+            try:
+                submission = await strategy.prepare(
+                    rendering,
+                    draft.newsletter.sender_address,
+                    chunk,
+                    batch_id=batch.id,
+                    now=self._ctx.now(),
+                    deliver_at=deliver_at,
+                )
+                if self._ctx.queue.stopping.is_set():  # the chunk in hand was settled: stop
+                    raise SubmitStopped("the worker is shutting down")
+            except BaseException:
+                await writes.settle(in_flight, settled_later)  # what went out is recorded
+                raise
+            withdrawn = await writes.mark_in_flight(
+                in_flight, submission.recipient_ids, settled_later
+            )
+            settled_later = ()
+            submission = strategy.without(submission, withdrawn)
+            ids: list[int] = submission.recipient_ids
+            if not ids:  # everyone in it left since the batch was read
+                await writes.give_back(in_flight, ids)
+                continue
+            last = await strategy.submit(submission)
+            if last.verdict in (ChunkVerdict.NOT_REACHED, ChunkVerdict.REFUSED):
+                await writes.give_back(in_flight, ids)  # nothing of it went out
+            if last.verdict is ChunkVerdict.NOT_REACHED:
+                # Unreachable: the chunk waits, `pending`, for the job's next try.
+                raise RetryLater(
+                    last.detail or f"{last.provider} not reached",
+                    retry_after_seconds=last.retry_after_seconds,
+                )
+            settled_later = _recipient_outcomes(last, ids)
+            deferred += last.deferred
+            if last.verdict is not ChunkVerdict.ANSWERED:
+                break
+        if deferred and last is not None:
+            # Still deferred after the retries inside the batch: the job's next try sends
+            # them (later, on a fresh connection); everything else is recorded now.
+            await writes.settle(in_flight, settled_later)
+            raise RetryLater(f"{last.provider} deferred {deferred} recipient(s)")
+        await self._finish(writes, batch, settled_later, last)
 
     async def _deliver_at(self, conn: AsyncConnection, batch: BatchRow) -> datetime | None:
         """With a delivery spread, batch k of n is held until start + spread × k / n, so the
@@ -229,33 +301,33 @@ class BatchSubmitter:
         at: datetime = send.attempt_started_at + spread * (batch.page - 1) / pages
         return at if at > self._ctx.now() else None
 
-    async def _finish(self, writes: BatchWrites, batch: BatchRow, handed: HandoverResult) -> None:
+    async def _finish(
+        self,
+        writes: BatchWrites,
+        batch: BatchRow,
+        settled: tuple[RecipientOutcome, ...],
+        last: ChunkOutcome | None,
+    ) -> None:
+        """The last chunk's outcomes and the batch's own, in one transaction: absolute
+        counts from the rows, and the status they make (SND-11) — unless the last chunk's
+        verdict left the batch unfinished."""
+        unfinished = None if last is None else UNFINISHED.get(last.verdict)
+        provider_message_id = None if last is None else last.provider_message_id
+
         async def record(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
-            now = self._ctx.now()
             await recipient_queries.settle(
                 conn,
                 batch.id,
-                handed.outcomes,
+                [(o.recipient_id, o.state, o.reason) for o in settled],
                 token=writes.token,
-                now=now,
-                from_state=handed.settle_from,
+                now=self._ctx.now(),
+                from_state=self._strategy.in_flight.row_state,
             )
-            if handed.rest_sent:
-                await recipient_queries.move(
-                    conn,
-                    batch.id,
-                    token=writes.token,
-                    now=now,
-                    from_states=[handed.settle_from],
-                    to_state=RecipientState.SENT,
-                )
             counts = await recipient_queries.counts(conn, batch.id)
-            if handed.error_code == OUTCOME_UNCERTAIN:
-                status = BatchStatus.SUBMITTING  # left for an operator to reconcile
-            elif handed.error_code == PROVIDER_REFUSED:
-                status = BatchStatus.FAILED
-            else:
+            if unfinished is None:
                 status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
+            else:
+                status = unfinished[0]
             await recipient_queries.finish(
                 conn,
                 batch.id,
@@ -263,9 +335,9 @@ class BatchSubmitter:
                 now=self._ctx.now(),
                 status=status,
                 counts=counts,
-                provider_message_id=handed.provider_message_id,
-                error_code=handed.error_code,
-                error=handed.error,
+                provider_message_id=provider_message_id,
+                error_code=None if unfinished is None else unfinished[1],
+                error=None if unfinished is None or last is None else last.detail,
             )
             return status, counts
 
@@ -277,7 +349,7 @@ class BatchSubmitter:
                 recipient_count=batch.recipient_count,
                 submitted_count=counts[RecipientState.SENT],
                 submission_excluded_count=counts[RecipientState.EXCLUDED],
-                provider_message_id=handed.provider_message_id,
+                provider_message_id=provider_message_id,
             )
 
     def _values(self, row: RecipientRow) -> RecipientValues:
@@ -374,7 +446,7 @@ class BatchSubmitter:
                     step.batch_id,
                     token=token,
                     now=now,
-                    error_code=BATCH_ERROR,
+                    error_code=BatchError.BATCH_ERROR,
                     error=f"The worker sending this batch stopped on an unexpected {kind}; "
                     "its job tries the readers not yet sent again.",
                 )
@@ -393,6 +465,19 @@ class BatchSubmitter:
             await self._ctx.queue.enqueue(
                 conn, finalise.kind, finalise.idempotency_key, finalise.to_payload()
             )
+
+
+def _recipient_outcomes(outcome: ChunkOutcome, ids: list[int]) -> tuple[RecipientOutcome, ...]:
+    """Every recipient's outcome in the chunk: those listed, then the rest (`others`)."""
+    if outcome.others is None:
+        return outcome.recipients
+    listed = {o.recipient_id for o in outcome.recipients}
+    rest = tuple(
+        RecipientOutcome(recipient_id, outcome.others, outcome.others_reason)
+        for recipient_id in ids
+        if recipient_id not in listed
+    )
+    return outcome.recipients + rest
 
 
 def _screen(

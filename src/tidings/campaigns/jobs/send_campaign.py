@@ -24,7 +24,7 @@ log = structlog.get_logger("tidings.campaigns")
 DISPATCH_CHUNK = 500
 
 
-class CampaignSender:
+class SendCampaignHandler:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
         self._preparation = Preparation(context)

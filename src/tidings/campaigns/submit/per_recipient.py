@@ -1,25 +1,29 @@
-"""Handing one batch's recipients to a per-recipient provider (SMTP, local capture; SND-12,
-SND-13): each recipient is marked in flight before its message is handed over, and each
-outcome is settled on its own row, so a failure at recipient 40 never undoes the 39 before it.
+"""One call per recipient (SMTP, local capture; SPEC SND-12, SND-13): a chunk's messages are
+handed over concurrently and each recipient's outcome is classified on its own, so a failure at
+recipient 40 never undoes the 39 before it. Deferred recipients are tried again inside the
+batch; those still deferred come back `pending`, for the job's next try.
 
-Recipients go in chunks of `in_flight_chunk`: one fenced write settles every outcome of the
-chunk before and marks the next chunk `sending`, its messages are handed over concurrently,
-and the last chunk's outcomes are written with the batch's own. A worker killed mid-chunk
-leaves at most that chunk `sending`; whoever reclaims the batch turns those rows `uncertain`
-(never resent automatically) — the documented duplicate window.
+The `send_batch` job marks each chunk `sending` before it goes and settles its outcomes with
+the next chunk's mark; a worker killed mid-chunk leaves at most that chunk `sending`, and whoever
+reclaims the batch turns those rows `uncertain` (never resent automatically).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol
 
 import structlog
 
-from tidings.campaigns.jobs.batch_writes import BatchWrites, Outcome
+from tidings.campaigns.submit.strategy import (
+    ChunkOutcome,
+    ChunkVerdict,
+    InFlight,
+    Recipient,
+    RecipientOutcome,
+)
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
@@ -29,70 +33,30 @@ from tidings.delivery.provider import (
     UncertainDelivery,
 )
 from tidings.delivery.send_rate import SendRateLimiter
-from tidings.domain.errors import TidingsError
-from tidings.domain.jobs import RetryLater
 from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
-from tidings.rendering import RecipientValues, SegmentRendering
+from tidings.rendering import SegmentRendering
 
 log = structlog.get_logger("tidings.campaigns")
 
 
 @dataclass(frozen=True, slots=True)
-class Parcel:
+class RecipientMessage:
     """One recipient's finished message."""
 
     recipient_id: int
     envelope: Envelope
 
 
-class Delivery(NamedTuple):
-    """One recipient to hand over: its row id and the values that personalise its message."""
-
-    recipient_id: int
-    values: RecipientValues
-
-
 @dataclass(frozen=True, slots=True)
-class HandoverResult:
-    """How a batch's hand-over ended. With `error_code` the batch does not complete:
-    `outcome_uncertain` keeps it `submitting` for an operator, `provider_refused` fails it."""
+class RecipientMessages:
+    """One chunk's messages, one per recipient."""
 
-    provider_message_id: str | None = None
-    error_code: str | None = None
-    error: str | None = None
-    # Outcomes still to write, in the same transaction as the batch's own outcome: each
-    # listed recipient's, then every other one still in flight as `sent` (a batch call).
-    outcomes: tuple[Outcome, ...] = ()
-    rest_sent: bool = False
-    settle_from: RecipientState = RecipientState.SENDING
+    messages: tuple[RecipientMessage, ...]
 
-
-class HandoverStopped(TidingsError):
-    """The worker is shutting down (SND-21): the hand-over stopped before its next chunk, with
-    nothing in flight. The batch is given back for whoever runs next."""
-
-    code = "handover_stopped"
-
-
-def stop_requested(writes: BatchWrites) -> None:
-    """Between chunks: raise `HandoverStopped` once this process has begun shutting down."""
-    if writes.context.queue.stopping.is_set():
-        raise HandoverStopped("the worker is shutting down")
-
-
-class Handover(Protocol):
-    """Hands one batch's deliveries to a provider and settles each recipient's row."""
-
-    async def deliver(
-        self,
-        rendering: SegmentRendering,
-        sender: str,
-        deliveries: Sequence[Delivery],
-        writes: BatchWrites,
-        *,
-        deliver_at: datetime | None = None,
-    ) -> HandoverResult: ...
+    @property
+    def recipient_ids(self) -> list[int]:
+        return [message.recipient_id for message in self.messages]
 
 
 class _Deferred(Exception):
@@ -105,7 +69,9 @@ class _Deferred(Exception):
         self.cause = cause  # for `connection`: the error's class or reply code (SND-26)
 
 
-class PerRecipientHandover:
+class PerRecipientSubmit:
+    in_flight = InFlight.EACH_RECIPIENT
+
     def __init__(
         self,
         provider: PerRecipientProvider,
@@ -127,71 +93,71 @@ class PerRecipientHandover:
         self._deadline = deadline_seconds
         self._pause = retry_pause_seconds
 
-    async def deliver(
+    def chunks(self, recipients: Sequence[Recipient]) -> Iterator[Sequence[Recipient]]:
+        for start in range(0, len(recipients), self._chunk):
+            yield recipients[start : start + self._chunk]
+
+    async def prepare(
         self,
         rendering: SegmentRendering,
         sender: str,
-        deliveries: Sequence[Delivery],
-        writes: BatchWrites,
+        chunk: Sequence[Recipient],
         *,
-        deliver_at: datetime | None = None,
-    ) -> HandoverResult:
-        """Hand every message over, chunk by chunk, each built just before its chunk goes.
-        If the provider cannot be reached at all for a whole chunk, the chunk goes back to
-        `pending` and the job retries later; so do recipients still deferred after the
-        retries inside the batch, once every chunk went out. At shutdown the chunk in hand is
-        finished and settled, and no new one is started."""
-        settled_later: list[Outcome] = []  # the chunk just handed over, settled with the next
-        deferred = 0
-        for start in range(0, len(deliveries), self._chunk):
-            try:
-                stop_requested(writes)
-                now = writes.context.now()
-                chunk = [
-                    _parcel(rendering, self._sender(sender, delivery), delivery, now)
-                    for delivery in deliveries[start : start + self._chunk]
-                ]
-            except BaseException:
-                await writes.settle(settled_later)  # what went out is recorded before leaving
-                raise
-            withdrawn = await writes.settle_and_mark(
-                settled_later, [parcel.recipient_id for parcel in chunk]
+        batch_id: int,
+        now: datetime,
+        deliver_at: datetime | None,
+    ) -> RecipientMessages:
+        """Each message built just before its chunk goes (paced per message, in `submit`)."""
+        return RecipientMessages(
+            tuple(
+                _message(rendering, self._sender(sender, recipient), recipient, now)
+                for recipient in chunk
             )
-            chunk = [parcel for parcel in chunk if parcel.recipient_id not in withdrawn]
-            ids = [parcel.recipient_id for parcel in chunk]
-            outcomes = await self._hand_over(chunk)
-            unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
-            if unreachable and len(unreachable) == len(chunk):
-                await writes.unmark(ids)
-                endpoint = getattr(self.provider, "endpoint", None)
-                raise RetryLater(
-                    unreachable_reason(self.provider.name, endpoint, unreachable[0].cause)
-                )
-            # A deferral (4xx) is never a failure (PRV-1): still deferred after the retries
-            # inside the batch, the recipient goes back to `pending`, with the reply's code,
-            # for the job's next try (later, on a fresh connection).
-            settled_later = [
-                (parcel.recipient_id, RecipientState.PENDING, outcome.reason)
-                if isinstance(outcome, _Deferred)
-                else (parcel.recipient_id, *outcome)
-                for parcel, outcome in zip(chunk, outcomes, strict=True)
-            ]
-            deferred += sum(isinstance(outcome, _Deferred) for outcome in outcomes)
-        if deferred:
-            await writes.settle(settled_later)
-            raise RetryLater(f"{self.provider.name} deferred {deferred} recipient(s)")
-        # The last chunk's outcomes are written with the batch's own outcome (one transaction).
-        return HandoverResult(outcomes=tuple(settled_later))
+        )
 
-    def _sender(self, sender: str, delivery: Delivery) -> str:
+    def without(
+        self, submission: RecipientMessages, withdrawn: frozenset[int]
+    ) -> RecipientMessages:
+        return RecipientMessages(
+            tuple(m for m in submission.messages if m.recipient_id not in withdrawn)
+        )
+
+    async def submit(self, submission: RecipientMessages) -> ChunkOutcome:
+        """If the provider cannot be reached at all for the whole chunk, nothing went out:
+        NOT_REACHED. Otherwise each recipient's outcome; a deferral (4xx) is never a failure
+        (PRV-1): still deferred after the retries inside the batch, it comes back `pending`
+        with the reply's code."""
+        chunk = list(submission.messages)
+        outcomes = await self._send_all(chunk)
+        name = self.provider.name
+        unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
+        if unreachable and len(unreachable) == len(chunk):
+            endpoint = getattr(self.provider, "endpoint", None)
+            return ChunkOutcome(
+                ChunkVerdict.NOT_REACHED,
+                name,
+                detail=unreachable_reason(name, endpoint, unreachable[0].cause),
+            )
+        return ChunkOutcome(
+            ChunkVerdict.ANSWERED,
+            name,
+            recipients=tuple(
+                RecipientOutcome(message.recipient_id, RecipientState.PENDING, outcome.reason)
+                if isinstance(outcome, _Deferred)
+                else RecipientOutcome(message.recipient_id, *outcome)
+                for message, outcome in zip(chunk, outcomes, strict=True)
+            ),
+        )
+
+    def _sender(self, sender: str, recipient: Recipient) -> str:
         if self._return_path is None:
             return sender
-        return self._return_path(delivery.recipient_id)
+        return self._return_path(recipient.recipient_id)
 
-    async def _hand_over(
-        self, chunk: list[Parcel]
+    async def _send_all(
+        self, chunk: list[RecipientMessage]
     ) -> list[tuple[RecipientState, str | None] | _Deferred]:
-        outcomes = list(await asyncio.gather(*(self._one(parcel) for parcel in chunk)))
+        outcomes = list(await asyncio.gather(*(self._one(message) for message in chunk)))
         for round_number in range(self._retries):
             again = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, _Deferred)]
             if not again or all(outcomes[i].connection for i in again):  # type: ignore[union-attr]
@@ -202,7 +168,9 @@ class PerRecipientHandover:
                 outcomes[index] = outcome
         return outcomes
 
-    async def _one(self, parcel: Parcel) -> tuple[RecipientState, str | None] | _Deferred:
+    async def _one(
+        self, message: RecipientMessage
+    ) -> tuple[RecipientState, str | None] | _Deferred:
         """One recipient's outcome. Any exception the provider raises is caught and recorded
         here (SND-12): one recipient can never abort the batch."""
         name = self.provider.name
@@ -211,7 +179,7 @@ class PerRecipientHandover:
                 await self._limiter.acquire(1)
             try:
                 async with asyncio.timeout(self._deadline):  # None: the provider keeps its own
-                    result = await self.provider.send(parcel.envelope)
+                    result = await self.provider.send(message.envelope)
             except TemporaryFailure as exc:
                 if isinstance(exc, ProviderUnreachable):
                     code = _code(f"{name}_temporary", exc.status)
@@ -230,7 +198,7 @@ class PerRecipientHandover:
             except BaseException as exc:  # of any type (SND-12), but cancellation
                 log.error(
                     "email.provider_error",
-                    recipient_id=parcel.recipient_id,
+                    recipient_id=message.recipient_id,
                     error_type=type(exc).__name__,
                 )
                 return RecipientState.FAILED, f"provider_error_{type(exc).__name__}"[:64]
@@ -241,15 +209,17 @@ class PerRecipientHandover:
         return RecipientState.SENT, None
 
 
-def _parcel(rendering: SegmentRendering, sender: str, delivery: Delivery, now: datetime) -> Parcel:
-    address = delivery.values.address
+def _message(
+    rendering: SegmentRendering, sender: str, recipient: Recipient, now: datetime
+) -> RecipientMessage:
+    address = recipient.values.address
     envelope = Envelope(
         sender=sender,
         recipients=[address],
-        data=rendering.personalise(delivery.values, now=now),
+        data=rendering.personalise(recipient.values, now=now),
         message_id=rendering.message_id_for(address),
     )
-    return Parcel(delivery.recipient_id, envelope)
+    return RecipientMessage(recipient.recipient_id, envelope)
 
 
 def _code(prefix: str, status: int | None) -> str:
