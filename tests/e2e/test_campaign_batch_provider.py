@@ -24,8 +24,8 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
 from tidings.queue import store
 from tidings.storage import recipients as recipient_queries

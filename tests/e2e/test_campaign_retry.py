@@ -26,8 +26,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.storage import interventions
 from tidings.storage.tables import (
     campaign_batches,
