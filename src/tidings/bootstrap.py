@@ -68,23 +68,23 @@ from tidings.config import (
     mask_url_password,
     placeholder_identity,
 )
-from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
-from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
-from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
+from tidings.outbound.capture import CapturedMail, CaptureProvider
+from tidings.outbound.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.outbound.send_rate import SendRateLimiter
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue, Periodic
 from tidings.rendering import Pages, TemplateEngine, Theme

@@ -25,8 +25,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
-from tidings.delivery.capture import CaptureProvider
 from tidings.delivery.provider import PermanentFailure
+from tidings.outbound.capture import CaptureProvider
 from tidings.storage import interventions
 from tidings.storage.tables import campaign_recipients, captured_messages, subscribers
 

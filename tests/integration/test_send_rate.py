@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from tidings.delivery.send_rate import SendRateLimiter
+from tidings.outbound.send_rate import SendRateLimiter
 from tidings.storage import send_rate as rows
 from tidings.storage.database import Database, create_database
 

@@ -29,8 +29,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendBatch, SendCampaign
-from tidings.delivery.capture import CaptureProvider
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.capture import CaptureProvider
 from tidings.storage.tables import captured_messages, jobs
 
 

@@ -25,8 +25,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendCampaign
-from tidings.delivery.capture import CaptureProvider
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.capture import CaptureProvider
 from tidings.queue.job import Job
 from tidings.storage import batches as batch_queries
 from tidings.storage.campaign_sends import SendRow

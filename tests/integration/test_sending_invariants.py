@@ -29,9 +29,9 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
-from tidings.delivery.capture import CaptureProvider
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import RecipientState
+from tidings.outbound.capture import CaptureProvider
 from tidings.storage import recipients as recipient_queries
 from tidings.storage.tables import (
     campaign_batches,

@@ -17,8 +17,8 @@ from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container, build
 from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_KINDS
 from tidings.cli.context import run
-from tidings.delivery.email_jobs import SEND_EMAIL
-from tidings.delivery.webhooks import DELIVER_WEBHOOK
+from tidings.outbound.email_jobs import SEND_EMAIL
+from tidings.outbound.webhooks import DELIVER_WEBHOOK
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 

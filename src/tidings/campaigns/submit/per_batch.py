@@ -33,8 +33,8 @@ from tidings.delivery.provider import (
     SendResult,
     TemporaryFailure,
 )
-from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.sending import RecipientState
+from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
 from tidings.rendering.batch import BatchTemplate, batch_template, batch_variables
 

@@ -32,9 +32,9 @@ from tidings.delivery.provider import (
     TemporaryFailure,
     UncertainDelivery,
 )
-from tidings.delivery.send_rate import SendRateLimiter
 from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
+from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
 
 log = structlog.get_logger("tidings.campaigns")

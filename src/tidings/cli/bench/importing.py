@@ -15,9 +15,9 @@ from tidings.audience.import_chunks import ImportReport
 from tidings.audience.importer import Importer
 from tidings.bootstrap import queue_policy, utcnow
 from tidings.config import QueueSettings
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, Webhooks
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.email_jobs import Mailer
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, Webhooks
 from tidings.queue import store as job_store
 from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
