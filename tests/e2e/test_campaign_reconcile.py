@@ -25,7 +25,7 @@ from tests.support.sending import (
 from tidings.bootstrap import Container
 from tidings.devservers.dev_faults import Fault
 from tidings.devservers.dev_server import DevProviderServer
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]

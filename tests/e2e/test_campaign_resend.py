@@ -27,7 +27,7 @@ from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.delivery.provider import PermanentFailure
 from tidings.outbound.capture import CaptureProvider
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_recipients, captured_messages, subscribers
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]

@@ -28,7 +28,7 @@ from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.devservers.dev_faults import Fault
 from tidings.devservers.dev_server import DevProviderServer
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,

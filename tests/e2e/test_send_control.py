@@ -28,7 +28,7 @@ from tests.support.sending import (
 from tidings.bootstrap import Container
 from tidings.devservers.sink import Faults
 from tidings.domain.jobs import JobStatus
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches
 
 pytestmark = pytest.mark.slow

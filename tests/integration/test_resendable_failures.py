@@ -18,7 +18,7 @@ from tests.support.sending import (
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.domain.send_status import is_resendable_failure
 from tidings.domain.sending import RecipientState
-from tidings.storage import send_repairs
+from tidings.storage.sending import send_repairs
 from tidings.storage.tables import campaign_recipients
 
 REASONS = [

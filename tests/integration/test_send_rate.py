@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import event
 
 from tidings.outbound.send_rate import SendRateLimiter
-from tidings.storage import send_rate as rows
 from tidings.storage.database import Database, create_database
+from tidings.storage.sending import send_rate as rows
 
 PROVIDER = "smtp"
 

@@ -28,8 +28,8 @@ from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendCampa
 from tidings.domain.jobs import JobStatus
 from tidings.outbound.capture import CaptureProvider
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending.campaign_sends import SendRow
 from tidings.storage.tables import campaign_batches, captured_messages
 
 READERS = 30  # 15 free and 15 paid, in pages of 10: four batches

@@ -17,7 +17,7 @@ from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
-from tidings.storage import seeding
+from tidings.storage.bench import seeding
 from tidings.storage.tables import campaign_recipients, campaigns, newsletters, subscribers
 
 TERMINAL = frozenset({"submitted", "failed"})

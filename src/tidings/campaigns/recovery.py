@@ -20,8 +20,8 @@ import structlog
 
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs.payloads import SEND_KINDS, SendCampaign, live_key_patterns
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage.campaign_sends import ActiveSend
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending.campaign_sends import ActiveSend
 
 log = structlog.get_logger("tidings.campaigns")
 

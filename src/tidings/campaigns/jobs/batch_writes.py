@@ -24,9 +24,9 @@ from tidings.campaigns.submit.strategy import InFlight, RecipientOutcome
 from tidings.domain.errors import TidingsError
 from tidings.domain.sending import CampaignStatus, RecipientState
 from tidings.queue.job import Job
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import recipients as recipient_queries
 from tidings.storage.errors import is_outage
+from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 T = TypeVar("T")
@@ -87,7 +87,7 @@ class BatchWrites:
         reason: str | None = None,
     ) -> int:
         async def make(conn: AsyncConnection) -> int:
-            return await recipient_queries.move(
+            return await claim_queries.move(
                 conn,
                 self.batch_id,
                 token=self.token,
@@ -114,12 +114,12 @@ class BatchWrites:
         (SND-10): returns the ids excluded instead, never to be handed over. A paused or
         cancelled send (SND-23) has the outcomes settled and nothing marked: `SendHalted`."""
 
-        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn] | None:
+        async def make(conn: AsyncConnection) -> list[claim_queries.Withdrawn] | None:
             now = self.context.now()
             await self._settle(conn, settled, in_flight.row_state, now)
             if not await _sending(conn, self.campaign_id):
                 return None
-            withdrawn = await recipient_queries.mark_in_flight(
+            withdrawn = await claim_queries.mark_in_flight(
                 conn,
                 self.batch_id,
                 ids,
@@ -129,14 +129,12 @@ class BatchWrites:
                 to_state=in_flight.row_state,
             )
             if in_flight is InFlight.WHOLE_BATCH:
-                await recipient_queries.mark_handed_over(
-                    conn, self.batch_id, token=self.token, at=now
-                )
+                await claim_queries.mark_handed_over(conn, self.batch_id, token=self.token, at=now)
             return withdrawn
 
         return self._excluded(await self.write(make))
 
-    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn] | None) -> frozenset[int]:
+    def _excluded(self, withdrawn: Sequence[claim_queries.Withdrawn] | None) -> frozenset[int]:
         if withdrawn is None:
             raise SendHalted("the send was paused or cancelled")
         for row in withdrawn:
@@ -160,7 +158,7 @@ class BatchWrites:
             return
 
         async def make(conn: AsyncConnection) -> bool:
-            return await recipient_queries.mark_handed_over(
+            return await claim_queries.mark_handed_over(
                 conn, self.batch_id, token=self.token, at=None
             )
 
@@ -185,7 +183,7 @@ class BatchWrites:
     ) -> None:
         """Each recipient's own outcome (SND-12), from its in-flight state."""
         if outcomes:
-            await recipient_queries.settle(
+            await claim_queries.settle(
                 conn,
                 self.batch_id,
                 [(o.recipient_id, o.state, o.reason) for o in outcomes],

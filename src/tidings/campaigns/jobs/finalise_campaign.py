@@ -24,8 +24,8 @@ from tidings.domain.sending import (
     check_count,
 )
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 LOCK_BUSY_SECONDS = 1.0

@@ -49,11 +49,11 @@ from tidings.domain.sending import (
 )
 from tidings.queue.job import Job
 from tidings.rendering import RecipientValues, SegmentRendering
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import recipients as recipient_queries
-from tidings.storage.batches import BatchRow
-from tidings.storage.recipients import RecipientRow
+from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending.batch_claims import RecipientRow
+from tidings.storage.sending.batches import BatchRow
 
 log = structlog.get_logger("tidings.campaigns")
 RENDER_CACHE_SIZE = 16
@@ -174,7 +174,7 @@ class SendBatchHandler:
                 return None  # a job of an earlier attempt: the current one has its own
             if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
                 return None
-            outcome, _previous = await recipient_queries.claim(
+            outcome, _previous = await claim_queries.claim(
                 conn, step.batch_id, token=token, now=self._ctx.now(), worker=self._worker
             )
             if outcome in ("held", "finished"):
@@ -189,7 +189,7 @@ class SendBatchHandler:
                 in_flight = [RecipientState.SENDING]
                 if batch.handed_over_at is not None:
                     in_flight.append(RecipientState.PENDING)
-                uncertain = await recipient_queries.move(
+                uncertain = await claim_queries.move(
                     conn,
                     step.batch_id,
                     token=token,
@@ -200,19 +200,19 @@ class SendBatchHandler:
                 )
                 log.warning("campaign.batch_taken_over", uncertain=uncertain)
                 if batch.handed_over_at is not None:  # never resubmitted: an operator decides
-                    await recipient_queries.finish(
+                    await claim_queries.finish(
                         conn,
                         batch.id,
                         token=token,
                         now=self._ctx.now(),
                         status=BatchStatus.SUBMITTING,
-                        counts=await recipient_queries.counts(conn, batch.id),
+                        counts=await claim_queries.counts(conn, batch.id),
                         error_code=BatchError.OUTCOME_UNCERTAIN,
                         error="The worker sending this batch stopped after the request may have "
                         "reached the provider. Reconcile it before any retry.",
                     )
                     return None
-            rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
+            rows = await claim_queries.load(conn, batch.id, draft.newsletter.id)
             deliver_at = await self._deliver_at(conn, batch)
         return Claimed(draft, batch, rows, deliver_at)
 
@@ -315,7 +315,7 @@ class SendBatchHandler:
         provider_message_id = None if last is None else last.provider_message_id
 
         async def record(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
-            await recipient_queries.settle(
+            await claim_queries.settle(
                 conn,
                 batch.id,
                 [(o.recipient_id, o.state, o.reason) for o in settled],
@@ -323,12 +323,12 @@ class SendBatchHandler:
                 now=self._ctx.now(),
                 from_state=self._strategy.in_flight.row_state,
             )
-            counts = await recipient_queries.counts(conn, batch.id)
+            counts = await claim_queries.counts(conn, batch.id)
             if unfinished is None:
                 status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
             else:
                 status = unfinished[0]
-            await recipient_queries.finish(
+            await claim_queries.finish(
                 conn,
                 batch.id,
                 token=writes.token,
@@ -397,8 +397,8 @@ class SendBatchHandler:
     async def _fail_batch(self, job: Job, step: SendBatch, error: VerificationFailed) -> None:
         events.verification_failed(step.campaign_id, error)
         async with self._ctx.queue.fenced(job) as conn:
-            counts = await recipient_queries.counts(conn, step.batch_id)
-            await recipient_queries.finish(
+            counts = await claim_queries.counts(conn, step.batch_id)
+            await claim_queries.finish(
                 conn,
                 step.batch_id,
                 token=str(job.claim_token),
@@ -415,7 +415,7 @@ class SendBatchHandler:
         If even this write fails, the batch is left to the takeover after its lease."""
         try:
             async with self._ctx.queue.fenced(job) as conn:
-                released = await recipient_queries.release(
+                released = await claim_queries.release(
                     conn, step.batch_id, token=str(job.claim_token), now=self._ctx.now()
                 )
         except Exception as exc:
@@ -432,7 +432,7 @@ class SendBatchHandler:
         try:
             async with self._ctx.queue.fenced(job) as conn:
                 token, now = str(job.claim_token), self._ctx.now()
-                await recipient_queries.move(
+                await claim_queries.move(
                     conn,
                     step.batch_id,
                     token=token,
@@ -441,7 +441,7 @@ class SendBatchHandler:
                     to_state=RecipientState.UNCERTAIN,
                     reason="in_flight_at_error",
                 )
-                await recipient_queries.release(
+                await claim_queries.release(
                     conn,
                     step.batch_id,
                     token=token,

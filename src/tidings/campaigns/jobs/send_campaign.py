@@ -17,8 +17,8 @@ from tidings.campaigns.preparation import Preparation, PreparationInterrupted
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 DISPATCH_CHUNK = 500

@@ -23,8 +23,8 @@ from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
 from tidings.storage import migrate
 from tidings.storage import newsletters as newsletter_queries
+from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import Database, create_database
-from tidings.storage.scratch import scratch_database
 
 NEWSLETTER = "bench"
 FIRST_NAMES = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia")

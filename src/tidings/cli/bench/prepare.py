@@ -27,8 +27,8 @@ from tidings.domain.jobs import JobStatus
 from tidings.domain.segments import parse_filter
 from tidings.observability.logging import configure_logging
 from tidings.queue import store
-from tidings.storage import seeding
-from tidings.storage.scratch import scratch_database
+from tidings.storage.bench import seeding
+from tidings.storage.bench.scratch import scratch_database
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
