@@ -12,7 +12,6 @@ worker that lost its lease changes nothing.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -25,6 +24,8 @@ from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
+from tidings.campaigns.jobs.renderings import Renderings
+from tidings.campaigns.jobs.screening import check_unique_addresses, recipient_values, screen
 from tidings.campaigns.submit.strategy import (
     ChunkOutcome,
     ChunkVerdict,
@@ -32,9 +33,7 @@ from tidings.campaigns.submit.strategy import (
     RecipientOutcome,
     SubmitStrategy,
 )
-from tidings.domain import tokens
-from tidings.domain.email_headers import check_address
-from tidings.domain.errors import InvalidInput, TidingsError
+from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost, Defer, RetryLater
 from tidings.domain.sending import (
     BatchCounts,
@@ -48,7 +47,6 @@ from tidings.domain.sending import (
     check_message_counts,
 )
 from tidings.queue.job import Job
-from tidings.rendering import RecipientValues, SegmentRendering
 from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
@@ -56,7 +54,6 @@ from tidings.storage.sending.batch_claims import RecipientRow
 from tidings.storage.sending.batches import BatchRow
 
 log = structlog.get_logger("tidings.campaigns")
-RENDER_CACHE_SIZE = 16
 
 
 class BatchError(StrEnum):
@@ -79,38 +76,6 @@ class SubmitStopped(TidingsError):
     nothing in flight. The batch is given back for whoever runs next."""
 
     code = "submit_stopped"
-
-
-class Renderings:
-    """Each worker reads a campaign and renders each segment once, and keeps them for the send
-    (CMP-3)."""
-
-    def __init__(self, context: SendingContext) -> None:
-        self._ctx = context
-        self._cache: OrderedDict[tuple[int, datetime, str, str], SegmentRendering] = OrderedDict()
-        self._drafts: dict[int, CampaignDraft] = {}
-
-    async def draft(self, campaign_id: int) -> CampaignDraft:
-        """The campaign as this worker first read it for the send: its content cannot change
-        once sending started (only drafts are editable), so one read serves every batch."""
-        found = self._drafts.get(campaign_id)
-        if found is None:
-            found = await self._ctx.drafts.get(campaign_id)
-            if len(self._drafts) >= RENDER_CACHE_SIZE:
-                self._drafts.clear()
-            self._drafts[campaign_id] = found
-        return found
-
-    def get(self, draft: CampaignDraft, segment: str, domain: str) -> SegmentRendering:
-        key = (draft.campaign.id, draft.campaign.updated_at, segment, domain)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._ctx.drafts.render_for_send(draft, segment, domain)
-            self._cache[key] = found
-            while len(self._cache) > RENDER_CACHE_SIZE:
-                self._cache.popitem(last=False)
-        self._cache.move_to_end(key)
-        return found
 
 
 class Claimed(NamedTuple):
@@ -225,10 +190,12 @@ class SendBatchHandler:
             batch_id=batch.id,
         )
         pending = [row for row in rows if row.state == RecipientState.PENDING.value]
-        exclusions, sendable = _screen(pending)
-        _check_unique_addresses(batch, sendable)
+        exclusions, sendable = screen(pending)
+        check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
-        recipients = [Recipient(row.id, self._values(row)) for row in sendable]
+        recipients = [
+            Recipient(row.id, recipient_values(row, self._ctx.secret())) for row in sendable
+        ]
         check_message_counts(
             len(pending),
             len(recipients),
@@ -254,7 +221,7 @@ class SendBatchHandler:
                     now=self._ctx.now(),
                     deliver_at=deliver_at,
                 )
-                if self._ctx.queue.stopping.is_set():  # the chunk in hand was settled: stop
+                if self._ctx.queue.stopping.is_set():  # shutting down: no new chunk goes
                     raise SubmitStopped("the worker is shutting down")
             except BaseException:
                 await writes.settle(in_flight, settled_later)  # what went out is recorded
@@ -313,6 +280,7 @@ class SendBatchHandler:
         verdict left the batch unfinished."""
         unfinished = None if last is None else UNFINISHED.get(last.verdict)
         provider_message_id = None if last is None else last.provider_message_id
+        error = None if last is None else last.detail
 
         async def record(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
             await claim_queries.settle(
@@ -337,7 +305,7 @@ class SendBatchHandler:
                 counts=counts,
                 provider_message_id=provider_message_id,
                 error_code=None if unfinished is None else unfinished[1],
-                error=None if unfinished is None or last is None else last.detail,
+                error=None if unfinished is None else error,
             )
             return status, counts
 
@@ -351,26 +319,6 @@ class SendBatchHandler:
                 submission_excluded_count=counts[RecipientState.EXCLUDED],
                 provider_message_id=provider_message_id,
             )
-
-    def _values(self, row: RecipientRow) -> RecipientValues:
-        secret = self._ctx.secret()
-        assert row.email
-        assert row.subscriber_id
-        assert row.subscription_id
-        assert row.subscriber_created_at
-        assert row.subscription_created_at
-        return RecipientValues(
-            address=row.email,
-            name=row.name,
-            unsubscribe_token=tokens.sign(
-                secret, "unsubscribe", row.subscription_id, row.subscription_created_at
-            ),
-            preferences_token=tokens.sign(
-                secret, "preferences", row.subscriber_id, row.subscriber_created_at
-            ),
-            subscriber_id=str(row.subscriber_id),
-            recipient_id=str(row.id),
-        )
 
     async def _exclude(
         self,
@@ -478,34 +426,3 @@ def _recipient_outcomes(outcome: ChunkOutcome, ids: list[int]) -> tuple[Recipien
         if recipient_id not in listed
     )
     return outcome.recipients + rest
-
-
-def _screen(
-    pending: list[RecipientRow],
-) -> tuple[list[tuple[RecipientRow, Exclusion]], list[RecipientRow]]:
-    """SND-10: who may still be mailed. Gone since selection, consent withdrawn (either half
-    of AUD-4, or suppressed — evaluated in SQL), or an address that cannot be sent to."""
-    exclusions: list[tuple[RecipientRow, Exclusion]] = []
-    sendable: list[RecipientRow] = []
-    for row in pending:
-        if row.subscriber_id is None or row.email is None:
-            exclusions.append((row, Exclusion.MEMBER_NOT_FOUND))
-        elif not row.mailable:
-            exclusions.append((row, Exclusion.CONSENT_WITHDRAWN))
-        else:
-            try:
-                check_address("to", row.email)
-            except InvalidInput:
-                exclusions.append((row, Exclusion.INVALID_ADDRESS))
-                continue
-            sendable.append(row)
-    return exclusions, sendable
-
-
-def _check_unique_addresses(batch: BatchRow, sendable: list[RecipientRow]) -> None:
-    """Two recipients collapsing to one address would mail one person twice, or drop one:
-    fail before any provider call (SND-10)."""
-    unique = {str(row.email).lower() for row in sendable}
-    check_count(
-        "provider_payload_count", expected=len(sendable), actual=len(unique), batch_id=batch.id
-    )
