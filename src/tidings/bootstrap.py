@@ -51,6 +51,7 @@ from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_
 from tidings.campaigns.jobs.send_batch import SendBatchHandler
 from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
 from tidings.campaigns.lifecycle import CampaignLifecycle
+from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
@@ -158,6 +159,7 @@ class Container:
     sends: CampaignLifecycle
     send_status: SendStatusReader
     statistics: StatisticsReader
+    listing: CampaignListing
     retries: SendRetries
     reconciler: Reconciler
     control: SendControl
@@ -581,13 +583,13 @@ def build(
         bot_check=BotCheck(
             enabled=settings.audience.altcha,
             max_number=settings.audience.altcha_max_number,
-            secret=site_secret,
-            now=clock,
+            context=audience,
         ),
         sending=sending,
         sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
+        listing=CampaignListing(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
         control=SendControl(sending),
