@@ -27,8 +27,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import utcnow
 from tidings.cli.main import app as cli
-from tidings.delivery.sink import Faults, SmtpSink
-from tidings.storage import feedback_counts, interventions
+from tidings.devservers.sink import Faults, SmtpSink
+from tidings.storage.sending import feedback_counts, interventions
 from tidings.storage.tables import webhook_deliveries
 
 AUDIENCE = 240

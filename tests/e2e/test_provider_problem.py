@@ -21,8 +21,8 @@ from tests.support.sending import (
     workers,
 )
 from tidings.cli.main import app as cli
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.provider_health import provider_problem, unreachable_reason
 
 

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.support.waiting import wait_for
-from tidings.delivery.domain_rates import DomainRates
 from tidings.domain.domain_rate import Slowdown, rate_now
+from tidings.outbound.domain_rates import DomainRates
 from tidings.storage.clock import database_now
 from tidings.storage.database import Database, create_database
 from tidings.storage.tables import domain_send_rates

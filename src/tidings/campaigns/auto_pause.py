@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import PAUSABLE, SendControl
 from tidings.domain.auto_pause import AutoPausePolicy, auto_pause_reason
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import feedback_counts
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import feedback_counts
 
 log = structlog.get_logger("tidings.campaigns")
 AUTO_PAUSE_ACTOR = "system:auto-pause"

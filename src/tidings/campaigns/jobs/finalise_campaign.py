@@ -8,10 +8,10 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
-from tidings.campaigns.batch_handover import PROVIDER_REFUSED
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import close_cancelled
-from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.campaigns.jobs.payloads import FinaliseCampaign
+from tidings.campaigns.jobs.send_batch import BatchError
 from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
@@ -25,8 +25,8 @@ from tidings.domain.sending import (
     check_count,
 )
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 LOCK_BUSY_SECONDS = 1.0
@@ -78,7 +78,7 @@ async def fail_campaign(
     log.warning("campaign.failed", campaign_id=campaign_id, error_code=error.code, phase=phase)
 
 
-class Finaliser:
+class FinaliseCampaignHandler:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 
@@ -178,7 +178,7 @@ class Finaliser:
                         batch_error=batch.error,
                     )
                 failed_batches.append(batch.id)
-                if refusal is None and batch.error_code == PROVIDER_REFUSED:
+                if refusal is None and batch.error_code == BatchError.PROVIDER_REFUSED:
                     refusal = batch.error
             elif batch.status == BatchStatus.SUBMITTING.value:
                 uncertain_batches.append(batch.id)

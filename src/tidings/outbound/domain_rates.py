@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import structlog
 
 from tidings.domain.domain_rate import DEFERRAL_STATUSES, recipient_domain
-from tidings.storage import domain_rates as rows
 from tidings.storage.database import Database
+from tidings.storage.sending import domain_rates as rows
 
 log = structlog.get_logger("tidings.send_rate")
 

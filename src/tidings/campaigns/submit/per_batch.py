@@ -1,24 +1,30 @@
-"""Handing one batch to a batch provider (a Mailgun-compatible API; PRV-2, SND-11, SND-13): one
-call for the whole batch, the message a template with each recipient's variables.
+"""One call per batch (a Mailgun-compatible API; SPEC PRV-2, SND-11, SND-13): the whole batch
+goes in one request, the message a template with each recipient's variables.
 
-Every recipient is marked `sending` before the call. The provider's answer settles them: sent,
-or failed one by one where it refused some. A failure before the request went out puts them
-back to `pending` (the job retries later). A lost answer after the request went out — or
-anything else unexplained — leaves them `uncertain` and the batch `submitting`: the provider
-may have accepted it, so it is never resubmitted automatically; an operator reconciles it.
+Before the call the `send_batch` job marks the batch row handed over (its readers stay
+`pending`). The provider's answer settles them: sent, or failed one by one where it refused
+some. A failure before the request went out is NOT_REACHED (given back, the job retries later);
+a permanent refusal of the whole call fails the batch. A lost answer after the request may have
+gone out — or anything else unexplained — is ANSWER_LOST: the readers become `uncertain` and the
+batch stays `submitting`, never resubmitted automatically; an operator reconciles it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import structlog
 
-from tidings.campaigns.batch_writes import BatchWrites
-from tidings.campaigns.handover import Delivery, HandoverResult, stop_requested
+from tidings.campaigns.submit.strategy import (
+    ChunkOutcome,
+    ChunkVerdict,
+    InFlight,
+    Recipient,
+    RecipientOutcome,
+)
 from tidings.delivery.provider import (
     BatchMessage,
     BatchProvider,
@@ -28,21 +34,33 @@ from tidings.delivery.provider import (
     SendResult,
     TemporaryFailure,
 )
-from tidings.delivery.send_rate import SendRateLimiter
-from tidings.domain.jobs import RetryLater
 from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
+from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
 from tidings.rendering.batch import BatchTemplate, batch_template, batch_variables
 
 log = structlog.get_logger("tidings.campaigns")
-OUTCOME_UNCERTAIN = "outcome_uncertain"
-PROVIDER_REFUSED = "provider_refused"
 TEMPLATE_CACHE_SIZE = 16
 DEFAULT_COOL_DOWN = 30.0  # seconds, when a 429 names no Retry-After
 
 
-class BatchHandover:
+@dataclass(frozen=True, slots=True)
+class BatchCall:
+    """The one request for a batch, and which row each of its addresses is."""
+
+    provider: BatchProvider
+    message: BatchMessage
+    by_address: dict[str, int]
+
+    @property
+    def recipient_ids(self) -> list[int]:
+        return [self.by_address[r.address] for r in self.message.recipients]
+
+
+class PerBatchSubmit:
+    in_flight = InFlight.WHOLE_BATCH
+
     def __init__(
         self,
         providers: Callable[[str], BatchProvider],
@@ -65,20 +83,24 @@ class BatchHandover:
             found = self._templates[key] = (rendering, batch_template(rendering))
         return found[1]
 
-    async def deliver(
+    def chunks(self, recipients: Sequence[Recipient]) -> Iterator[Sequence[Recipient]]:
+        if recipients:
+            yield recipients
+
+    async def prepare(
         self,
         rendering: SegmentRendering,
         sender: str,
-        deliveries: Sequence[Delivery],
-        writes: BatchWrites,
+        chunk: Sequence[Recipient],
         *,
-        deliver_at: datetime | None = None,
-    ) -> HandoverResult:
-        if not deliveries:
-            return HandoverResult()
+        batch_id: int,
+        now: datetime,
+        deliver_at: datetime | None,
+    ) -> BatchCall:
+        """The request, and the send rate's permission for it: waited for before anything is
+        in flight, where waiting costs nothing."""
         provider = self._providers(rendering.sender.sending_domain)
         template = self._template(rendering)
-        by_address = {delivery.values.address: delivery.recipient_id for delivery in deliveries}
         message = BatchMessage(
             sender=template.from_header,
             subject=template.subject,
@@ -87,80 +109,79 @@ class BatchHandover:
             headers=template.headers,
             recipients=[
                 BatchRecipient(
-                    address=delivery.values.address,
-                    message_id=rendering.message_id_for(delivery.values.address),
-                    variables=batch_variables(template, delivery.values),
+                    address=recipient.values.address,
+                    message_id=rendering.message_id_for(recipient.values.address),
+                    variables=batch_variables(template, recipient.values),
                 )
-                for delivery in deliveries
+                for recipient in chunk
             ],
-            idempotency_key=f"batch-{writes.batch_id}",
+            idempotency_key=f"batch-{batch_id}",
             deliver_at=deliver_at,
         )
-        ids = list(by_address.values())
+        by_address = {recipient.values.address: recipient.recipient_id for recipient in chunk}
+        if self._limiter is not None:
+            await self._limiter.acquire(len(by_address))
+        return BatchCall(provider, message, by_address)
+
+    def without(self, submission: BatchCall, withdrawn: frozenset[int]) -> BatchCall:
+        if not withdrawn:
+            return submission
+        recipients = [
+            r
+            for r in submission.message.recipients
+            if submission.by_address[r.address] not in withdrawn
+        ]
+        return replace(submission, message=replace(submission.message, recipients=recipients))
+
+    async def submit(self, submission: BatchCall) -> ChunkOutcome:
+        provider, by_address = submission.provider, submission.by_address
         name = provider.name
-        if self._limiter is not None:  # before anything is in flight: waiting costs nothing
-            await self._limiter.acquire(len(ids))
-        stop_requested(writes)  # shutting down: the request is not started
-        # In flight from here, recorded once on the batch (not on each of 1,000 rows): the
-        # readers stay `pending` until the answer settles them, or a takeover finds the mark.
-        # Consent is re-checked in that same write; whoever left is not in the call.
-        withdrawn = await writes.handed_over(True, ids)
-        if withdrawn:
-            ids = [recipient_id for recipient_id in ids if recipient_id not in withdrawn]
-            message = replace(
-                message,
-                recipients=[
-                    r for r in message.recipients if by_address[r.address] not in withdrawn
-                ],
-            )
-            if not ids:
-                await writes.handed_over(False)
-                return HandoverResult()
         try:
             async with asyncio.timeout(self._deadline):
-                result = await provider.send_batch(message)
-        except TemporaryFailure as exc:
-            await writes.handed_over(False)  # never went out, or was refused whole
+                result = await provider.send_batch(submission.message)
+        except TemporaryFailure as exc:  # never went out, or was refused whole
             if exc.status == 429 and self._limiter is not None:
                 # Every worker slows down, not only this one (PRV-5).
                 pause = exc.retry_after_seconds
                 await self._limiter.cool_down(DEFAULT_COOL_DOWN if pause is None else pause)
-            raise RetryLater(
-                _temporary_reason(provider, exc), retry_after_seconds=exc.retry_after_seconds
-            ) from None
+            return ChunkOutcome(
+                ChunkVerdict.NOT_REACHED,
+                name,
+                detail=_temporary_reason(provider, exc),
+                retry_after_seconds=exc.retry_after_seconds,
+            )
         except PermanentFailure as exc:
-            await writes.handed_over(False)
-            return HandoverResult(
-                error_code=PROVIDER_REFUSED,
-                error=f"{provider.name} refused the batch ({exc.status or 'no status'}); "
+            return ChunkOutcome(
+                ChunkVerdict.REFUSED,
+                name,
+                detail=f"{name} refused the batch ({exc.status or 'no status'}); "
                 "check the provider settings, then retry.",
             )
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # UncertainDelivery, our deadline, anything unexplained
-            await writes.move(
-                ids,
-                from_states=[RecipientState.PENDING],
-                to_state=RecipientState.UNCERTAIN,
-                reason=f"{provider.name}_answer_lost",
-            )
             log.warning("campaign.batch_uncertain", error_type=type(exc).__name__)
-            return HandoverResult(
-                error_code=OUTCOME_UNCERTAIN,
-                error=f"{provider.name} may have accepted this batch: its answer was lost "
+            return ChunkOutcome(
+                ChunkVerdict.ANSWER_LOST,
+                name,
+                others=RecipientState.UNCERTAIN,
+                others_reason=f"{name}_answer_lost",
+                detail=f"{name} may have accepted this batch: its answer was lost "
                 f"({type(exc).__name__}). Reconcile it before any retry.",
             )
         refused = tuple(
-            (by_address[address], RecipientState.FAILED, _rejection_code(name, result, address))
+            RecipientOutcome(
+                by_address[address], RecipientState.FAILED, _rejection_code(name, result, address)
+            )
             for address in result.rejected
             if address in by_address
         )
-        # Settled with the batch's outcome, in one transaction (the submitter's `finish`).
-        return HandoverResult(
+        return ChunkOutcome(
+            ChunkVerdict.ANSWERED,
+            name,
+            recipients=refused,
+            others=RecipientState.SENT,
             provider_message_id=result.provider_message_id,
-            outcomes=refused,
-            rest_sent=True,
-            settle_from=RecipientState.PENDING,
         )
 
 
