@@ -293,6 +293,7 @@ class BatchSubmitter:
             ),
             subscriber_id=str(row.subscriber_id),
             recipient_id=str(row.id),
+            attributes=row.attributes,
         )
 
     async def _exclude(
