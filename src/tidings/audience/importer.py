@@ -117,7 +117,10 @@ class Importer:
             now=self._ctx.now(),
         )
         writer = ChunkWriter(self._ctx, newsletters, evidence=f"import:{actor}"[:200])
-        report = ImportReport(ignored_columns=list(header.ignored))
+        report = ImportReport(
+            ignored_columns=list(header.ignored),
+            attribute_columns=list(header.attribute_columns),
+        )
         chunk: list[ImportRow] = []
         for record in records:
             report.total_rows += 1

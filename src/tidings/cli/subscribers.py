@@ -98,7 +98,9 @@ def import_file(
 ) -> None:
     """Import subscribers from CSV (columns: email, name, tier, labels, newsletter, status,
     created_at; also the column names of Mailchimp, Substack, Ghost and listmonk exports, such
-    as `Email Address`, `First Name`, `Last Name`; other columns are ignored and listed). Safe
+    as `Email Address`, `First Name`, `Last Name`; other columns become custom fields, as
+    does listmonk's `attributes` JSON, except other tools' bookkeeping columns, which are
+    ignored and listed). Safe
     to repeat: the second run changes nothing. Importing `confirmed` asserts consent on your
     behalf; other rows wait for the person to confirm, and only --send-confirmations (or
     `confirm-pending`) emails them. Exit code 1 when any row failed."""
@@ -191,6 +193,11 @@ def _print_report(report: ImportReport) -> None:
             else "."
         )
     )
+    if report.attribute_columns:
+        out_console.print(
+            f"Custom fields from column(s): {', '.join(report.attribute_columns)} "
+            "(--map COLUMN= ignores one)."
+        )
     if report.ignored_columns:
         out_console.print(
             f"Ignored column(s): {', '.join(report.ignored_columns)} "
