@@ -181,7 +181,7 @@ def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
     assert imported.returncode == 0, imported.stderr
     summary = " ".join(imported.stdout.split())
     assert "1 row(s) mailable now; 2 wait for the person to confirm" in summary
-    assert "Ignored column(s): Member Since" in summary
+    assert "Custom fields from column(s): Member Since" in summary
     assert "Queued 2 confirmation email(s)" in summary
     again = tidings("subscribers", "confirm-pending", "--newsletter", "weekly", "--json")
     assert again.returncode == 0, again.stderr

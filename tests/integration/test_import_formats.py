@@ -82,7 +82,8 @@ async def test_semicolon_and_tab_files_and_other_tools_statuses(
     semicolon = "e-mail;name;status\ncy@example.org;Cy, Jr.;confirmed\n"
     listmonk = (
         "uuid\temail\tname\tattributes\tstatus\tcreated_at\tupdated_at\n"
-        'u1\tdee@example.org\tDee\t{"city": "Oslo", "kids": 2}\tenabled\t2022-04-06T07:42:08.000Z\t\n'
+        'u1\tdee@example.org\tDee\t{"city": "Oslo", "kids": 2}\tenabled\t'
+        "2022-04-06T07:42:08.000Z\t\n"
         "u2\teve@example.org\tEve\t{}\tblocklisted\t2022-04-06T07:42:08Z\t\n"
     )
     first = await _import(context, semicolon)

@@ -145,7 +145,10 @@ async def test_rows_the_database_skipped_are_not_reported_as_written(
     person = {"email": "ada@example.org", "email_key": "ada@example.org", "email_hash": "h1"}
     async with db.write() as conn:
         ids, created = await importing.upsert_subscribers(
-            conn, [{**person, "name": None, "tier": "free", "attributes": {}}], update_tier=False, now=now
+            conn,
+            [{**person, "name": None, "tier": "free", "attributes": {}}],
+            update_tier=False,
+            now=now,
         )
         assert created == {"ada@example.org"}
         again, created_again = await importing.upsert_subscribers(

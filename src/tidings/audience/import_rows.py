@@ -6,8 +6,9 @@ exports (Mailchimp, Substack, Ghost, listmonk) are aliases of ours, other column
 subscriber's custom fields (AUD-12: Mailchimp's merge fields such as `Phone Number` become
 `phone_number`; listmonk's `attributes` JSON column is read as the object it is), other tools'
 bookkeeping columns (ratings, ids, IP addresses, timestamps) are ignored and reported,
-`--map column=field` names the rest, and a file of bare addresses needs no header at all. Nothing here touches the database. Error messages name the field and
-never quote the email address: reports are printed and may be logged.
+`--map column=field` names the rest, and a file of bare addresses needs no header at all.
+Nothing here touches the database. Error messages name the field and never quote the email
+address: reports are printed and may be logged.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import csv
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from tidings.audience.subscribers import MAX_ATTRIBUTES_BYTES, validate_labels, validate_tier
 from tidings.domain.audience import Address, normalise_email, validate_name
@@ -236,6 +237,7 @@ class RowReader:
         newsletter_ids: Mapping[str, int],
         default_newsletter: str,
         now: datetime,
+        assert_consent: bool = False,
     ) -> None:
         self._columns = header.columns
         self._attributes = header.attributes
@@ -244,6 +246,10 @@ class RowReader:
         self._newsletter_ids = newsletter_ids
         self._default_newsletter = default_newsletter
         self._now = now
+        # Rows that would wait for the person import confirmed: the admin asserts consent.
+        self._waiting_becomes = (
+            SubscriptionState.CONFIRMED if assert_consent else SubscriptionState.PENDING
+        )
         self._line_of: dict[tuple[str, int], int] = {}
         # address key -> (first line, name given so far, tier given so far)
         self._subscriber_fields: dict[str, tuple[int, str | None, str | None]] = {}
@@ -301,6 +307,8 @@ class RowReader:
             attributes = self._attributes_of(fields)
         except InvalidInput as exc:
             problem("attributes", exc.detail)
+        if status is SubscriptionState.PENDING:
+            status = self._waiting_becomes
         if errors:
             return errors
         assert address is not None

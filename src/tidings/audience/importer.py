@@ -87,11 +87,13 @@ class Importer:
         on_progress: Callable[[int], None] | None = None,
         chunk_size: int = 1000,
         column_map: Mapping[str, str] | None = None,
+        assert_consent: bool = False,
     ) -> ImportReport:
         """Import CSV text (a file opened with `newline=""`, or any iterable of lines), its
         delimiter detected. `column_map` ({normalised column: field}, from
         `import_rows.parse_column_map`) overrides the header's reading. `on_progress` gets
-        the number of rows read so far after each chunk."""
+        the number of rows read so far after each chunk. `assert_consent` is the admin
+        saying they hold everyone's consent: rows that would wait import confirmed."""
         async with self._ctx.db.read() as conn:
             newsletters = {row.id: row for row in await newsletter_queries.list_newsletters(conn)}
         by_slug = {newsletter.slug: newsletter.id for newsletter in newsletters.values()}
@@ -115,6 +117,7 @@ class Importer:
             newsletter_ids=by_slug,
             default_newsletter=newsletter_slug,
             now=self._ctx.now(),
+            assert_consent=assert_consent,
         )
         writer = ChunkWriter(self._ctx, newsletters, evidence=f"import:{actor}"[:200])
         report = ImportReport(

@@ -93,6 +93,12 @@ def import_file(
         help="Afterwards, email the double opt-in link to every subscription of --newsletter "
         "still waiting for confirmation (as `confirm-pending`).",
     ),
+    assert_consent: bool = typer.Option(
+        False,
+        "--assert-consent",
+        help="You hold every person's consent: rows without a status (or another tool's "
+        "subscribed, active, enabled) import confirmed, with you as the evidence.",
+    ),
     rate: float = typer.Option(DEFAULT_RATE, "--rate", min=0.1, max=10_000, help=RATE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -121,6 +127,7 @@ def import_file(
                     actor=_actor(),
                     on_progress=lambda rows: progress.update(task, completed=rows),
                     column_map=mapping,
+                    assert_consent=assert_consent,
                 )
 
     report = run(go)

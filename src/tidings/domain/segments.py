@@ -34,7 +34,9 @@ class Term:
     key: str = ""  # the attribute's name, for "attr"
 
     def __str__(self) -> str:
-        subject = f"attr:{self.key}={self.value}" if self.kind == "attr" else f"{self.kind}:{self.value}"
+        subject = (
+            f"attr:{self.key}={self.value}" if self.kind == "attr" else f"{self.kind}:{self.value}"
+        )
         return ("!" if self.negated else "") + subject
 
 
@@ -62,14 +64,11 @@ class AudienceFilter:
         if not self.clauses:
             return True
         return any(
-            all(_term_matches(term, tier, None, None) for term in clause)
-            for clause in self.clauses
+            all(_term_matches(term, tier, None, None) for term in clause) for clause in self.clauses
         )
 
     def __str__(self) -> str:
-        return ",".join(
-            "+".join(str(term) for term in clause) for clause in self.clauses
-        )
+        return ",".join("+".join(str(term) for term in clause) for clause in self.clauses)
 
 
 def attribute_text(value: object) -> str | None:

@@ -176,12 +176,12 @@ async def upsert_subscribers(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, update_tier: bool, now: datetime
 ) -> tuple[dict[str, int], set[str]]:
     """Insert subscribers (`email`, `email_key`, `email_hash`, `name`, `tier`, `attributes`:
-    the whole merged object), or update the existing ones with the same `email_key`; returns the id of every row written, by
-    `email_key`, and the keys of those this statement created (the update never touches
-    `created_at`, so a row whose `created_at` is `now` is new). A `None` name keeps the
-    stored name. `tier` is written only when `update_tier` (callers split rows by whether
-    the file gave a tier): the column is NOT NULL, so "not given" cannot travel as a null
-    through ON CONFLICT."""
+    the whole merged object), or update the existing ones with the same `email_key`; returns
+    the id of every row written, by `email_key`, and the keys of those this statement created
+    (the update never touches `created_at`, so a row whose `created_at` is `now` is new). A
+    `None` name keeps the stored name. `tier` is written only when `update_tier` (callers
+    split rows by whether the file gave a tier): the column is NOT NULL, so "not given"
+    cannot travel as a null through ON CONFLICT."""
     if not rows:
         return {}, set()
 

@@ -19,6 +19,7 @@ from tidings.ui import (
     newsletters,
     operators,
     outbox,
+    subscriber_edits,
     subscribers,
     webhooks,
 )
@@ -40,6 +41,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         auth.router,
         dashboard.router,
         newsletters.router,
+        subscriber_edits.router,  # before subscribers: /new and /bulk are not ids
         subscribers.router,
         campaigns.router,
         campaign_sends.router,
