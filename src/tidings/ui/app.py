@@ -19,6 +19,7 @@ from tidings.ui import (
     newsletters,
     operators,
     outbox,
+    site_settings,
     subscriber_edits,
     subscribers,
     webhooks,
@@ -51,6 +52,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         account.router,
         operators.router,
         audit.router,
+        site_settings.router,
     )
 
 
