@@ -83,6 +83,11 @@ async def test_an_added_subscriber_records_the_consent_choice_and_can_be_edited(
         assert left.status_code == 303
         after = await container.subscribers.get(view.subscriber.id)
         assert [s.state for s in after.subscriptions] == ["unsubscribed"]
+        audited = [(e.action, e.target) for e in await container.audit.list(action="subscriber.")]
+        target = f"subscriber:{view.subscriber.id}"
+        assert ("subscriber.update", target) in audited
+        assert ("subscriber.unsubscribe", target) in audited
+        assert [action for action, _ in audited].count("subscriber.create") == 2
 
 
 async def test_bulk_actions_show_their_count_first_and_are_audited_with_it(
