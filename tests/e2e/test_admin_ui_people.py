@@ -150,3 +150,29 @@ async def test_bulk_actions_show_their_count_first_and_are_audited_with_it(
         )
         assert refused.status_code == 422
         assert refused.headers["content-type"] == "application/problem+json"
+
+
+async def test_the_new_subscriber_and_edit_forms_open_empty_and_filled(database_url: str) -> None:
+    """The forms an operator opens first must render, blank for a new person and with the
+    stored values (custom fields as `name = value` lines) for an edit."""
+    async with ui_app(make_settings(database_url)) as (browser, container):
+        client = browser()
+        await signed_in(client, container)
+        blank = await client.get("/admin/subscribers/new")
+        assert blank.status_code == 200
+        assert (
+            'id="email" name="email" type="email" required maxlength="320" value=""' in blank.text
+        )
+        view = await container.subscribers.create(
+            email="kim@example.org",
+            name="Kim",
+            tier="free",
+            labels=["fair"],
+            attributes={"city": "Oslo"},
+            subscribe_to=[],
+            actor="tests",
+        )
+        filled = await client.get(f"/admin/subscribers/{view.subscriber.id}/edit")
+        assert filled.status_code == 200
+        assert "city = Oslo" in filled.text
+        assert 'value="fair"' in filled.text

@@ -76,7 +76,7 @@ class ImportRuns:
             run.rows_read = rows
 
         try:
-            run.report = await importer.import_csv(
+            report = await importer.import_csv(
                 io.StringIO(text, newline=""),
                 newsletter_slug=run.newsletter,
                 actor=actor,
@@ -84,11 +84,12 @@ class ImportRuns:
                 chunk_size=500,
                 assert_consent=run.consent == "assert",
             )
-            run.total_rows = run.report.total_rows
-            if run.consent == "confirm" and run.report.awaiting_confirmation:
+            run.total_rows = report.total_rows
+            if run.consent == "confirm" and report.awaiting_confirmation:
                 run.confirmations_queued = await confirmations.ask(
                     run.newsletter, rate_per_second=CONFIRMATION_RATE
                 )
+            run.report = report  # done only once the confirmations are queued too
         except TidingsError as refused:
             run.error = refused.detail
 

@@ -26,6 +26,7 @@ from tidings.ui.templating import UiRoute, page
 router = APIRouter(prefix="/subscribers", route_class=UiRoute)
 SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
 MAX_FIELD_LINES = 100
+NEW_FIELDS = ("email", "name", "tier", "labels", "newsletter", "consent", "note")
 ACTION_WORDS = {
     BulkAction.LABEL: "Add the label",
     BulkAction.UNLABEL: "Remove the label",
@@ -78,7 +79,7 @@ async def _new_form(
         session,
         "subscriber_new.html",
         status_code=422 if error else 200,
-        values=values or {"consent": "confirm"},
+        values=values or {**dict.fromkeys(NEW_FIELDS, ""), "tier": "free", "consent": "confirm"},
         error=error.detail if error else None,
         error_field=error.field if error else None,
         newsletters=await container_of(request).newsletters.list(),
