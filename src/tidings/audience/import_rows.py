@@ -56,7 +56,7 @@ _STATUSES.update(
 ATTRIBUTES_COLUMN = "attributes"
 # Other tools' bookkeeping, normalised: not the person's data, so not custom fields. Mailchimp
 # (ratings, opt-in and confirm records, geolocation, its own ids, unsubscribe/clean records),
-# listmonk and Ghost (ids, update times), Substack (plan and billing state).
+# listmonk and Ghost (ids, update times), Substack (billing state).
 BOOKKEEPING_COLUMNS = frozenset(
     {
         "member rating", "optin ip", "confirm time", "confirm ip", "latitude", "longitude",
@@ -64,7 +64,7 @@ BOOKKEEPING_COLUMNS = frozenset(
         "notes", "unsub time", "unsub campaign title", "unsub campaign id", "unsub reason",
         "unsub reason other", "clean time", "clean campaign title", "clean campaign id",
         "uuid", "id", "updated at", "deleted at", "lists", "note", "subscribed to emails",
-        "complimentary plan", "stripe customer id", "tiers", "expiry", "plan",
+        "complimentary plan", "stripe customer id", "tiers",
         "email disabled", "active subscription", "subscription type",
     }
 )  # fmt: skip
