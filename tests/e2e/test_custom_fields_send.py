@@ -62,7 +62,10 @@ async def test_a_campaign_to_attr_city_paris_reaches_them_with_their_own_fields(
         campaign_id = await create_campaign(
             client,
             headers,
-            body='Bonjour {{ name }} of {{ attribs.city }}, plan {{ attribs.plan | fallback: "basic" }}.',
+            body=(
+                "Bonjour {{ name }} of {{ attribs.city }}, "
+                'plan {{ attribs.plan | fallback: "basic" }}.'
+            ),
             audience_filter="attr:city=Paris",
         )
         sent = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
