@@ -3,10 +3,13 @@ name, tier, labels and custom fields, unsubscribe from one newsletter, and bulk 
 show their count before acting and are recorded in the audit log with it; the same bulk
 action through the admin API."""
 
+import json
 import re
+from pathlib import Path
 
 from tests.factories import admin_headers, make_settings
 from tests.support.admin_ui import NEWSLETTER, signed_in, ui_app
+from tests.support.cli import tidings_cli
 from tests.support.sending import seed
 
 
@@ -176,3 +179,36 @@ async def test_the_new_subscriber_and_edit_forms_open_empty_and_filled(database_
         assert filled.status_code == 200
         assert "city = Oslo" in filled.text
         assert 'value="fair"' in filled.text
+
+
+def test_the_cli_bulk_command_states_the_count_asks_and_is_audited(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The command line acts on many people as the admin does: it says how many first, does
+    nothing when told no, and leaves an audit entry with the count."""
+    tidings = tidings_cli(database_url)
+    assert tidings("migrate").returncode == 0
+    created = tidings(
+        *("newsletters", "create", "weekly", "--name", "Weekly"),
+        *("--sender-name", "E", "--sender-address", "e@example.org"),
+    )
+    assert created.returncode == 0, created.stderr
+    source = tmp_path / "people.csv"
+    source.write_text(
+        "email,tier,status\nann@example.org,paid,confirmed\nbob@example.org,paid,\n"
+        "cy@example.org,free,confirmed\n"
+    )
+    assert tidings("subscribers", "import", str(source), "--newsletter", "weekly").returncode == 0
+    chosen = ("subscribers", "bulk", "label", "--label", "patrons", "--tier", "paid")
+    declined = tidings(*chosen, input="n\n")
+    assert declined.returncode == 1
+    assert "label: 2 subscriber(s) selected" in declined.stdout
+    done = tidings(*chosen, "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"action": "label", "count": 2}
+    shown = tidings("subscribers", "show", "ann@example.org", "--json")
+    assert json.loads(shown.stdout)["labels"] == ["patrons"]
+    audited = tidings("audit", "list", "--action", "subscribers.bulk", "--json")
+    (entry,) = json.loads(audited.stdout)
+    assert entry["detail"]["count"] == 2
+    assert entry["actor"].startswith("cli:")

@@ -27,6 +27,7 @@ from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.cli.subscribers_bulk import bulk
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
@@ -315,3 +316,6 @@ def show(
             str(entry.get("code") or ""),
         )
     out_console.print(events)
+
+
+app.command("bulk")(bulk)
