@@ -20,7 +20,7 @@ from tidings.storage import importing
 from tidings.storage.database import Database
 from tidings.storage.tables import jobs, webhook_deliveries
 
-HEADER = "email,name,tier,labels,newsletter,status,created_at"
+HEADER = "email,name,tier,labels,newsletter,status,created_at,attributes"
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -46,6 +47,7 @@ import structlog
 from tidings.audience.context import AudienceContext
 from tidings.audience.import_chunks import ChunkWriter, ImportReport
 from tidings.audience.import_rows import (
+    ATTRIBUTES_COLUMN,
     COLUMNS,
     ImportRow,
     RowError,
@@ -181,7 +183,8 @@ class Importer:
                 raise NotFound(f"no newsletter called {newsletter!r}", field="newsletter")
             audience = ExportFilter(found.id, audience.state, audience.tier, audience.label)
         writer = csv.writer(out)
-        writer.writerow(COLUMNS)
+        # Custom fields travel as listmonk's `attributes` JSON column, which import reads.
+        writer.writerow([*COLUMNS, ATTRIBUTES_COLUMN])
         written, after_id = 0, None
         while True:
             async with self._ctx.db.read() as conn:
@@ -200,6 +203,7 @@ class Importer:
                     row.newsletter,
                     subscription_state(row.confirmed_at, row.unsubscribed_at).value,
                     row.created_at.isoformat(),
+                    json.dumps(row.attributes, ensure_ascii=False) if row.attributes else "",
                 ]
                 writer.writerow([neutralise_formula(cell) for cell in cells])
             written += len(page)

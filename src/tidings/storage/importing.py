@@ -356,6 +356,7 @@ class ExportRow:
     created_at: datetime
     confirmed_at: datetime | None
     unsubscribed_at: datetime | None
+    attributes: dict[str, Any]
 
 
 async def export_page(
@@ -373,6 +374,7 @@ async def export_page(
             subscriptions.c.created_at,
             subscriptions.c.confirmed_at,
             subscriptions.c.unsubscribed_at,
+            subscribers.c.attributes,
         )
         .select_from(
             subscriptions.join(subscribers, subscribers.c.id == subscriptions.c.subscriber_id).join(
