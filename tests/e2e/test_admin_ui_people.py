@@ -111,6 +111,9 @@ async def test_bulk_actions_show_their_count_first_and_are_audited_with_it(
         nothing = await client.post("/admin/subscribers/bulk", data=bulk)
         assert nothing.status_code == 422
         assert "tick the subscribers" in nothing.text
+        for bad in ("99999999999999999999", "x", "0"):
+            refused = await client.post("/admin/subscribers/bulk", data={**bulk, "ids": bad})
+            assert refused.status_code == 422, bad
         review = await client.post("/admin/subscribers/bulk", data={**bulk, "scope": "all"})
         assert review.status_code == 200
         assert "<strong>3</strong> subscribers, all that match the filter" in review.text

@@ -26,7 +26,11 @@ def bulk(
         None, "--target-newsletter", help="For unsubscribe and confirm: which newsletter."
     ),
     ids: list[int] = typer.Option(
-        [], "--id", help="A subscriber id; repeat for several. Without: all that match."
+        [],
+        "--id",
+        min=1,
+        max=2**62,
+        help="A subscriber id; repeat for several. Without: all that match.",
     ),
     newsletter: str | None = typer.Option(None, "--newsletter", help="Filter: newsletter slug."),
     state: SubscriptionState | None = typer.Option(None, "--state", help="Filter: state."),

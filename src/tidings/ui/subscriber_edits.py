@@ -26,6 +26,7 @@ from tidings.ui.templating import UiRoute, page
 router = APIRouter(prefix="/subscribers", route_class=UiRoute)
 SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
 MAX_FIELD_LINES = 100
+MAX_ID = 2**62
 NEW_FIELDS = ("email", "name", "tier", "labels", "newsletter", "consent", "note")
 ACTION_WORDS = {
     BulkAction.LABEL: "Add the label",
@@ -208,7 +209,9 @@ def _selection(form: Any) -> Selection:
         try:
             picked = tuple(int(value) for value in raw)
         except ValueError:
-            raise InvalidInput("the ticked subscribers are not valid", field="ids") from None
+            picked = (0,)
+        if not all(1 <= subscriber_id <= MAX_ID for subscriber_id in picked):
+            raise InvalidInput("the ticked subscribers are not valid", field="ids")
         if not picked:
             raise InvalidInput(
                 "tick the subscribers to act on, or choose all that match the filter",
