@@ -7,9 +7,12 @@ import json
 import re
 from pathlib import Path
 
+import httpx
+
 from tests.factories import admin_headers, make_settings
 from tests.support.admin_ui import NEWSLETTER, signed_in, ui_app
 from tests.support.cli import tidings_cli
+from tests.support.waiting import wait_for
 from tests.support.sending import seed
 
 
@@ -215,3 +218,53 @@ def test_the_cli_bulk_command_states_the_count_asks_and_is_audited(
     (entry,) = json.loads(audited.stdout)
     assert entry["detail"]["count"] == 2
     assert entry["actor"].startswith("cli:")
+
+
+async def _imported(client: httpx.AsyncClient, csrf: str, text: str, consent: str) -> str:
+    started = await client.post(
+        "/admin/subscribers/import",
+        data={"csrf_token": csrf, "newsletter": "weekly", "consent": consent},
+        files={"file": ("people.csv", text.encode(), "text/csv")},
+    )
+    assert started.status_code == 303, started.text
+    status_url = started.headers["location"]
+
+    async def finished() -> bool:
+        return bool((await client.get(status_url + "/progress")).json()["done"])
+
+    await wait_for(finished, message="the import did not finish")
+    return (await client.get(status_url)).text
+
+
+async def test_the_import_form_asserts_consent_or_asks_the_waiting_ones(
+    database_url: str,
+) -> None:
+    """A listmonk export of `enabled` people must not import silently unmailable: the
+    report says how many wait, and the operator can assert consent or ask them to confirm."""
+    listmonk = "email,name,status\nann@example.org,Ann,enabled\nbob@example.org,Bob,enabled\n"
+    async with ui_app(make_settings(database_url)) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        await client.post("/admin/newsletters/new", data={**NEWSLETTER, "csrf_token": csrf})
+        waiting = await _imported(client, csrf, listmonk, "wait")
+        assert "<strong>0</strong> mailable now, <strong>2</strong> wait for confirmation" in (
+            waiting
+        )
+        assert "Email the confirmation link to everyone pending in weekly" in waiting
+        asked = await client.post(
+            "/admin/subscribers/confirm-pending", data={"csrf_token": csrf, "newsletter": "weekly"}
+        )
+        assert asked.status_code == 303
+        assert "changed=2" in asked.headers["location"]
+        asserted = await _imported(
+            client, csrf, listmonk.replace("ann", "cy").replace("bob", "dee"), "assert"
+        )
+        assert "<strong>2</strong> mailable now, <strong>0</strong> wait" in asserted
+        cy = await container.subscribers.find("cy@example.org")
+        assert [s.state for s in cy.subscriptions] == ["confirmed"]
+        bad = await client.post(
+            "/admin/subscribers/import",
+            data={"csrf_token": csrf, "newsletter": "weekly", "consent": "maybe"},
+            files={"file": ("people.csv", listmonk.encode(), "text/csv")},
+        )
+        assert bad.status_code == 422
