@@ -12,8 +12,8 @@ import httpx
 from tests.factories import admin_headers, make_settings
 from tests.support.admin_ui import NEWSLETTER, signed_in, ui_app
 from tests.support.cli import tidings_cli
-from tests.support.waiting import wait_for
 from tests.support.sending import seed
+from tests.support.waiting import wait_for
 
 
 async def test_an_added_subscriber_records_the_consent_choice_and_can_be_edited(
