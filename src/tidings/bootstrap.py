@@ -44,6 +44,7 @@ from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.archive import PublicArchive
+from tidings.campaigns.auto_pause import AutoPause
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
@@ -79,12 +80,14 @@ from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
 from tidings.domain.audit import Actor
+from tidings.domain.auto_pause import AutoPausePolicy
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail, CaptureProvider
+from tidings.outbound.domain_rates import DomainRates
 from tidings.outbound.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.outbound.send_rate import SendRateLimiter
 from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
@@ -254,6 +257,7 @@ class Container:
             if self.settings.email.provider == "smtp"
             else self.settings.email.send_deadline_seconds,
             limiter=self.send_rate_limiter(),
+            domain_rates=self.domain_rates(),
             return_path=(
                 None
                 if bounce_address is None
@@ -261,6 +265,13 @@ class Container:
                     bounce_address, self.site_secret(), recipient_id
                 )
             ),
+        )
+
+    def domain_rates(self) -> DomainRates:
+        """The configured per-recipient-domain rates, shared by every worker (SND-25)."""
+        bulk = self.settings.bulk_email
+        return DomainRates(
+            self.db, bulk.domain_rates, cool_down_seconds=bulk.domain_rate_cool_down_seconds
         )
 
     def send_rate_limiter(self) -> SendRateLimiter:
@@ -310,6 +321,7 @@ class Container:
                 self.sending,
                 self.submit_strategy(),
                 worker=f"{socket.gethostname()}:{os.getpid()}",
+                domain_rates=self.domain_rates(),
             ),
             concurrency=bulk.concurrency,
             renew_lease=True,
@@ -545,6 +557,8 @@ def build(
     audit = AuditLog(db, clock)
     metrics = Metrics()
     inbound = settings.inbound
+    control = SendControl(sending)
+    auto_pause = AutoPause(sending, control, auto_pause_policy(settings))
     feedback = Feedback(
         audience,
         public,
@@ -554,6 +568,7 @@ def build(
         ),
         retention=timedelta(days=inbound.retention_days),
         on_event=metrics.record_inbound_event,
+        watch_campaign=auto_pause.check,
     )
     resources.push_async_callback(feedback.close)
     return Container(
@@ -621,7 +636,7 @@ def build(
         listing=CampaignListing(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
-        control=SendControl(sending),
+        control=control,
         resources=resources,
         _email_provider=email_provider,
         _webhook_client=webhook_client,
@@ -679,6 +694,16 @@ def mailgun_provider(mailgun: MailgunSettings, domain: str) -> MailgunProvider:
         timeout_seconds=mailgun.timeout_seconds,
         max_batch_size=mailgun.max_batch_size,
         send_time_optimization_hours=mailgun.send_time_optimization_hours,
+    )
+
+
+def auto_pause_policy(settings: Settings) -> AutoPausePolicy:
+    bulk = settings.bulk_email
+    return AutoPausePolicy(
+        hard_bounce_rate=bulk.auto_pause_hard_bounce_rate,
+        hard_bounce_sample=bulk.auto_pause_hard_bounce_sample,
+        complaint_rate=bulk.auto_pause_complaint_rate,
+        complaint_sample=bulk.auto_pause_complaint_sample,
     )
 
 

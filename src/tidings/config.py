@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -395,6 +396,52 @@ class BulkEmailSettings(_Section):
         "A 429 from the provider pauses every worker for its Retry-After either way.",
     )
 
+    auto_pause_hard_bounce_rate: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="A sending campaign pauses itself (SND-24) when more than this fraction of "
+        "its messages handed over hard-bounced, once `auto_pause_hard_bounce_sample` went "
+        "out; 0 turns the check off. 0.05 = 5%.",
+    )
+    auto_pause_hard_bounce_sample: int = Field(
+        default=500,
+        ge=1,
+        description="Messages handed over before the hard-bounce rate is judged.",
+    )
+    auto_pause_complaint_rate: float = Field(
+        default=0.001,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="A sending campaign pauses itself when more than this fraction of its "
+        "messages handed over drew a spam complaint, once `auto_pause_complaint_sample` went "
+        "out; 0 turns the check off. 0.001 = 0.1% (Gmail and Yahoo ask bulk senders to stay "
+        "under 0.3%).",
+    )
+    auto_pause_complaint_sample: int = Field(
+        default=1000,
+        ge=1,
+        description="Messages handed over before the complaint rate is judged.",
+    )
+    domain_rates: Annotated[dict[str, float], NoDecode] = Field(
+        default_factory=dict,
+        description="Most messages per minute to each recipient domain, shared by all workers "
+        "(SND-25): `gmail.com=600,example.net=300` in the environment, or a TOML table. "
+        "Empty (the default): no per-domain limit. A 421/451 naming a domain halves its rate "
+        "for `domain_rate_cool_down_seconds`.",
+    )
+    domain_rate_cool_down_seconds: float = Field(
+        default=300.0,
+        ge=1,
+        le=86_400,
+        allow_inf_nan=False,
+        description="How long a domain's rate stays halved after a 421/451; each further "
+        "deferral halves it again (to 1/16 at most), and each cool-down without one doubles it "
+        "back.",
+    )
+
     resume_max_age: timedelta = Field(
         default=timedelta(hours=24),
         gt=timedelta(0),
@@ -424,6 +471,34 @@ class BulkEmailSettings(_Section):
             raise ValueError("expected a duration such as 24h, 90m, 2d or 86400 (seconds)")
         unit = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
         return timedelta(**{unit[match[2]]: float(match[1])})
+
+    @field_validator("domain_rates", mode="before")
+    @classmethod
+    def _domain_rates(cls, value: Any) -> Any:
+        # `gmail.com=600,example.net=300` from the environment; a TOML table as it is.
+        if isinstance(value, str):
+            pairs: dict[str, Any] = {}
+            for item in filter(None, (part.strip() for part in value.split(","))):
+                domain, equals, rate = item.partition("=")
+                if not equals:
+                    raise ValueError(f"expected domain=messages_per_minute, got {item!r}")
+                pairs[domain.strip()] = rate.strip()
+            value = pairs
+        if isinstance(value, dict):
+            checked: dict[str, float] = {}
+            for domain, rate in value.items():
+                name = str(domain).strip().lower().rstrip(".")
+                if not re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", name) or len(name) > 255:
+                    raise ValueError(f"{domain!r} is not a domain name")
+                try:
+                    per_minute = float(rate)
+                except (TypeError, ValueError):
+                    raise ValueError(f"the rate of {name} is not a number") from None
+                if not 0 < per_minute <= 1_000_000 or per_minute != per_minute:
+                    raise ValueError(f"the rate of {name} must be above 0 messages per minute")
+                checked[name] = per_minute
+            return checked
+        return value
 
     @field_validator("batch_creation_concurrency", mode="before")
     @classmethod
@@ -981,6 +1056,12 @@ def _toml_type_problem(annotation: Any, value: Any) -> str | None:
         (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
         problems = [_toml_type_problem(item, element) for element in value]
         return next((f"in the array: {problem}" for problem in problems if problem), None)
+    if get_origin(annotation) is dict:
+        if not isinstance(value, dict):
+            return 'expected a TOML table, such as { "gmail.com" = 600 }'
+        _key, item = get_args(annotation)
+        problems = [_toml_type_problem(item, element) for element in value.values()]
+        return next((f"in the table: {problem}" for problem in problems if problem), None)
     if isinstance(value, bool) and annotation is not bool:
         return "expected " + _TOML_FORMS.get(annotation, "a string") + ", found true/false"
     accepted = {
@@ -1103,6 +1184,8 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
                 value = "********"
             elif isinstance(value, timedelta):
                 value = format_duration(value)  # a form `--config` reads back
+            elif isinstance(value, dict):
+                value = {str(name): item for name, item in value.items()}  # domain_rates
             elif isinstance(value, list | tuple | set | frozenset):
                 value = [
                     item if isinstance(item, int | float | str) else str(item) for item in value

@@ -130,6 +130,8 @@ async def test_a_refused_batch_fails_the_campaign_as_retryable(studio: Studio) -
     send = await container.sends.get_send(campaign_id)
     assert send is not None
     assert (send.error_code, send.retryable) == ("batch_failed", True)
+    assert send.error is not None
+    assert "mailgun refused the batch (401); check the provider settings" in send.error
     assert await recipient_states(container, campaign_id) == {"pending": 100}
     assert server.store.recipients == []
 

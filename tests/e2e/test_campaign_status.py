@@ -117,6 +117,7 @@ async def test_status_follows_a_send_from_preparing_to_submitted(studio: Studio)
         "error": None,
         "recipients": {"sent": 60, "failed": 0, "excluded": 0, "uncertain": 0, "cancelled": 0},
         "provider_problem": None,
+        "auto_pause": None,
     }
 
 

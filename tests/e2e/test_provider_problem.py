@@ -7,13 +7,22 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, make_settings, real_mail
 from tests.support.admin_ui import signed_in, ui_app
-from tests.support.sending import FAST_QUEUE, create_campaign, seed, wait_for, workers
+from tests.support.sending import (
+    FAST_QUEUE,
+    create_campaign,
+    seed,
+    wait_for,
+    workers,
+)
 from tidings.cli.main import app as cli
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.provider_health import provider_problem, unreachable_reason
 
 
@@ -148,3 +157,51 @@ async def test_a_test_send_reports_what_happened_not_what_was_asked(sqlite_url: 
         queued = await client.post(url, data=form)  # no worker running now
         assert "Test sent" not in queued.text
         assert "no worker has sent it yet" in queued.text
+
+
+@pytest.mark.parametrize("failure", ["refused", "503"])
+async def test_a_failing_batch_provider_is_named_like_the_relay(
+    database_url: str, dev_provider: DevProviderServer, failure: str
+) -> None:
+    """A Mailgun-compatible API that cannot be reached (a wrong base URL) or answers 5xx must
+    be on screen as an unreachable relay is — status, page and dashboard — losing nobody."""
+    if failure == "refused":
+        base_url, expected = f"http://127.0.0.1:{_closed_port()}", "unreachable (ConnectError)"
+    else:
+        dev_provider.faults.replace([Fault(action="status", status=503)])
+        base_url, expected = dev_provider.base_url, "failing (reply 503)"
+    endpoint = base_url.removeprefix("http://").rstrip("/")
+    settings = make_settings(
+        database_url,
+        queue={**FAST_QUEUE, "backoff_base_seconds": 60, "backoff_max_seconds": 120},
+        **real_mail(provider="mailgun"),
+        mailgun={"api_key": "key-test", "domain": "mg.example.org", "api_base_url": base_url},
+    )
+    async with ui_app(settings) as (browser, container):
+        client = browser()
+        await signed_in(client, container)
+        headers = await admin_headers(container)
+        await create_newsletter(client, headers)
+        await seed(container, "weekly", 6)
+        campaign_id = await create_campaign(client, headers)
+        sent = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+        assert sent.status_code == 202, sent.text
+        async with workers(container):
+
+            async def named() -> object:
+                return (await container.send_status.status(campaign_id)).provider_problem
+
+            await wait_for(named, within_seconds=60)
+        problem = (await container.send_status.status(campaign_id)).provider_problem
+        assert problem is not None
+        assert (problem.provider, problem.endpoint) == ("mailgun", endpoint)
+        summary = problem.summary()
+        assert summary.startswith(f"MAILGUN {endpoint} {expected} — retrying, attempt ")
+        body = (
+            await client.get(f"/api/admin/campaigns/{campaign_id}/status", headers=headers)
+        ).json()
+        assert body["provider_problem"]["summary"] == summary
+        assert summary in (await client.get(f"/admin/campaigns/{campaign_id}")).text
+        assert summary in (await client.get("/admin")).text
+        states = (await container.send_status.status(campaign_id)).recipients
+        assert states.sent == states.failed == states.uncertain == 0  # nobody lost

@@ -9,7 +9,7 @@ changed are durable. Logs carry kinds, sources and ids; never the address or the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -38,10 +38,12 @@ from tidings.storage import feedback as queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
-from tidings.storage.sending import recipient_outcomes
+from tidings.storage.sending import feedback_counts, recipient_outcomes
 from tidings.storage.subscribers import SubscriberRow
 
 log = structlog.get_logger("tidings.feedback")
+# Called in the event's transaction when a campaign gains a hard bounce or a complaint.
+CampaignWatch = Callable[[AsyncConnection, int], Awaitable[object]]
 MAX_UNPARSED_BYTES = 65_536
 
 
@@ -78,8 +80,10 @@ class Feedback:
         *,
         retention: timedelta,
         on_event: Callable[[str, str, str], None] = lambda source, kind, outcome: None,
+        watch_campaign: CampaignWatch | None = None,
     ) -> None:
         self._ctx = context
+        self._watch_campaign = watch_campaign  # the auto-pause check (SND-24)
         self._flows = flows
         self.policy = policy
         self._retention = retention
@@ -325,9 +329,18 @@ class Feedback:
         now = self._ctx.now()
         email_hash = subscriber.email_hash
         if target.recipient_id is not None:
-            await recipient_outcomes.record_outcome(
+            first = await recipient_outcomes.record_outcome(
                 conn, target.recipient_id, kind=kind.value, at=event.occurred_at, code=event.code
             )
+            if target.campaign_id is not None and (first.hard_bounced or first.complained):
+                await feedback_counts.count(
+                    conn,
+                    target.campaign_id,
+                    hard_bounced=int(first.hard_bounced),
+                    complained=int(first.complained),
+                )
+                if self._watch_campaign is not None:
+                    await self._watch_campaign(conn, target.campaign_id)
         if kind is EventKind.UNSUBSCRIBE:
             left = await self._unsubscribe(conn, subscriber, target.campaign_id)
             await self._history(conn, event, email_hash, target, f"unsubscribed:{left}")

@@ -37,13 +37,14 @@ from tidings.domain.sending import (
 from tidings.queue.job import Job
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
-from tidings.storage.sending import interventions
+from tidings.storage.sending import feedback_counts, interventions
 from tidings.storage.sending import send_control as control_queries
 
 log = structlog.get_logger("tidings.campaigns")
 PAUSABLE = (CampaignStatus.PENDING, CampaignStatus.SUBMITTING)
 CANCELLABLE_SEND = (CampaignStatus.PENDING, CampaignStatus.SUBMITTING, CampaignStatus.PAUSED)
 CLAIM_WAIT_SECONDS = 0.5
+OPERATOR_REASON = "operator"  # the webhook's `reason` of an operator's action
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,92 +59,117 @@ class SendControl:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 
-    async def pause(self, campaign_id: int, *, actor: str) -> ControlApplied:
+    async def pause(
+        self, campaign_id: int, *, actor: str, reason: str = OPERATOR_REASON
+    ) -> ControlApplied:
         """Stop handing over at the next chunk; the send waits, paused, for resume or cancel."""
-        return await self._change(
-            campaign_id, "pause", PAUSABLE, CampaignStatus.PAUSED, actor=actor
+        async with self._ctx.db.write() as conn:
+            return await self.pause_in(conn, campaign_id, actor=actor, reason=reason)
+
+    async def pause_in(
+        self, conn: AsyncConnection, campaign_id: int, *, actor: str, reason: str
+    ) -> ControlApplied:
+        """`pause` in the caller's transaction (the auto-pause pauses in the one recording
+        the event that tripped it)."""
+        return await self._change_in(
+            conn, campaign_id, "pause", PAUSABLE, CampaignStatus.PAUSED, actor=actor, reason=reason
         )
 
     async def resume(self, campaign_id: int, *, actor: str) -> ControlApplied:
-        """Carry a paused send on, in the same attempt, from the same frozen recipients."""
-        return await self._change(
-            campaign_id, "resume", (CampaignStatus.PAUSED,), CampaignStatus.PENDING, actor=actor
-        )
+        """Carry a paused send on, in the same attempt, from the same frozen recipients. After
+        an auto-pause, its thresholds apply to what happens from now on (SND-24)."""
+        async with self._ctx.db.write() as conn:
+            applied = await self._change_in(
+                conn,
+                campaign_id,
+                "resume",
+                (CampaignStatus.PAUSED,),
+                CampaignStatus.PENDING,
+                actor=actor,
+                reason=OPERATOR_REASON,
+            )
+            watch = await feedback_counts.watch(conn, campaign_id)
+            await feedback_counts.rebase(conn, campaign_id, watch.now)
+        return applied
 
     async def cancel(self, campaign_id: int, *, actor: str) -> ControlApplied:
         """Cancel a draft, a scheduled campaign, or a send in progress or paused."""
-        return await self._change(
-            campaign_id, "cancel", CANCELLABLE_SEND, CampaignStatus.CANCELLED, actor=actor
-        )
+        async with self._ctx.db.write() as conn:
+            return await self._change_in(
+                conn,
+                campaign_id,
+                "cancel",
+                CANCELLABLE_SEND,
+                CampaignStatus.CANCELLED,
+                actor=actor,
+                reason=OPERATOR_REASON,
+            )
 
-    async def _change(
+    async def _change_in(
         self,
+        conn: AsyncConnection,
         campaign_id: int,
         action: str,
         from_statuses: tuple[CampaignStatus, ...],
         to_status: CampaignStatus,
         *,
         actor: str,
+        reason: str,
     ) -> ControlApplied:
         now = self._ctx.now()
-        async with self._ctx.db.write() as conn:
-            status = await send_queries.status(conn, campaign_id)
-            if status is None:
-                raise NotFound(f"no campaign with id {campaign_id}")
-            if action == "cancel" and status in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED):
-                await send_queries.set_status(
+        status = await send_queries.status(conn, campaign_id)
+        if status is None:
+            raise NotFound(f"no campaign with id {campaign_id}")
+        if action == "cancel" and status in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED):
+            await send_queries.set_status(
+                conn,
+                campaign_id,
+                from_statuses=[CampaignStatus(status)],
+                to_status=CampaignStatus.CANCELLED,
+                now=now,
+            )
+            scheduled = await send_queries.get(conn, campaign_id)
+            if scheduled is not None:  # a scheduled send: who called it off, and when
+                await interventions.record(
                     conn,
                     campaign_id,
-                    from_statuses=[CampaignStatus(status)],
-                    to_status=CampaignStatus.CANCELLED,
+                    action=action,
+                    actor=actor,
                     now=now,
+                    recipient_count=0,
+                    attempt=scheduled.attempt,
                 )
-                scheduled = await send_queries.get(conn, campaign_id)
-                if scheduled is not None:  # a scheduled send: who called it off, and when
-                    await interventions.record(
-                        conn,
-                        campaign_id,
-                        action=action,
-                        actor=actor,
-                        now=now,
-                        recipient_count=0,
-                        attempt=scheduled.attempt,
-                    )
-                log.info("campaign.cancelled", campaign_id=campaign_id, was=status)
-                return ControlApplied(campaign_id, action, CampaignStatus.CANCELLED, None)
-            if not await send_queries.set_status(
-                conn,
-                campaign_id,
-                from_statuses=list(from_statuses),
-                to_status=to_status,
-                now=now,
-                keep_schedule=True,
-            ):
-                raise Conflict(_refusal(action, status))
-            send = await send_queries.get(conn, campaign_id)
-            assert send is not None
-            await interventions.record(
-                conn,
-                campaign_id,
-                action=action,
-                actor=actor,
-                now=now,
-                recipient_count=0,
-                attempt=send.attempt,
-            )
-            await self._follow_up(conn, campaign_id, action, send.attempt)
-            await self._ctx.webhooks.publish(
-                conn,
-                {"pause": "campaign.paused", "resume": "campaign.resumed"}.get(
-                    action, "campaign.cancelled"
-                ),
-                {
-                    "campaign_id": campaign_id,
-                    "attempt": send.attempt,
-                    "was": status,
-                    "reason": "operator",
-                },
-            )
+            log.info("campaign.cancelled", campaign_id=campaign_id, was=status)
+            return ControlApplied(campaign_id, action, CampaignStatus.CANCELLED, None)
+        if not await send_queries.set_status(
+            conn,
+            campaign_id,
+            from_statuses=list(from_statuses),
+            to_status=to_status,
+            now=now,
+            keep_schedule=True,
+        ):
+            raise Conflict(_refusal(action, status))
+        send = await send_queries.get(conn, campaign_id)
+        assert send is not None
+        await interventions.record(
+            conn,
+            campaign_id,
+            action=action,
+            actor=actor,
+            now=now,
+            recipient_count=0,
+            attempt=send.attempt,
+            note=None if reason == OPERATOR_REASON else reason,
+        )
+        await self._follow_up(conn, campaign_id, action, send.attempt)
+        await self._ctx.webhooks.publish(
+            conn,
+            {"pause": "campaign.paused", "resume": "campaign.resumed"}.get(
+                action, "campaign.cancelled"
+            ),
+            {"campaign_id": campaign_id, "attempt": send.attempt, "was": status, "reason": reason},
+        )
         log.info(f"campaign.{action}_requested", campaign_id=campaign_id, was=status)
         return ControlApplied(campaign_id, action, to_status, send.attempt)
 

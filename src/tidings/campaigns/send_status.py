@@ -17,6 +17,7 @@ from tidings.domain.eta import WINDOW, Sample
 from tidings.domain.provider_health import ProviderProblem, provider_problem
 from tidings.domain.send_status import (
     READS_BATCHES,
+    AutoPaused,
     SendingStatus,
     SendRecord,
     closed,
@@ -27,7 +28,7 @@ from tidings.domain.send_status import (
 )
 from tidings.domain.sending import CampaignStatus, RecipientState
 from tidings.storage.sending import campaign_sends as send_queries
-from tidings.storage.sending import recipient_list
+from tidings.storage.sending import feedback_counts, recipient_list
 from tidings.storage.sending import send_control as control_queries
 from tidings.storage.sending import send_progress as progress_queries
 from tidings.storage.sending.campaign_sends import SendRow
@@ -57,6 +58,23 @@ class SendStatusReader:
         self._ctx = context
 
     async def status(self, campaign_id: int) -> SendingStatus:
+        found = await self._status(campaign_id)
+        if found.status != CampaignStatus.PAUSED:
+            return found
+        async with self._ctx.db.read() as conn:
+            paused = (await feedback_counts.auto_paused(conn, [campaign_id])).get(campaign_id)
+        if paused is None:
+            return found
+        return dataclasses.replace(found, auto_pause=AutoPaused(*paused))
+
+    async def auto_paused(self) -> list[tuple[int, AutoPaused]]:
+        """Every send that paused itself on its bounce or complaint rate and waits for an
+        operator (SND-24), by campaign: the dashboard's banner."""
+        async with self._ctx.db.read() as conn:
+            found = await feedback_counts.paused_by_policy(conn)
+        return [(campaign_id, AutoPaused(at, reason)) for campaign_id, (at, reason) in found]
+
+    async def _status(self, campaign_id: int) -> SendingStatus:
         now = self._ctx.now()
         async with self._ctx.db.read() as conn:
             found = await progress_queries.campaign_send(conn, campaign_id)

@@ -67,8 +67,9 @@ def status_line(campaign_id: int, found: SendingStatus) -> str:
     if found.status == CampaignStatus.CANCELLED and found.attempt:
         return f"campaign {campaign_id}: cancelled: {counts}, {totals.cancelled} cancelled"
     if found.status == CampaignStatus.PAUSED:
+        why = f"; {found.auto_pause.summary()}" if found.auto_pause else ""
         return (
-            f"campaign {campaign_id}: paused{phase_of_status(found)}, {progress}; "
+            f"campaign {campaign_id}: paused{phase_of_status(found)}, {progress}{why}; "
             f"`tidings campaign resume {campaign_id}` carries on"
         )
     phase = phase_of_status(found)

@@ -123,6 +123,7 @@ class MailgunProvider:
             raise ValueError("domain must be a sending domain, e.g. mg.example.com")
         self.max_batch_size = max_batch_size
         self._domain = domain
+        self._base_url = httpx.URL(base_url)
         self._timeout = timeout_seconds
         self._optimize_hours = send_time_optimization_hours
         self._client = httpx.AsyncClient(
@@ -136,6 +137,13 @@ class MailgunProvider:
             headers={"user-agent": "tidings"},
             transport=transport,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """host:port of the API, to name it when it fails (SND-26); no credentials."""
+        url = self._base_url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        return f"{url.host}:{port}"
 
     async def send_batch(self, batch: BatchMessage) -> SendResult:
         if not batch.recipients:
@@ -240,7 +248,9 @@ class MailgunProvider:
         except TimeoutError:
             raise progress.lost("no answer within the timeout") from None
         except NOTHING_SENT as exc:
-            raise ProviderUnreachable(f"cannot reach the provider ({type(exc).__name__})") from None
+            raise ProviderUnreachable(
+                f"cannot reach the provider ({type(exc).__name__})", cause=type(exc).__name__
+            ) from None
         except CANNOT_SEND as exc:
             raise PermanentFailure(f"the request cannot be sent ({type(exc).__name__})") from None
         except httpx.TransportError as exc:

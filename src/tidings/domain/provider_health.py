@@ -36,8 +36,10 @@ class ProviderProblem:
         of 12, next try 17:50`."""
         where = f" {self.endpoint}" if self.endpoint else ""
         next_try = f", next try {self.next_try:%H:%M:%S} UTC" if self.next_try else ""
+        # An HTTP API that answers 5xx was reached: it is failing, not unreachable.
+        trouble = "failing" if self.error.startswith("reply 5") else "unreachable"
         return (
-            f"{self.provider.upper()}{where} unreachable ({self.error}) — retrying, attempt "
+            f"{self.provider.upper()}{where} {trouble} ({self.error}) — retrying, attempt "
             f"{self.attempts} of {self.max_attempts}{next_try}"
         )
 

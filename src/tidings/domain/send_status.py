@@ -162,6 +162,18 @@ class SendingStatus:
     error: str | None
     recipients: RecipientTotals
     provider_problem: ProviderProblem | None = None  # a send waiting on its provider (SND-26)
+    auto_pause: AutoPaused | None = None  # the send paused itself (SND-24)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPaused:
+    """A send that paused itself on its bounce or complaint rate, and why (figures only)."""
+
+    at: datetime
+    reason: str
+
+    def summary(self) -> str:
+        return f"Paused automatically at {self.at:%Y-%m-%d %H:%M} UTC: {self.reason}"
 
 
 def preparation_progress(send: SendRecord, groups: Sequence[BatchGroup]) -> Progress:

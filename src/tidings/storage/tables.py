@@ -512,6 +512,33 @@ Index(None, campaign_recipients.c.subscriber_id)
 
 # Every operator intervention in a send (SND-13, SND-19): who retried, reconciled or resent,
 # when, why, and how many recipients it moved. Kept with the campaign; never rewritten.
+campaign_feedback_counts = Table(
+    "campaign_feedback_counts",
+    metadata,
+    # The auto-pause watch (SND-24): hard bounces and complaints heard for a campaign's
+    # recipients, each counted once, and the figures at the operator's last resume after an
+    # auto-pause (thresholds apply to what happened since).
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("hard_bounced", Integer, nullable=False, server_default="0"),
+    Column("complained", Integer, nullable=False, server_default="0"),
+    Column("baseline_sent", Integer, nullable=False, server_default="0"),
+    Column("baseline_hard_bounced", Integer, nullable=False, server_default="0"),
+    Column("baseline_complained", Integer, nullable=False, server_default="0"),
+    Column("auto_paused_at", UTCDateTime(), nullable=True),
+    Column("auto_pause_reason", String(200), nullable=True, comment="figures only, no address"),
+)
+
+domain_send_rates = Table(
+    "domain_send_rates",
+    metadata,
+    # Per recipient domain (SND-25), like send_rates per provider: a GCRA arrival time on the
+    # database's clock, and how far a 421/451 slowed the domain down, and when.
+    Column("domain", String(255), primary_key=True),
+    Column("theoretical_arrival", Double(), nullable=False),
+    Column("halvings", Integer, nullable=False, server_default="0"),
+    Column("slowed_at", Double(), nullable=False, server_default="0"),
+)
+
 send_interventions = Table(
     "send_interventions",
     metadata,

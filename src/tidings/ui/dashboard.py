@@ -60,4 +60,5 @@ async def _dashboard(
         provider_check=provider_check,
         checked=checked,
         provider_problems=await container.send_status.provider_problems(),
+        auto_paused=await container.send_status.auto_paused(),
     )

@@ -47,6 +47,12 @@ class ProviderProblemPublic(BaseModel):
         )
 
 
+class AutoPausePublic(BaseModel):
+    paused_at: datetime
+    reason: str = Field(description="The rate that passed its threshold, with the figures.")
+    summary: str = Field(description="One line for an operator, as the UI shows it.")
+
+
 class SendStatusPublic(BaseModel):
     campaign_id: int
     status: str
@@ -70,6 +76,11 @@ class SendStatusPublic(BaseModel):
     provider_problem: ProviderProblemPublic | None = Field(
         description="A send waiting on its provider (unreachable): which, the error, the "
         "attempts and the next try (SND-26). Null otherwise."
+    )
+    auto_pause: AutoPausePublic | None = Field(
+        default=None,
+        description="A send that paused itself on its hard-bounce or complaint rate (SND-24): "
+        "when and why. Null otherwise, and again once resumed or cancelled.",
     )
 
     @classmethod
@@ -96,6 +107,15 @@ class SendStatusPublic(BaseModel):
             ),
             provider_problem=(
                 ProviderProblemPublic.of(found.provider_problem) if found.provider_problem else None
+            ),
+            auto_pause=(
+                AutoPausePublic(
+                    paused_at=found.auto_pause.at,
+                    reason=found.auto_pause.reason,
+                    summary=found.auto_pause.summary(),
+                )
+                if found.auto_pause
+                else None
             ),
         )
 

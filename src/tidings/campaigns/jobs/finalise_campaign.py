@@ -11,6 +11,7 @@ from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import close_cancelled
 from tidings.campaigns.jobs.payloads import FinaliseCampaign
+from tidings.campaigns.jobs.send_batch import BatchError
 from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
@@ -160,6 +161,7 @@ class FinaliseCampaignHandler:
             check_frozen(stored, send.prepared_at)
         states = await batch_queries.states_per_batch(conn, campaign_id)
         failed_batches, uncertain_batches = [], []
+        refusal: str | None = None  # a provider's refusal (401: a wrong key), named (SND-26)
         for batch in stored:
             counts = states.get(batch.id, BatchCounts())
             check_count(
@@ -176,6 +178,8 @@ class FinaliseCampaignHandler:
                         batch_error=batch.error,
                     )
                 failed_batches.append(batch.id)
+                if refusal is None and batch.error_code == BatchError.PROVIDER_REFUSED:
+                    refusal = batch.error
             elif batch.status == BatchStatus.SUBMITTING.value:
                 uncertain_batches.append(batch.id)
             else:
@@ -197,7 +201,7 @@ class FinaliseCampaignHandler:
         if failed_batches:
             raise BatchFailed(
                 f"{len(failed_batches)} batch(es) could not be sent; retrying sends only to "
-                "recipients not yet sent."
+                "recipients not yet sent." + (f" {refusal}" if refusal else "")
             )
         total = BatchCounts(
             {

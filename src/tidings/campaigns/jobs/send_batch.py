@@ -12,6 +12,7 @@ worker that lost its lease changes nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -23,12 +24,14 @@ from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
+from tidings.campaigns.jobs.domain_hold import DomainHold
 from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
 from tidings.campaigns.jobs.renderings import Renderings
 from tidings.campaigns.jobs.screening import check_unique_addresses, recipient_values, screen
 from tidings.campaigns.submit.strategy import (
     ChunkOutcome,
     ChunkVerdict,
+    InFlight,
     Recipient,
     RecipientOutcome,
     SubmitStrategy,
@@ -46,6 +49,7 @@ from tidings.domain.sending import (
     check_count,
     check_message_counts,
 )
+from tidings.outbound.domain_rates import DomainRates
 from tidings.queue.job import Job
 from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.sending import batches as batch_queries
@@ -89,10 +93,16 @@ class Claimed(NamedTuple):
 
 class SendBatchHandler:
     def __init__(
-        self, context: SendingContext, strategy: SubmitStrategy[Any], *, worker: str = ""
+        self,
+        context: SendingContext,
+        strategy: SubmitStrategy[Any],
+        *,
+        worker: str = "",
+        domain_rates: DomainRates | None = None,
     ) -> None:
         self._ctx = context
         self._strategy = strategy
+        self._domains = domain_rates  # per recipient domain (SND-25)
         self._worker = worker  # host:pid, recorded on the batches this process claims
         self._renderings = Renderings(context)
 
@@ -114,6 +124,11 @@ class SendBatchHandler:
                 except SubmitStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None
+                except Defer:
+                    # Recipients held back by their domain's rate (SND-25): still `pending`,
+                    # sent when the job is due again; no attempt spent, nobody failed.
+                    await self._release(job, step)
+                    raise
                 except RetryLater:
                     # Unreachable, or readers deferred: what is still pending goes out on the
                     # job's next try, by whichever worker takes the batch.
@@ -211,48 +226,63 @@ class SendBatchHandler:
         settled_later: tuple[RecipientOutcome, ...] = ()
         last: ChunkOutcome | None = None
         deferred = 0
-        for chunk in strategy.chunks(recipients):
-            try:
-                submission = await strategy.prepare(
-                    rendering,
-                    draft.newsletter.sender_address,
-                    chunk,
-                    batch_id=batch.id,
-                    now=self._ctx.now(),
-                    deliver_at=deliver_at,
+        # Per-recipient sends are paced per recipient domain (SND-25); a batch call is not.
+        hold = DomainHold(self._domains if in_flight is InFlight.EACH_RECIPIENT else None)
+        ended = False
+        waiting: Sequence[Recipient] | None = recipients
+        while waiting:
+            for whole in strategy.chunks(waiting):
+                try:
+                    chunk = await hold.admit(whole)  # held back by its domain: waits
+                    if not chunk:
+                        continue
+                    submission = await strategy.prepare(
+                        rendering,
+                        draft.newsletter.sender_address,
+                        chunk,
+                        batch_id=batch.id,
+                        now=self._ctx.now(),
+                        deliver_at=deliver_at,
+                    )
+                    if self._ctx.queue.stopping.is_set():  # shutting down: no new chunk goes
+                        raise SubmitStopped("the worker is shutting down")
+                except BaseException:
+                    await writes.settle(in_flight, settled_later)  # what went out is recorded
+                    raise
+                withdrawn = await writes.mark_in_flight(
+                    in_flight, submission.recipient_ids, settled_later
                 )
-                if self._ctx.queue.stopping.is_set():  # shutting down: no new chunk goes
-                    raise SubmitStopped("the worker is shutting down")
-            except BaseException:
-                await writes.settle(in_flight, settled_later)  # what went out is recorded
-                raise
-            withdrawn = await writes.mark_in_flight(
-                in_flight, submission.recipient_ids, settled_later
-            )
-            settled_later = ()
-            submission = strategy.without(submission, withdrawn)
-            ids: list[int] = submission.recipient_ids
-            if not ids:  # everyone in it left since the batch was read
-                await writes.give_back(in_flight, ids)
-                continue
-            last = await strategy.submit(submission)
-            if last.verdict in (ChunkVerdict.NOT_REACHED, ChunkVerdict.REFUSED):
-                await writes.give_back(in_flight, ids)  # nothing of it went out
-            if last.verdict is ChunkVerdict.NOT_REACHED:
-                # Unreachable: the chunk waits, `pending`, for the job's next try.
-                raise RetryLater(
-                    last.detail or f"{last.provider} not reached",
-                    retry_after_seconds=last.retry_after_seconds,
-                )
-            settled_later = _recipient_outcomes(last, ids)
-            deferred += last.deferred
-            if last.verdict is not ChunkVerdict.ANSWERED:
-                break
+                settled_later = ()
+                submission = strategy.without(submission, withdrawn)
+                ids: list[int] = submission.recipient_ids
+                if not ids:  # everyone in it left since the batch was read
+                    await writes.give_back(in_flight, ids)
+                    continue
+                last = await strategy.submit(submission)
+                if last.verdict in (ChunkVerdict.NOT_REACHED, ChunkVerdict.REFUSED):
+                    await writes.give_back(in_flight, ids)  # nothing of it went out
+                if last.verdict is ChunkVerdict.NOT_REACHED:
+                    # Unreachable: the chunk waits, `pending`, for the job's next try.
+                    raise RetryLater(
+                        last.detail or f"{last.provider} not reached",
+                        retry_after_seconds=last.retry_after_seconds,
+                    )
+                settled_later = _recipient_outcomes(last, ids)
+                deferred += last.deferred
+                if last.verdict is not ChunkVerdict.ANSWERED:
+                    ended = True
+                    break
+            waiting = None if ended else await hold.again()
         if deferred and last is not None:
             # Still deferred after the retries inside the batch: the job's next try sends
             # them (later, on a fresh connection); everything else is recorded now.
             await writes.settle(in_flight, settled_later)
             raise RetryLater(f"{last.provider} deferred {deferred} recipient(s)")
+        if hold.held and not ended:
+            # Not a failure and no attempt spent: they stay `pending`, and the job comes back
+            # for them when their domain has room (SND-25).
+            await writes.settle(in_flight, settled_later)
+            raise Defer(hold.reason, seconds=hold.wait_seconds)
         await self._finish(writes, batch, settled_later, last)
 
     async def _deliver_at(self, conn: AsyncConnection, batch: BatchRow) -> datetime | None:

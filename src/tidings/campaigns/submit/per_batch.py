@@ -30,9 +30,11 @@ from tidings.delivery.provider import (
     BatchProvider,
     BatchRecipient,
     PermanentFailure,
+    ProviderUnreachable,
     SendResult,
     TemporaryFailure,
 )
+from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
 from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
@@ -145,7 +147,7 @@ class PerBatchSubmit:
             return ChunkOutcome(
                 ChunkVerdict.NOT_REACHED,
                 name,
-                detail=f"{name} temporary failure {exc.status or ''}".strip(),
+                detail=_temporary_reason(provider, exc),
                 retry_after_seconds=exc.retry_after_seconds,
             )
         except PermanentFailure as exc:
@@ -189,3 +191,16 @@ def _rejection_code(name: str, result: SendResult, address: str) -> str | None:
         return None
     kind = "rejected" if rejected.permanent else "deferred"
     return f"{name}_{kind}_{rejected.status}" if rejected.status else f"{name}_{kind}"
+
+
+def _temporary_reason(provider: BatchProvider, failure: TemporaryFailure) -> str:
+    """What the batch job records: a provider that cannot be reached or answers 5xx is named
+    with its endpoint (SND-26), as the SMTP relay is; a 429 or 408 is only slowness."""
+    endpoint = getattr(provider, "endpoint", None)
+    if isinstance(failure, ProviderUnreachable):
+        return unreachable_reason(provider.name, endpoint, failure.cause)
+    if failure.status is not None and failure.status >= 500:
+        return unreachable_reason(provider.name, endpoint, f"reply {failure.status}")
+    if failure.status is None:  # the connection broke before the request went out
+        return unreachable_reason(provider.name, endpoint, "connection lost")
+    return f"{provider.name} temporary failure {failure.status}"

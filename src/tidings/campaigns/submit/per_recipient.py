@@ -34,6 +34,7 @@ from tidings.delivery.provider import (
 )
 from tidings.domain.provider_health import unreachable_reason
 from tidings.domain.sending import RecipientState
+from tidings.outbound.domain_rates import DomainRates
 from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
 
@@ -83,8 +84,10 @@ class PerRecipientSubmit:
         retry_pause_seconds: float = 1.0,
         limiter: SendRateLimiter | None = None,
         return_path: Callable[[int], str] | None = None,
+        domain_rates: DomainRates | None = None,
     ) -> None:
         self.provider = provider
+        self._domains = domain_rates  # a 421/451 slows the recipient's domain (SND-25)
         self._return_path = return_path  # VERP (PRV-6): the envelope sender names the row
         self._limiter = limiter  # the provider's shared send rate (PRV-5)
         self._chunk = chunk
@@ -184,6 +187,7 @@ class PerRecipientSubmit:
                 if isinstance(exc, ProviderUnreachable):
                     code = _code(f"{name}_temporary", exc.status)
                     return _Deferred(code, connection=True, cause=exc.cause)
+                await self._slow_domain(message, exc.status)
                 return _Deferred(_code(f"{name}_temporary", exc.status), connection=False)
             except PermanentFailure as exc:
                 return RecipientState.FAILED, _code(f"{name}_permanent", exc.status)
@@ -205,8 +209,15 @@ class PerRecipientSubmit:
         for rejection in result.rejected.values():
             if rejection.permanent:
                 return RecipientState.FAILED, _code(f"{name}_rejected", rejection.status)
+            await self._slow_domain(message, rejection.status)
             return _Deferred(_code(f"{name}_deferred", rejection.status), connection=False)
         return RecipientState.SENT, None
+
+    async def _slow_domain(self, message: RecipientMessage, status: int | None) -> None:
+        """A 421/451 for this recipient, from its domain's MX through the relay: every worker
+        sends to that domain at half its rate for a cool-down (SND-25)."""
+        if self._domains is not None:
+            await self._domains.deferred(message.envelope.recipients[0], status)
 
 
 def _message(

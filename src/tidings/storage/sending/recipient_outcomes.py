@@ -9,6 +9,7 @@ order leaves the same row.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -88,12 +89,36 @@ def _earliest(column: Any, at: datetime) -> dict[str, Any]:
     return {column.name: case((or_(column.is_(None), column > at), at), else_=column)}
 
 
+@dataclass(frozen=True, slots=True)
+class FirstOutcome:
+    """What one event made true of a recipient for the first time (the auto-pause counts)."""
+
+    hard_bounced: bool = False
+    complained: bool = False
+
+
 async def record_outcome(
     conn: AsyncConnection, recipient_id: int, *, kind: str, at: datetime, code: str | None
-) -> None:
+) -> FirstOutcome:
     """Fold one reported event (`delivered`, `soft_bounce`, `hard_bounce`, `complaint`,
-    `unsubscribe`) into the recipient row."""
+    `unsubscribe`) into the recipient row; returns whether it first made the recipient
+    hard-bounced or complaining. The row is read locked (PostgreSQL), so two events for one
+    recipient in concurrent transactions cannot both count it."""
     row = campaign_recipients.c
+    first = FirstOutcome()
+    if kind in ("hard_bounce", "complaint"):
+        before = (
+            await conn.execute(
+                select(row.bounce_kind, row.complained_at)
+                .where(row.id == recipient_id)
+                .with_for_update()
+            )
+        ).first()
+        if before is not None:
+            first = FirstOutcome(
+                hard_bounced=kind == "hard_bounce" and before.bounce_kind != "hard",
+                complained=kind == "complaint" and before.complained_at is None,
+            )
     values: dict[str, Any]
     if kind == "delivered":
         values = _earliest(row.delivered_at, at)
@@ -113,6 +138,7 @@ async def record_outcome(
             "bounced_at": case((wins, at), else_=row.bounced_at),
         }
     await conn.execute(update(campaign_recipients).where(row.id == recipient_id).values(**values))
+    return first
 
 
 async def attribute_unsubscribe(
