@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 from email.utils import getaddresses
 from typing import Literal
 
+
+from tidings.domain import tokens
+
 MAX_DIAGNOSTIC = 1000
-_UNSUBSCRIBE = re.compile(r"unsubscribe-([0-9]{1,19}\.[A-Za-z0-9_-]{32})")
+_UNSUBSCRIBE = re.compile(f"unsubscribe-({tokens.SIGNED_TOKEN_PATTERN})")
 _STATUS = re.compile(r"\b([245]\.[0-9]{1,3}\.[0-9]{1,3})\b")
 ReportKind = Literal["bounce", "complaint", "unsubscribe", "unknown"]
 

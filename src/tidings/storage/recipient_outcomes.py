@@ -116,24 +116,29 @@ async def record_outcome(
 
 
 async def attribute_unsubscribe(
-    conn: AsyncConnection, *, subscriber_id: int, newsletter_id: int, at: datetime
+    conn: AsyncConnection,
+    *,
+    subscriber_id: int,
+    newsletter_id: int,
+    recipient_id: int | None,
+    at: datetime,
 ) -> None:
-    """Count an unsubscribe through a mailed link against the newsletter's latest campaign
-    sent to the person (the one whose link they most likely used)."""
-    latest = (
-        select(campaign_recipients.c.id)
-        .join(campaigns, campaigns.c.id == campaign_recipients.c.campaign_id)
-        .where(
-            campaign_recipients.c.subscriber_id == subscriber_id,
-            campaigns.c.newsletter_id == newsletter_id,
-            campaign_recipients.c.state == "sent",
-        )
-        .order_by(campaign_recipients.c.campaign_id.desc())
-        .limit(1)
+    """Count an unsubscribe through a mailed link against its campaign: the recipient row
+    the link names, if it is this person's row of a campaign of this newsletter; else (a
+    link without one) the newsletter's latest campaign sent to the person."""
+    row = campaign_recipients.c
+    query = (
+        select(row.id)
+        .join(campaigns, campaigns.c.id == row.campaign_id)
+        .where(row.subscriber_id == subscriber_id, campaigns.c.newsletter_id == newsletter_id)
     )
-    recipient_id = (await conn.execute(latest)).scalar()
     if recipient_id is not None:
-        await record_outcome(conn, recipient_id, kind="unsubscribe", at=at, code=None)
+        query = query.where(row.id == recipient_id)
+    else:
+        query = query.where(row.state == "sent").order_by(row.campaign_id.desc()).limit(1)
+    found = (await conn.execute(query)).scalar()
+    if found is not None:
+        await record_outcome(conn, found, kind="unsubscribe", at=at, code=None)
 
 
 async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, dict[str, int]]:
