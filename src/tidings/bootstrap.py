@@ -576,8 +576,7 @@ def build(
         bot_check=BotCheck(
             enabled=settings.audience.altcha,
             max_number=settings.audience.altcha_max_number,
-            secret=site_secret,
-            now=clock,
+            context=audience,
         ),
         sending=sending,
         sends=CampaignSends(sending),

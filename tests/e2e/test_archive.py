@@ -152,22 +152,25 @@ async def test_archive_is_off_until_the_owner_turns_it_on(database_url: str) -> 
         headers = await admin_headers(container)
         created = await create_newsletter(client, headers)
         assert created["archive"] is False
-        for path in (
-            "/archive/weekly",
-            "/archive/weekly/feed.atom",
-            "/archive/weekly/feed.rss",
-            "/archive/weekly/1",
-            "/archive/nothing",
-        ):
+        for path in ("/archive/weekly/feed.atom", "/archive/weekly/feed.rss"):
             response = await client.get(path)
             assert response.status_code == 404, path
             assert response.headers["content-type"] == "application/problem+json"
+        # What a person opens is a page that says so, in the site's design, not JSON.
+        for path in ("/archive/weekly", "/archive/weekly/1", "/archive/nothing"):
+            response = await client.get(path)
+            assert response.status_code == 404, path
+            assert response.headers["content-type"].startswith("text/html"), path
+            assert "There is no archive at this address." in response.text
+            assert 'href="/subscribe"' in response.text
         turned_on = await client.patch(
             "/api/admin/newsletters/weekly", json={"archive": True}, headers=headers
         )
         assert turned_on.json()["archive"] is True
         assert (await client.get("/archive/weekly")).status_code == 200
-        assert (await client.get("/archive/weekly/1")).status_code == 404
+        missing_issue = await client.get("/archive/weekly/1")
+        assert missing_issue.status_code == 404
+        assert "There is no issue at this address." in missing_issue.text
         bad = await client.get("/archive/weekly/not-a-number")
         assert bad.status_code == 422
 

@@ -210,6 +210,33 @@ async def test_proof_of_work_is_asked_for_once_per_signup_when_on(database_url: 
         assert sorted(await _sent(container)) == ["ann@example.org", "bob@example.org"]
 
 
+async def test_a_solution_spent_at_one_api_process_is_refused_at_another(
+    database_url: str,
+) -> None:
+    """Behind a load balancer each request may reach another API process: a solved challenge
+    replayed to a second process must still be refused, or the proof of work costs a bot
+    nothing more than one solution per process."""
+    settings = make_settings(
+        database_url, audience={**LIMITS, "altcha": True, "altcha_max_number": 2000}
+    )
+    async with api_client(settings) as (first, container):
+        await create_newsletter(first, await admin_headers(container))
+        payload = _solved((await first.get("/api/altcha/challenge")).json())
+        taken = await first.post(
+            "/api/subscribe",
+            json={"email": "ann@example.org", "newsletter": "weekly", "altcha": payload},
+        )
+        assert taken.status_code == 202
+        async with api_client(settings) as (second, _):
+            replayed = await second.post(
+                "/api/subscribe",
+                json={"email": "bob@example.org", "newsletter": "weekly", "altcha": payload},
+            )
+            assert replayed.status_code == 422
+            assert replayed.json()["errors"][0]["field"] == "altcha"
+        assert await _sent(container) == ["ann@example.org"]
+
+
 async def test_no_proof_of_work_is_asked_for_by_default(site: Any) -> None:
     """Off by default: forms carry no script and the challenge route does not exist."""
     client, _ = site

@@ -4,20 +4,26 @@ With `audience.altcha` on, a signup (the forms and `POST /api/subscribe`) must c
 solution of a fresh challenge from `GET /api/altcha/challenge`: a browser spends a fraction
 of a second finding it, a bot posting thousands of signups spends that each time. Challenges
 are HMAC-signed with a key derived from the site secret and expire after a few minutes; a
-solution is accepted once per process. The check does not depend on the address, so it keeps
-the no-enumeration rule (AUD-5): a bad or missing solution gets the same refusal for everyone.
+solution is accepted once, by any process: its hash is spent in the database's rate-limit
+table (a bucket that allows one hit, kept until the challenge has expired). The check does
+not depend on the address, so it keeps the no-enumeration rule (AUD-5): a bad or missing
+solution gets the same refusal for everyone.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs
 
+from tidings.audience.context import AudienceContext
 from tidings.domain.errors import InvalidInput
+from tidings.storage import ratelimits
 
 CHALLENGE_TTL = timedelta(minutes=10)
 REFUSED = "The form's anti-bot check did not pass; reload the page and try again."
@@ -29,13 +35,11 @@ class BotCheck:
 
     enabled: bool
     max_number: int
-    secret: Callable[[], str]
-    now: Callable[[], datetime]
-    _spent: dict[str, datetime] = field(default_factory=dict)
+    context: AudienceContext
 
     def _key(self) -> str:
         # Its own key: a solution's HMAC must never be usable as any other signature of ours.
-        return hmac.new(self.secret().encode(), b"altcha-v1", hashlib.sha256).hexdigest()
+        return hmac.new(self.context.secret().encode(), b"altcha-v1", hashlib.sha256).hexdigest()
 
     def challenge(self) -> dict[str, Any]:
         """A fresh challenge, in the JSON shape the ALTCHA widget and our form script read."""
@@ -45,7 +49,7 @@ class BotCheck:
             altcha_v1.ChallengeOptions(
                 hmac_key=self._key(),
                 max_number=self.max_number,
-                expires=self.now() + CHALLENGE_TTL,
+                expires=self.context.now() + CHALLENGE_TTL,
             )
         )
         return {
@@ -56,7 +60,7 @@ class BotCheck:
             "signature": made.signature,
         }
 
-    def verify(self, payload: str | None) -> None:
+    async def verify(self, payload: str | None) -> None:
         """InvalidInput (field `altcha`) unless `payload` solves a live challenge not yet used."""
         if not self.enabled:
             return
@@ -70,8 +74,24 @@ class BotCheck:
             ok = False
         if not ok:
             raise InvalidInput(REFUSED, field="altcha")
-        now = self.now()
-        self._spent = {key: until for key, until in self._spent.items() if until > now}
-        if payload in self._spent:
+        expires = _expiry(payload)
+        if expires is None:
             raise InvalidInput(REFUSED, field="altcha")
-        self._spent[payload] = now + CHALLENGE_TTL
+        # One bucket per solution, its window the challenge's expiry: every process counts the
+        # same row, and the prune keeps it until the challenge is dead anyway.
+        bucket = "altcha:" + hashlib.sha256(payload.encode()).hexdigest()
+        async with self.context.db.write() as conn:
+            uses = await ratelimits.hit(conn, bucket, expires)
+        if uses > 1:
+            raise InvalidInput(REFUSED, field="altcha")
+
+
+def _expiry(payload: str) -> datetime | None:
+    """The expiry our challenge put in the salt (`...?expires=<unix seconds>`), verified
+    already by the signature check."""
+    try:
+        salt = json.loads(base64.b64decode(payload))["salt"]
+        found = parse_qs(str(salt).partition("?")[2]).get("expires")
+        return datetime.fromtimestamp(int(found[0]), tz=UTC) if found else None
+    except (ValueError, TypeError, KeyError):
+        return None

@@ -58,7 +58,7 @@ class PublicArchive:
         async with self._ctx.db.read() as conn:
             newsletter = await newsletter_queries.get_by_slug(conn, slug)
         if newsletter is None or not newsletter.archive:
-            raise NotFound("there is no archive at this address")
+            raise NotFound("There is no archive at this address.")
         return newsletter
 
     async def _issues(self, slug: str, limit: int) -> tuple[NewsletterRow, list[SentIssue]]:
@@ -98,7 +98,7 @@ class PublicArchive:
         async with self._ctx.db.read() as conn:
             issue = await queries.sent_issue(conn, newsletter.id, campaign_id)
         if issue is None:
-            raise NotFound("there is no issue at this address")
+            raise NotFound("There is no issue at this address.")
         index_url, atom_url, _, subscribe_url = self._urls(slug)
         page = self._pages.issue(
             _content(issue),

@@ -166,6 +166,14 @@ class Pages:
             subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
         )
 
+    def not_found(self, *, message: str, subscribe_url: str | None = None) -> str:
+        """A public page that does not exist, for people: what was missing and where to go."""
+        return self._render(
+            "not_found.html",
+            message=message,
+            subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
+        )
+
     def test_link(self, *, purpose: Literal["unsubscribe", "preferences"]) -> str:
         """What an unsubscribe or preferences link in a test send opens: "this was a test"."""
         if purpose not in ("unsubscribe", "preferences"):

@@ -12,10 +12,12 @@ from email.utils import format_datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 
 from tidings.api.deps import ContainerDep
+from tidings.bootstrap import Container
 from tidings.campaigns.archive import ArchiveDocument
+from tidings.domain.errors import NotFound
 
 router = APIRouter(tags=["public archive"])
 Slug = Annotated[str, Path(max_length=64, description="A newsletter's slug.")]
@@ -39,9 +41,18 @@ def _cached(request: Request, document: ArchiveDocument, media_type: str) -> Res
     return Response(document.body, media_type=media_type, headers=headers)
 
 
-@router.get("/archive/{slug}", response_class=Response, summary="Archive index")
+def _not_found(container: Container, missing: NotFound) -> HTMLResponse:
+    # People reach these addresses from a link or a feed reader's "open in browser": a page.
+    page = container.pages.not_found(message=missing.detail, subscribe_url="/subscribe")
+    return HTMLResponse(page, status_code=404)
+
+
+@router.get("/archive/{slug}", response_class=HTMLResponse, summary="Archive index")
 async def archive_index(container: ContainerDep, request: Request, slug: Slug) -> Response:
-    return _cached(request, await container.archive.index(slug), HTML)
+    try:
+        return _cached(request, await container.archive.index(slug), HTML)
+    except NotFound as missing:
+        return _not_found(container, missing)
 
 
 @router.get("/archive/{slug}/feed.atom", response_class=Response, summary="Atom feed")
@@ -54,8 +65,11 @@ async def archive_rss(container: ContainerDep, request: Request, slug: Slug) -> 
     return _cached(request, await container.archive.feed(slug, "rss"), RSS)
 
 
-@router.get("/archive/{slug}/{campaign_id}", response_class=Response, summary="A sent issue")
+@router.get("/archive/{slug}/{campaign_id}", response_class=HTMLResponse, summary="A sent issue")
 async def archive_issue(
     container: ContainerDep, request: Request, slug: Slug, campaign_id: CampaignId
 ) -> Response:
-    return _cached(request, await container.archive.issue(slug, campaign_id), HTML)
+    try:
+        return _cached(request, await container.archive.issue(slug, campaign_id), HTML)
+    except NotFound as missing:
+        return _not_found(container, missing)

@@ -80,7 +80,7 @@ async def subscribe(
     origin = allowed_origin(container.settings, request)
     if origin is not None:
         response.headers["Access-Control-Allow-Origin"] = origin
-    container.bot_check.verify(body.altcha)
+    await container.bot_check.verify(body.altcha)
     await container.public.subscribe(
         email=body.email,
         name=body.name,

@@ -152,7 +152,7 @@ async def take_signup(
     if trap and container.settings.audience.honeypot:
         return SignupOutcome()
     try:
-        container.bot_check.verify(proof)
+        await container.bot_check.verify(proof)
     except InvalidInput as refused:
         return SignupOutcome(refused.detail, 422)
     # Fields are checked here rather than by the framework, whose answer would be JSON.
