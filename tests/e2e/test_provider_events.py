@@ -378,7 +378,9 @@ async def test_an_unsubscribe_counts_for_the_campaign_whose_link_was_used(
         r for r in dev_provider.store.recipients
         if r.address == reader(3) and r.message_id == first_id
     )  # fmt: skip
-    found = re.search(r"<https?://[^/>]+(/unsubscribe/[^>]+)>", mailed.headers()["List-Unsubscribe"])
+    found = re.search(
+        r"<https?://[^/>]+(/unsubscribe/[^>]+)>", mailed.headers()["List-Unsubscribe"]
+    )
     assert found is not None
     assert (await client.post(found.group(1))).status_code < 400
     subscriber_id = (await recipient_row(container, first, reader(1))).subscriber_id

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from email.utils import getaddresses
 from typing import Literal
 
-
 from tidings.domain import tokens
 
 MAX_DIAGNOSTIC = 1000

@@ -19,8 +19,8 @@ from typing import Any
 
 # `<id>.<signature>`, or `<id>-<recipient id>.<signature>` for a campaign's unsubscribe link,
 # which names the recipient row it was mailed to so the campaign's statistics count it exactly.
+SIGNED_TOKEN_PATTERN = r"[0-9]{1,19}(?:-[0-9]{1,19})?\.[A-Za-z0-9_-]{32}"  # noqa: S105 - a regex
 _SIGNED = re.compile(r"^([0-9]{1,19})(?:-([0-9]{1,19}))?\.([A-Za-z0-9_-]{32})$")
-SIGNED_TOKEN_PATTERN = r"[0-9]{1,19}(?:-[0-9]{1,19})?\.[A-Za-z0-9_-]{32}"
 _RANDOM = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _SHA256_BLOCK = 64
 _IPAD = bytes(byte ^ 0x36 for byte in range(256))

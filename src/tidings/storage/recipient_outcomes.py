@@ -23,12 +23,6 @@ from tidings.storage.tables import (
 )
 from tidings.storage.types import UTCDateTime
 
-BOUNCE_RANK = case(
-    (campaign_recipients.c.bounce_kind == "hard", 2),
-    (campaign_recipients.c.bounce_kind == "soft", 1),
-    else_=0,
-)
-
 
 async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: int) -> int | None:
     query = select(campaign_recipients.c.id).where(
@@ -88,30 +82,36 @@ def _earliest(column: Any, at: datetime) -> dict[str, Any]:
     return {column.name: case((or_(column.is_(None), column > at), at), else_=column)}
 
 
+def outcome_values(columns: Any, *, kind: str, at: datetime, code: str | None) -> dict[str, Any]:
+    """The SET of an UPDATE folding one reported event (`delivered`, `soft_bounce`,
+    `hard_bounce`, `complaint`, `unsubscribe`) into a row with outcome columns (a campaign's
+    recipient, a transactional message): each moves one way, so events arriving twice or out
+    of order leave the same row."""
+    if kind == "delivered":
+        return _earliest(columns.delivered_at, at)
+    if kind == "complaint":
+        return _earliest(columns.complained_at, at)
+    if kind == "unsubscribe":
+        return _earliest(columns.unsubscribed_at, at)
+    bounce = "hard" if kind == "hard_bounce" else "soft"
+    rank = 2 if bounce == "hard" else 1
+    current = case((columns.bounce_kind == "hard", 2), (columns.bounce_kind == "soft", 1), else_=0)
+    weaker, same = current.in_(list(range(rank))), current.in_([rank])
+    # Replace when stronger, or as strong and later: the same for any arrival order.
+    wins = or_(weaker, and_(same, columns.bounced_at < at))
+    return {
+        "bounce_kind": case((wins, bounce), else_=columns.bounce_kind),
+        "bounce_code": case((wins, code), else_=columns.bounce_code),
+        "bounced_at": case((wins, at), else_=columns.bounced_at),
+    }
+
+
 async def record_outcome(
     conn: AsyncConnection, recipient_id: int, *, kind: str, at: datetime, code: str | None
 ) -> None:
-    """Fold one reported event (`delivered`, `soft_bounce`, `hard_bounce`, `complaint`,
-    `unsubscribe`) into the recipient row."""
+    """Fold one reported event into the recipient row (`outcome_values`)."""
     row = campaign_recipients.c
-    values: dict[str, Any]
-    if kind == "delivered":
-        values = _earliest(row.delivered_at, at)
-    elif kind == "complaint":
-        values = _earliest(row.complained_at, at)
-    elif kind == "unsubscribe":
-        values = _earliest(row.unsubscribed_at, at)
-    else:
-        bounce = "hard" if kind == "hard_bounce" else "soft"
-        rank = 2 if bounce == "hard" else 1
-        weaker, same = BOUNCE_RANK.in_(list(range(rank))), BOUNCE_RANK.in_([rank])
-        # Replace when stronger, or as strong and later: the same for any arrival order.
-        wins = or_(weaker, and_(same, row.bounced_at < at))
-        values = {
-            "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
-            "bounce_code": case((wins, code), else_=row.bounce_code),
-            "bounced_at": case((wins, at), else_=row.bounced_at),
-        }
+    values = outcome_values(row, kind=kind, at=at, code=code)
     await conn.execute(update(campaign_recipients).where(row.id == recipient_id).values(**values))
 
 
