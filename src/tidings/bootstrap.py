@@ -70,6 +70,7 @@ from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.delivery.imap_mailbox import MailboxAccount
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.send_rate import SendRateLimiter
@@ -165,6 +166,7 @@ class Container:
     feedback: Feedback
     provider_events: ProviderEvents
     inbound_mail: InboundMail
+    bounce_mailbox: MailboxAccount | None  # polled by `tidings inbound --imap`
     archive: PublicArchive
     bot_check: BotCheck
     resources: AsyncExitStack
@@ -559,6 +561,7 @@ def build(
             unsubscribe_address=settings.email.unsubscribe_address,
             max_bytes=inbound.max_event_bytes,
         ),
+        bounce_mailbox=_bounce_mailbox(settings),
         provider_events=ProviderEvents(
             feedback,
             mailgun_signing_key=(
@@ -733,3 +736,18 @@ async def running(settings: Settings, *, apply_migrations: bool) -> AsyncIterato
         yield container
     finally:
         await container.close()
+
+
+def _bounce_mailbox(settings: Settings) -> MailboxAccount | None:
+    """The IMAP bounce mailbox of `inbound.imap_*`, if one is set (PRV-6)."""
+    inbound = settings.inbound
+    if inbound.imap_host is None or inbound.imap_user is None or inbound.imap_password is None:
+        return None
+    return MailboxAccount(
+        host=inbound.imap_host,
+        port=inbound.imap_port,
+        tls=inbound.imap_tls,
+        user=inbound.imap_user,
+        password=inbound.imap_password.get_secret_value(),
+        mailbox=inbound.imap_mailbox,
+    )

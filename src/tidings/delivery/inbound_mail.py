@@ -50,6 +50,23 @@ class MailReport:
     reason: str = ""  # unknown: why
 
 
+# Where a mailbox keeps the envelope recipient (lost once mail is stored), most precise first.
+_RECIPIENT_HEADERS = ("Delivered-To", "X-Original-To", "Envelope-To", "To", "Cc")
+
+
+def stored_recipients(data: bytes) -> list[str]:
+    """The addresses a message taken from a mailbox was delivered to, as far as its headers
+    tell (the envelope recipient of SMTP is not kept in a mailbox)."""
+    headers = email.message_from_bytes(data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
+    found: list[str] = []
+    for name in _RECIPIENT_HEADERS:
+        values = [str(value) for value in headers.get_all(name, [])]
+        for _, address in getaddresses(values):
+            if address and address.lower() not in (known.lower() for known in found):
+                found.append(address)
+    return found
+
+
 def read_report(data: bytes, *, report_id: str, to_unsubscribe: bool) -> MailReport:
     """What the message `data` reports. `to_unsubscribe`: it was sent to the List-Unsubscribe
     mailto address. Never raises on malformed input: that is `unknown`."""
