@@ -50,6 +50,7 @@ from tidings.campaigns.finalise import Finaliser
 from tidings.campaigns.handover import Handover, PerRecipientHandover
 from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
@@ -157,6 +158,7 @@ class Container:
     sends: CampaignSends
     send_status: SendStatusReader
     statistics: StatisticsReader
+    listing: CampaignListing
     retries: SendRetries
     reconciler: Reconciler
     control: SendControl
@@ -585,6 +587,7 @@ def build(
         sends=CampaignSends(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
+        listing=CampaignListing(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
         control=SendControl(sending),

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AnyHttpUrl,
@@ -164,6 +165,26 @@ class SiteSettings(_Section):
             "and kept in the database."
         ),
     )
+
+    timezone: str = Field(
+        default="UTC",
+        min_length=1,
+        max_length=64,
+        description="The site's time zone, an IANA name such as `Europe/Paris`: the admin shows "
+        "schedules in it (beside UTC) and reads a schedule's time in it unless told UTC.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        # An unknown name would only fail when someone schedules a send: refuse it at start.
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            raise ValueError(
+                f"{value!r} is not an IANA time zone name (e.g. Europe/Paris, America/New_York)"
+            ) from None
+        return value
 
     @field_validator("secret")
     @classmethod

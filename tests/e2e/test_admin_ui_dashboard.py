@@ -2,19 +2,20 @@
 the jobs page lets them replay what died (UI-1)."""
 
 import io
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from tests.factories import make_settings
 from tests.support.admin_ui import signed_in, ui_app
 from tests.support.clock import Clock
 from tests.support.queue_policy import policy
 from tidings.audience.newsletters import NewsletterFields
+from tidings.campaigns.listing import send_started
 from tidings.domain.jobs import GiveUp, JobStatus
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
-from tidings.ui.campaign_sends import eta_words
-from tidings.ui.chart import line_chart
+from tidings.ui.campaign_sends import duration_words, eta_words
+from tidings.ui.chart import line_chart, nice_ceiling
 
 
 def _people(first: int, count: int) -> str:
@@ -55,6 +56,23 @@ async def test_growth_chart_counts_confirmations_per_day_over_30_days(database_u
         assert '<td class="num">9</td>' in page.text  # all nine are confirmed
 
 
+async def test_the_favicon_is_served_to_every_page_without_a_session(sqlite_url: str) -> None:
+    """Browsers ask for /favicon.ico on every page, the sign-in and reader pages included: a
+    404 there is noise in every log and a blank tab among the operator's others."""
+    settings = make_settings(sqlite_url, theme={"accent_color": "#0a5c36"})
+    async with ui_app(settings) as (browser, _container):
+        client = browser()
+        for path in ("/favicon.ico", "/admin/favicon.svg"):
+            icon = await client.get(path)
+            assert icon.status_code == 200
+            assert icon.headers["content-type"] == "image/svg+xml"
+            assert 'fill="#0a5c36"' in icon.text  # the site's accent
+        sign_in_page = await client.get("/admin/sign-in")
+        assert '<link rel="icon" href="/admin/favicon.svg" type="image/svg+xml">' in (
+            sign_in_page.text
+        )
+
+
 async def test_dead_jobs_raise_a_banner_and_can_be_replayed(database_url: str) -> None:
     """A job that died silently is mail or a webhook that never went: it must be shouted
     about on the first page and be one click from running again."""
@@ -84,15 +102,21 @@ async def test_dead_jobs_raise_a_banner_and_can_be_replayed(database_url: str) -
         assert "failed for good" not in (await client.get("/admin")).text
 
 
-def test_line_chart_scales_from_zero_to_the_peak() -> None:
-    """The chart's geometry is what the operator reads: the peak at the top, zero on the axis."""
+def test_line_chart_scales_from_zero_to_a_round_number_above_the_peak() -> None:
+    """The chart's geometry is what the operator reads: zero on the axis, the line using the
+    height up to a round top value the labels can state, whatever the data's size."""
     chart = line_chart(["a", "b", "c"], [0, 4, 2], what="signups")
     points = [tuple(map(float, point.split(","))) for point in chart.points.split()]
-    assert [x for x, _ in points] == [24.0, 300.0, 576.0]
-    assert [y for _, y in points] == [136.0, 24.0, 80.0]
-    assert chart.peak == 4
+    assert [x for x, _ in points] == [0.0, 300.0, 600.0]
+    assert [y for _, y in points] == [158.0, 2.0, 80.0]
+    assert (chart.peak, chart.middle) == (4, "2")
+    assert (chart.first_label, chart.middle_label, chart.last_label) == ("a", "b", "c")
     assert chart.summary == "6 signups over 3 days, at most 4 in one day"
     assert line_chart([], [], what="signups").summary == "no signups"
+    assert [nice_ceiling(n) for n in (0, 1, 3, 7, 9, 11, 45, 100, 1234)] == [
+        1, 1, 4, 8, 10, 20, 50, 100, 2000,
+    ]  # fmt: skip
+    assert line_chart(["a", "b"], [0, 3000], what="signups").peak == 4000
 
 
 def test_eta_reads_as_an_operator_would_say_it() -> None:
@@ -102,3 +126,17 @@ def test_eta_reads_as_an_operator_would_say_it() -> None:
     assert eta_words(59) == "about 59 s"
     assert eta_words(150) == "about 2 min"
     assert eta_words(3600 + 30 * 60) == "about 1 h 30 min"
+
+
+def test_a_sends_duration_and_start_read_as_an_operator_would_say_them() -> None:
+    """A sent campaign's page says how long it took in plain words, and a scheduled send
+    started when it was due, not when someone pressed Schedule."""
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    assert duration_words(start, None) == "—"
+    assert duration_words(start, start + timedelta(seconds=42)) == "42 s"
+    assert duration_words(start, start + timedelta(seconds=125)) == "2 min 5 s"
+    assert duration_words(start, start + timedelta(hours=1, minutes=3, seconds=9)) == "1 h 3 min"
+    due = start + timedelta(days=2)
+    assert send_started(start, due) == due
+    assert send_started(due, start) == due  # a retry after the due time starts then
+    assert send_started(start, None) == start

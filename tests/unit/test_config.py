@@ -103,6 +103,23 @@ def test_a_site_secret_of_32_bytes_is_accepted() -> None:
     assert load_settings().site.secret is None
 
 
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "Europe", "../etc/passwd", "utc", ""])
+def test_a_time_zone_that_is_not_an_iana_name_stops_boot(zone: str) -> None:
+    """Schedules are read in site.timezone: a name the machine cannot resolve would fail the
+    first time someone schedules an issue, so boot refuses it with the key named."""
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings(site={"timezone": zone})
+    assert "site.timezone (TIDINGS_SITE_TIMEZONE)" in str(refused.value)
+
+
+def test_the_site_time_zone_defaults_to_utc_and_takes_an_iana_name() -> None:
+    """With no setting the admin shows UTC alone; an IANA name is kept as given."""
+    assert load_settings().site.timezone == "UTC"
+    assert load_settings(site={"timezone": "America/New_York"}).site.timezone == (
+        "America/New_York"
+    )
+
+
 @pytest.mark.parametrize(
     ("toml", "named"),
     [

@@ -36,6 +36,7 @@ from tidings.rendering import (
     render_segment,
 )
 from tidings.rendering.archive import issue_url
+from tidings.rendering.content import MAX_SUBJECT
 from tidings.storage import campaigns as queries
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage.campaigns import CampaignRow
@@ -44,6 +45,7 @@ from tidings.storage.newsletters import NewsletterRow
 
 log = structlog.get_logger("tidings.campaigns")
 MAX_TEST_RECIPIENTS = 10
+TEST_SUBJECT_PREFIX = "[Test] "
 REQUIRED_FIELDS = frozenset({"subject", "preheader", "body", "body_format", "audience_filter"})
 EDITABLE_FIELDS = frozenset(
     {
@@ -286,8 +288,9 @@ class CampaignDrafts:
     async def test_send(
         self, campaign_id: int, addresses: list[str], segment: str | None
     ) -> list[int]:
-        """Send the segment's real message to `addresses` through the delivery engine. The
-        campaign's state and counts are untouched; the links carry test tokens."""
+        """Send the segment's real message to `addresses` through the delivery engine, its
+        subject starting `[Test]`. The campaign's state and counts are untouched; the links
+        carry test tokens."""
         if not 1 <= len(addresses) <= MAX_TEST_RECIPIENTS:
             raise InvalidInput(f"give 1 to {MAX_TEST_RECIPIENTS} addresses", field="to")
         recipients = list(
@@ -296,6 +299,10 @@ class CampaignDrafts:
         draft = await self.get(campaign_id)
         self.check_identity(draft)
         content, sender, list_info = self._parts(draft)
+        # Marked in the inbox, so a test copy is never taken (or forwarded) for the issue.
+        # A subject at the length limit loses its last characters to the mark.
+        marked = f"{TEST_SUBJECT_PREFIX}{content.subject}"[:MAX_SUBJECT]
+        content = dataclasses.replace(content, subject=marked)
         rendering = render_segment(
             content,
             self._segment(draft, segment),

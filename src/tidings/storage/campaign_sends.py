@@ -109,6 +109,16 @@ async def get(conn: AsyncConnection, campaign_id: int) -> SendRow | None:
     return None if row is None else SendRow(**dict(row._mapping))
 
 
+async def for_campaigns(conn: AsyncConnection, campaign_ids: Sequence[int]) -> dict[int, SendRow]:
+    """The send rows of these campaigns (those ever sent or scheduled), by campaign id."""
+    if not campaign_ids:
+        return {}
+    query = select(campaign_sends).where(campaign_sends.c.campaign_id.in_(list(campaign_ids)))
+    return {
+        int(row.campaign_id): SendRow(**dict(row._mapping)) for row in await conn.execute(query)
+    }
+
+
 async def take_lock(conn: AsyncConnection, campaign_id: int, *, token: str, now: datetime) -> bool:
     """Take the status lock for a job's claim token: free when unheld, or held by a token no
     running job holds under a live lease (its worker died or finished)."""

@@ -3,11 +3,13 @@ session and CSRF guard. `create_app` mounts the result at /admin."""
 
 from __future__ import annotations
 
+from html import escape
 from importlib.resources import files
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from tidings.bootstrap import theme_from
 from tidings.ui import (
     account,
     audit,
@@ -22,7 +24,7 @@ from tidings.ui import (
     subscribers,
     webhooks,
 )
-from tidings.ui.guard import guard
+from tidings.ui.guard import container_of, guard
 from tidings.ui.templating import UiRoute
 
 # The one script: progress bars, live previews and confirmations. Served, never inlined, so
@@ -57,6 +59,9 @@ def ui_router() -> APIRouter:
     every form post without the session's CSRF token answers 403."""
     router = APIRouter(include_in_schema=False)
     router.add_api_route("/", _root, methods=["GET"])
+    # Public: the sign-in page and the reader pages show it too, before any session.
+    router.add_api_route("/favicon.ico", favicon, methods=["GET"])
+    router.add_api_route("/admin/favicon.svg", favicon, methods=["GET"])
     router.include_router(auth.public)
     for guarded in guarded_routers():
         router.include_router(guarded, prefix="/admin", dependencies=[Depends(guard)])
@@ -75,6 +80,26 @@ async def _root() -> RedirectResponse:
     # Readers arrive on links to the subscribe and email pages; whoever types the bare host
     # is the operator who just ran `tidings serve`.
     return RedirectResponse("/admin", status_code=303)
+
+
+# An envelope in the theme's accent: the tab of this site among the operator's others.
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="6" fill="{accent}"/>'
+    '<path d="M6 9h20v14H6z M6 9l10 8 10-8" fill="none" stroke="{ink}" stroke-width="2.5" '
+    'stroke-linejoin="round"/></svg>'
+)
+
+
+async def favicon(request: Request) -> Response:
+    """The site's icon (SVG, which Chromium and Firefox take for /favicon.ico as well)."""
+    theme = theme_from(container_of(request).settings)
+    icon = FAVICON.format(accent=escape(theme.accent_color), ink=escape(theme.button_text_color))
+    return Response(
+        icon,
+        media_type="image/svg+xml",
+        headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 async def _script() -> Response:

@@ -4,25 +4,29 @@ the verification summary and the recipients by state."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidings.campaigns.drafts import CampaignDraft
+from tidings.campaigns.listing import send_started
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import RetryRefused
 from tidings.campaigns.statistics import CampaignStatistics, per_hour
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.segments import TIERS
 from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import ACTIVE, BatchStatus, CampaignStatus, RecipientState
 from tidings.ui.chart import LineChart, line_chart
 from tidings.ui.guard import Session, container_of
-from tidings.ui.templating import UiRoute, page
+from tidings.ui.templating import UiRoute, page, status_word
 
 router = APIRouter(prefix="/campaigns", route_class=UiRoute)
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 RECIPIENTS_SHOWN = 200
+PREVIEW_WIDTHS = ("desktop", "phone")
 DELIVERED = frozenset({"delivered"})
 PROBLEMS = frozenset({"hard_bounce", "soft_bounce", "complaint"})
 
@@ -38,10 +42,22 @@ def eta_words(seconds: int | None) -> str:
     return f"about {seconds // 3600} h {round(seconds % 3600 / 60)} min"
 
 
+def duration_words(started: datetime | None, finished: datetime | None) -> str:
+    """How long a send took, as an operator says it: `2 min 5 s`, `1 h 3 min`, `40 s`."""
+    if started is None or finished is None:
+        return "—"
+    seconds = max(int((finished - started).total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
 def progress_labels(status: SendingStatus) -> dict[str, str]:
     phase = status.phase.value if status.phase else status.status.value
     return {
-        "phase": phase,
+        "phase": status_word(phase),
         "counts": f"{status.completed} of {status.total} recipients processed",
         "eta": eta_words(status.eta_seconds),
     }
@@ -55,9 +71,14 @@ async def status_page(
     *,
     error: str | None = None,
     status_code: int = 200,
+    segment: str = "",
+    width: str = "",
 ) -> HTMLResponse:
     container = container_of(request)
     campaign_id = draft.campaign.id
+    send = await container.sends.get_send(campaign_id)
+    started = send_started(send.attempt_started_at, draft.campaign.scheduled_at) if send else None
+    finished = send.finished_at if send else None
     status = await container.send_status.status(campaign_id)
     shown_state = state if state in {s.value for s in RecipientState} else ""
     if not shown_state and status.status == CampaignStatus.SUBMITTED:
@@ -68,6 +89,7 @@ async def status_page(
             campaign_id, RecipientState(shown_state), after_id=None, limit=RECIPIENTS_SHOWN
         )
     results = await container.statistics.statistics(campaign_id, timeline=True)
+    segments = draft.segments or TIERS
     return page(
         request,
         session,
@@ -83,6 +105,12 @@ async def status_page(
         shown_state=shown_state,
         recipients=recipients,
         error=error,
+        started=started,
+        finished=finished,
+        took=duration_words(started, finished),
+        shown_segment=segment if segment in segments else segments[0],
+        shown_width=width if width in PREVIEW_WIDTHS else PREVIEW_WIDTHS[0],
+        widths=PREVIEW_WIDTHS,
     )
 
 

@@ -3,17 +3,20 @@ test send, schedule, cancel and send (confirmed with the preflight count)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.test_outcome import await_outcome
-from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
+from tidings.domain.segments import TIERS
 from tidings.domain.sending import CampaignStatus
-from tidings.ui.campaign_sends import status_page
+from tidings.ui.campaign_sends import PREVIEW_WIDTHS, status_page
 from tidings.ui.guard import Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
@@ -53,16 +56,42 @@ class DraftForm:
         self.reply_to = reply_to.strip() or None
 
 
+def draft_values(draft: CampaignDraft) -> dict[str, str]:
+    """The editor's fields as stored, as the form shows them."""
+    campaign = draft.campaign
+    return {
+        "subject": campaign.subject,
+        "preheader": campaign.preheader,
+        "body_format": campaign.body_format,
+        "body": campaign.body,
+        "audience_filter": campaign.audience_filter,
+        "sender_name": campaign.sender_name or "",
+        "reply_to": campaign.reply_to or "",
+    }
+
+
+def typed_values(form: DraftForm) -> dict[str, str]:
+    """What the operator typed, exactly, to show again beside a refusal: nothing is lost."""
+    return {key: "" if value is None else str(value) for key, value in vars(form).items()}
+
+
 async def _editor(
     request: Request,
     session: Session,
     campaign_id: int,
     *,
-    error: str | None = None,
+    error: TidingsError | None = None,
     notice: str | None = None,
+    typed: dict[str, str] | None = None,
+    segment: str = "",
+    width: str = "",
 ) -> HTMLResponse:
-    """The editor as stored, with what the last action said (a refusal answers 422)."""
-    draft = await container_of(request).campaigns.get(campaign_id)
+    """The editor, its fields as stored overlaid with what was typed; a refusal answers 422
+    with its message at the top and at the field it names."""
+    container = container_of(request)
+    draft = await container.campaigns.get(campaign_id)
+    zone = container.settings.site.timezone
+    segments = draft.segments or TIERS
     extra = {} if notice is None else {"notice": notice}
     return page(
         request,
@@ -70,7 +99,13 @@ async def _editor(
         "campaign_editor.html",
         status_code=422 if error else 200,
         draft=draft,
-        error=error,
+        values={**draft_values(draft), **(typed or {})},
+        error=error.detail if error else None,
+        error_field=(error.field or "") if error else "",
+        shown_segment=segment if segment in segments else segments[0],
+        shown_width=width if width in PREVIEW_WIDTHS else PREVIEW_WIDTHS[0],
+        widths=PREVIEW_WIDTHS,
+        zones=[zone, "UTC"] if zone != "UTC" else ["UTC"],
         **extra,
     )
 
@@ -85,25 +120,23 @@ async def list_campaigns(
     session: Session,
     before: Annotated[int | None, Query(ge=1, le=2**62)] = None,
 ) -> HTMLResponse:
-    rows = await container_of(request).campaigns.list_campaigns(
-        before_id=before, limit=PAGE_SIZE + 1
-    )
-    shown, next_before = one_page(rows, key=lambda row: row.id)
-    results = await container_of(request).statistics.summaries([row.id for row in shown])
-    return page(
-        request,
-        session,
-        "campaigns.html",
-        campaigns=shown,
-        next_before=next_before,
-        results=results,
-    )
+    rows = await container_of(request).listing.page(before_id=before, limit=PAGE_SIZE + 1)
+    shown, next_before = one_page(rows, key=lambda row: row.campaign.id)
+    return page(request, session, "campaigns.html", campaigns=shown, next_before=next_before)
 
 
 @router.get("/new")
 async def new_campaign(request: Request, session: Session) -> HTMLResponse:
     newsletters = await container_of(request).newsletters.list()
-    return page(request, session, "campaign_new.html", newsletters=newsletters, error=None)
+    return page(
+        request,
+        session,
+        "campaign_new.html",
+        newsletters=newsletters,
+        values={},
+        error=None,
+        error_field="",
+    )
 
 
 @router.post("/new")
@@ -123,7 +156,9 @@ async def create_campaign(
             "campaign_new.html",
             status_code=422,
             newsletters=await container.newsletters.list(),
+            values={**typed_values(form), "newsletter": newsletter},
             error=refused.detail,
+            error_field=refused.field or "",
         )
     return RedirectResponse(f"/admin/campaigns/{draft.campaign.id}", status_code=303)
 
@@ -134,12 +169,14 @@ async def campaign(
     session: Session,
     campaign_id: CampaignId,
     state: Annotated[str, Query(max_length=16)] = "",
+    segment: Annotated[str, Query(max_length=16)] = "",
+    width: Annotated[str, Query(max_length=16)] = "",
 ) -> HTMLResponse:
     container = container_of(request)
     draft = await container.campaigns.get(campaign_id)
     if draft.campaign.status in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED):
-        return page(request, session, "campaign_editor.html", draft=draft, error=None)
-    return await status_page(request, session, draft, state)
+        return await _editor(request, session, campaign_id, segment=segment, width=width)
+    return await status_page(request, session, draft, state, segment=segment, width=width)
 
 
 @router.post("/{campaign_id}")
@@ -154,10 +191,11 @@ async def save_draft(
         draft = await container.campaigns.update(campaign_id, DraftChanges(**vars(form)))
     except (InvalidInput, Conflict) as refused:
         if _wants_json(request):
-            return JSONResponse({"error": refused.detail}, status_code=422)
-        return await _editor(request, session, campaign_id, error=refused.detail)
+            return JSONResponse({"error": refused.detail, "field": refused.field}, status_code=422)
+        return await _editor(request, session, campaign_id, error=refused, typed=typed_values(form))
     if _wants_json(request):
-        return JSONResponse({"saved": True, "segments": list(draft.segments)})
+        saved_at = draft.campaign.updated_at.isoformat()
+        return JSONResponse({"saved": True, "saved_at": saved_at, "segments": list(draft.segments)})
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 
@@ -193,12 +231,28 @@ async def send_test_copy(
             raise InvalidInput("give 1 to 10 addresses, separated by commas", field="to")
         job_ids = await container.campaigns.test_send(campaign_id, addresses, segment or None)
     except InvalidInput as refused:
-        return await _editor(request, session, campaign_id, error=refused.detail)
+        typed = {"to": to, "test_segment": segment}
+        return await _editor(request, session, campaign_id, error=refused, typed=typed)
     # Say what happened, not what was asked: the message is a job a worker hands over.
     outcome = await await_outcome(container.queue, job_ids, within_seconds=TEST_SEND_WAIT_SECONDS)
     if outcome.failing:
-        return await _editor(request, session, campaign_id, error=outcome.message())
+        failed = InvalidInput(outcome.message(), field="to")
+        return await _editor(request, session, campaign_id, error=failed, typed={"to": to})
     return await _editor(request, session, campaign_id, notice=outcome.message())
+
+
+def schedule_time(typed: str, zone: str, site_zone: str) -> datetime:
+    """The form's date and time, read in `zone` (the site's or UTC; an offset typed with it
+    wins), as an aware datetime; InvalidInput naming `scheduled_at` otherwise."""
+    if zone not in (site_zone, "UTC"):
+        raise InvalidInput(f"the time zone must be {site_zone} or UTC", field="scheduled_at")
+    try:
+        at = datetime.fromisoformat(typed.strip())
+    except ValueError:
+        raise InvalidInput(
+            "scheduled_at must be a date and time, e.g. 2026-12-24 09:00", field="scheduled_at"
+        ) from None
+    return at.replace(tzinfo=ZoneInfo(zone)) if at.tzinfo is None else at
 
 
 @router.post("/{campaign_id}/schedule")
@@ -207,14 +261,17 @@ async def schedule(
     session: Session,
     campaign_id: CampaignId,
     scheduled_at: Annotated[str, Form(max_length=40)],
+    zone: Annotated[str, Form(max_length=64)] = "UTC",
 ) -> Response:
     container = container_of(request)
     try:
-        at = datetime.fromisoformat(scheduled_at)
-    except ValueError:
-        raise InvalidInput("scheduled_at must be a date and time", field="scheduled_at") from None
-    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at  # the form's time is UTC
-    await container.sends.schedule(campaign_id, at)
+        at = schedule_time(scheduled_at, zone, container.settings.site.timezone)
+        await container.sends.schedule(campaign_id, at)
+    except (InvalidInput, Conflict) as refused:
+        typed = {"scheduled_at": scheduled_at, "zone": zone}
+        if not refused.field:
+            refused.field = "scheduled_at"
+        return await _editor(request, session, campaign_id, error=refused, typed=typed)
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 
@@ -235,5 +292,13 @@ async def clone(request: Request, session: Session, campaign_id: CampaignId) -> 
 
 @router.post("/{campaign_id}/send")
 async def send(request: Request, session: Session, campaign_id: CampaignId) -> Response:
-    await container_of(request).sends.send(campaign_id)
+    """Send now. A second click (or a resent form) finds the send under way: it lands on the
+    send's page like the first, rather than on an error; the send starts once either way."""
+    container = container_of(request)
+    try:
+        await container.sends.send(campaign_id)
+    except Conflict:
+        draft = await container.campaigns.get(campaign_id)
+        if draft.campaign.status in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED):
+            raise  # refused for a reason of its own (nobody to send to): say so
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)

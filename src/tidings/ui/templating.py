@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -51,7 +52,27 @@ def _when(value: datetime | None) -> str:
     return "—" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _when_in(value: datetime | None, zone: str) -> str:
+    """A time in the site's zone and in UTC (`2026-12-02 09:00 Europe/Paris, 08:00 UTC`), or
+    UTC alone when the site keeps UTC."""
+    if value is None or zone == "UTC":
+        return _when(value)
+    local = value.astimezone(ZoneInfo(zone))
+    return f"{local:%Y-%m-%d %H:%M} {zone}, {value.astimezone(ZoneInfo('UTC')):%H:%M} UTC"
+
+
+# What people read for a campaign's state; the API keeps `submitted` (docs/api.md): every
+# recipient was handed to the provider, which is what an operator calls sent.
+STATUS_WORDS = {"submitted": "sent"}
+
+
+def status_word(status: str) -> str:
+    return STATUS_WORDS.get(str(status), str(status))
+
+
 _environment.filters["when"] = _when
+_environment.filters["when_in"] = _when_in
+_environment.filters["status_word"] = status_word
 
 
 def render(
@@ -67,6 +88,7 @@ def render(
     html = _environment.get_template(name).render(
         theme=theme_from(container.settings),
         site_name=container.settings.site.name,
+        site_timezone=container.settings.site.timezone,
         path=request.url.path,
         csrf_field=CSRF_FIELD,
         csrf_token=csrf_token,

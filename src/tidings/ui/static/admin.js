@@ -1,5 +1,5 @@
 // The admin UI's only script, no build step. Pages work without it; it adds confirmations,
-// live progress (send and import) and the editor's live preview.
+// live progress (send and import), the editor's autosave with its live preview and tabs.
 "use strict";
 
 // Forms with data-confirm ask before they post (delete, send, sign out everywhere).
@@ -47,31 +47,117 @@ function followProgress(panel) {
 }
 document.querySelectorAll("[data-progress-url]").forEach(followProgress);
 
-// The campaign editor: saving the draft (debounced) re-renders every preview frame.
-function livePreview(form) {
+// Forms with data-submit-once post once: a double-click on Send sends one request.
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (event.defaultPrevented || !form.hasAttribute("data-submit-once")) return;
+  if (form.dataset.submitted) {
+    event.preventDefault();
+    return;
+  }
+  form.dataset.submitted = "yes";
+});
+
+// Mark the field a refusal names (aria-invalid, its message beside it), or clear the marks.
+function markField(form, name, message) {
+  form.querySelectorAll("[aria-invalid]").forEach((field) => {
+    field.removeAttribute("aria-invalid");
+    field.removeAttribute("aria-describedby");
+  });
+  form.querySelectorAll(".field-error").forEach((note) => note.remove());
+  const field = name ? form.querySelector(`[name="${name}"]`) : null;
+  if (!field || !message) return;
+  const note = document.createElement("p");
+  note.className = "field-error";
+  note.id = `${name}-error`;
+  note.textContent = message;
+  field.insertAdjacentElement("afterend", note);
+  field.setAttribute("aria-invalid", "true");
+  field.setAttribute("aria-describedby", note.id);
+}
+
+// The campaign editor autosaves: typing saves the draft (debounced) and re-renders the
+// preview. A refused save leaves the text in the page, marks the field and says why; leaving
+// the page with unsaved text asks first.
+function autosave(form) {
   let timer = null;
+  let dirty = false;
   const status = form.querySelector("[data-preview-status]");
   async function save() {
     const body = new URLSearchParams(new FormData(form));
-    const response = await fetch(form.getAttribute("data-preview-save"), {
-      method: "POST",
-      body,
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    });
-    const answer = await response.json().catch(() => ({ error: "could not save" }));
-    if (status) status.textContent = answer.error ? `Not saved: ${answer.error}` : "Saved; preview updated.";
-    if (!answer.error) {
-      document.querySelectorAll("iframe[data-preview]").forEach((frame) => {
-        const url = new URL(frame.src, window.location.href);
-        url.searchParams.set("v", String(Date.now()));
-        frame.src = url.toString();
+    let answer;
+    try {
+      const response = await fetch(form.getAttribute("data-preview-save"), {
+        method: "POST",
+        body,
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
       });
+      answer = await response.json();
+    } catch (error) {
+      answer = { error: "could not reach the server; your text is still here" };
     }
+    if (answer.error) {
+      markField(form, answer.field, answer.error);
+      if (status) status.textContent = `Not saved: ${answer.error}`;
+      return;
+    }
+    dirty = false;
+    markField(form, null, null);
+    if (status) status.textContent = "Saved; preview updated.";
+    document.querySelectorAll("iframe[data-preview]").forEach((frame) => {
+      const url = new URL(frame.src, window.location.href);
+      url.searchParams.set("v", String(Date.now()));
+      frame.src = url.toString();
+    });
   }
   form.addEventListener("input", () => {
+    dirty = true;
     window.clearTimeout(timer);
     timer = window.setTimeout(save, 700);
   });
+  form.addEventListener("submit", () => {
+    dirty = false;
+  });
+  window.addEventListener("beforeunload", (event) => {
+    if (dirty) event.preventDefault();
+  });
 }
-document.querySelectorAll("form[data-preview-save]").forEach(livePreview);
+document.querySelectorAll("form[data-preview-save]").forEach(autosave);
+
+// Preview tabs (segment, width): switch the one frame in place; the links still work alone.
+function previewTab(link) {
+  link.addEventListener("click", (event) => {
+    const frame = document.querySelector("iframe[data-preview]");
+    if (!frame) return;
+    event.preventDefault();
+    const kind = link.getAttribute("data-preview-tab");
+    const value = link.getAttribute("data-value");
+    document.querySelectorAll(`[data-preview-tab="${kind}"]`).forEach((tab) => {
+      if (tab === link) tab.setAttribute("aria-current", "true");
+      else tab.removeAttribute("aria-current");
+    });
+    frame.dataset[kind] = value;
+    const segment = frame.dataset.segment;
+    const width = frame.dataset.width;
+    frame.className = `preview-frame preview-${width}`;
+    frame.title = `${segment} version at ${width} width`;
+    const url = new URL(frame.src, window.location.href);
+    url.searchParams.set("segment", segment);
+    frame.src = url.toString();
+    const text = document.querySelector("a[data-preview-text]");
+    if (text) {
+      const textUrl = new URL(text.href, window.location.href);
+      textUrl.searchParams.set("segment", segment);
+      text.href = textUrl.toString();
+    }
+    document.querySelectorAll("[data-preview-tab]").forEach((tab) => {
+      const tabUrl = new URL(tab.href, window.location.href);
+      tabUrl.searchParams.set("segment", segment);
+      tabUrl.searchParams.set("width", width);
+      tabUrl.searchParams.set(tab.getAttribute("data-preview-tab"), tab.getAttribute("data-value"));
+      tab.href = tabUrl.toString();
+    });
+  });
+}
+document.querySelectorAll("a[data-preview-tab]").forEach(previewTab);

@@ -1,0 +1,104 @@
+"""The campaigns list at a glance (UI-1): each campaign with its newsletter, its audience (who
+it went to, or would go to if sent now), when it was sent, and its results as rates when the
+provider has reported back (SND-27)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tidings.campaigns.context import SendingContext
+from tidings.domain.segments import parse_filter
+from tidings.domain.sending import CampaignStatus
+from tidings.storage import campaign_sends as send_queries
+from tidings.storage import campaigns as campaign_queries
+from tidings.storage import candidates as candidate_queries
+from tidings.storage import newsletters as newsletter_queries
+from tidings.storage import recipient_outcomes
+from tidings.storage.campaigns import CampaignRow
+
+NOT_SENT = frozenset({CampaignStatus.DRAFT, CampaignStatus.SCHEDULED})
+
+
+def send_started(attempt_started_at: datetime, scheduled_at: datetime | None) -> datetime:
+    """When the send began: its attempt, or the time it was scheduled for when that is later
+    (a scheduled send's attempt is recorded when it is scheduled, and runs when due)."""
+    if scheduled_at is not None and scheduled_at > attempt_started_at:
+        return scheduled_at
+    return attempt_started_at
+
+
+@dataclass(frozen=True, slots=True)
+class ListedResults:
+    sent: int
+    delivered: int
+    bounced: int  # hard or soft
+    complained: int
+
+    def rate(self, name: str) -> float:
+        """`name` as a share of sent, 0..1 (0 when nothing was sent)."""
+        count: int = getattr(self, name)
+        return count / self.sent if self.sent else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ListedCampaign:
+    campaign: CampaignRow
+    newsletter_name: str
+    audience: int  # sent: the emails of the send; not yet: the consent-filtered audience now
+    started_at: datetime | None  # when the (last) send attempt began
+    finished_at: datetime | None
+    results: ListedResults | None  # None until the provider reported on something sent
+
+
+def _heard_back(counted: dict[str, int]) -> bool:
+    """Rates mean something once the provider reported on a message sent: before that (or
+    with a provider that reports nothing, like `capture`) 0% delivered would be a false alarm."""
+    return (
+        counted["sent"] > 0
+        and counted["delivered"] + counted["bounced"] + counted["complained"] > 0
+    )
+
+
+class CampaignListing:
+    def __init__(self, context: SendingContext) -> None:
+        self._ctx = context
+
+    async def page(self, *, before_id: int | None, limit: int) -> list[ListedCampaign]:
+        """Up to `limit` campaigns, newest first, older than `before_id` when given."""
+        async with self._ctx.db.read() as conn:
+            rows = await campaign_queries.list_campaigns(
+                conn, newsletter_id=None, before_id=before_id, limit=limit
+            )
+            ids = [row.id for row in rows]
+            sends = await send_queries.for_campaigns(conn, ids)
+            outcomes = await recipient_outcomes.summaries(conn, ids)
+            names = {n.id: n.name for n in await newsletter_queries.list_newsletters(conn)}
+            listed = []
+            for row in rows:
+                send = sends.get(row.id)
+                if row.status in NOT_SENT or send is None:
+                    audience = await candidate_queries.count_audience(
+                        conn, row.newsletter_id, parse_filter(row.audience_filter)
+                    )
+                else:
+                    audience = (
+                        send.email_count
+                        if send.email_count is not None
+                        else send.preflight_email_count
+                    )
+                counted = outcomes.get(row.id)
+                results = ListedResults(**counted) if counted and _heard_back(counted) else None
+                listed.append(
+                    ListedCampaign(
+                        campaign=row,
+                        newsletter_name=names.get(row.newsletter_id, ""),
+                        audience=audience,
+                        started_at=None
+                        if row.status in NOT_SENT or send is None
+                        else send_started(send.attempt_started_at, row.scheduled_at),
+                        finished_at=send.finished_at if send else None,
+                        results=results,
+                    )
+                )
+        return listed
