@@ -73,6 +73,7 @@ from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
 from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.imap_mailbox import MailboxAccount
 from tidings.delivery.mailgun import MailgunProvider
+from tidings.delivery.message_outcomes import MessageOutcomes
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
@@ -143,6 +144,7 @@ class Container:
     queue: JobQueue
     webhooks: Webhooks
     captured_mail: CapturedMail
+    message_outcomes: MessageOutcomes
     mailer: Mailer
     site_secret: SiteSecret
     audience: AudienceContext
@@ -540,6 +542,7 @@ def build(
         captured_mail=CapturedMail(
             db, clock, retention=timedelta(days=settings.email.capture_retention_days)
         ),
+        message_outcomes=MessageOutcomes(db),
         mailer=mailer,
         site_secret=site_secret,
         audience=audience,

@@ -1,6 +1,6 @@
 """Transactional mail hears back too (PRV-6, issue 22 item 4): a provider's delivered, bounced
 or complained event about a transactional message lands on that message, shown where the
-outbox is shown (the admin API and `tidings outbox show`)."""
+outbox and the job are shown (the admin API, `tidings outbox show`, `tidings jobs show`)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,15 @@ async def test_a_transactional_messages_bounce_and_delivery_are_shown_with_it(
         assert datetime.fromisoformat(outcome["bounced_at"]) == bounced_at
         assert datetime.fromisoformat(outcome["delivered_at"]) == bounced_at - timedelta(minutes=10)
         assert outcome["complained_at"] is None
+        job_id = queued.json()["job_id"]
+        job = (await client.get(f"/api/admin/jobs/{job_id}", headers=headers)).json()
+        assert job["outcome"] == outcome  # also where the job is inspected
         env = clean_env(DATABASE_URL=database_url)
         shown_cli = await asyncio.to_thread(tidings, "outbox", "show", str(item["id"]), env=env)
+        job_cli = await asyncio.to_thread(tidings, "jobs", "show", str(job_id), env=env)
     assert shown_cli.returncode == 0, shown_cli.output
     assert "Outcome: delivered " in shown_cli.stdout
     assert "hard bounce (550)" in shown_cli.stdout
+    assert job_cli.returncode == 0, job_cli.output
+    assert "outcome: delivered " in job_cli.stdout
+    assert "hard bounce (550)" in job_cli.stdout

@@ -90,7 +90,7 @@ def show(
     async def go() -> tuple[bytes, MessageOutcome | None]:
         async with container_for(ctx) as container:
             captured = await container.captured_mail.get(message_id)
-            return captured.raw, await container.captured_mail.outcome(captured)
+            return captured.raw, await container.message_outcomes.of_message(captured.message_id)
 
     data, outcome = run(go)
     if raw:
@@ -112,7 +112,7 @@ def show(
         _print_readable(message, outcome)
 
 
-def _outcome_line(outcome: MessageOutcome | None) -> str:
+def outcome_line(outcome: MessageOutcome | None) -> str:
     """What was heard back about the message (PRV-6), one line."""
     if outcome is None:
         return "nothing reported (not a transactional message)"
@@ -130,7 +130,7 @@ def _outcome_line(outcome: MessageOutcome | None) -> str:
 def _print_readable(message: ReadableMessage, outcome: MessageOutcome | None) -> None:
     for name, value in message.headers:
         print(f"{name}: {value}")
-    print(f"Outcome: {_outcome_line(outcome)}")
+    print(f"Outcome: {outcome_line(outcome)}")
     print()
     print((message.text or "(no plain-text part; try --html or --open)").rstrip("\n"))
     if message.links:

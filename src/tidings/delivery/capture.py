@@ -11,10 +11,9 @@ from email.policy import default as default_policy
 
 from tidings.delivery.provider import Envelope, SendResult
 from tidings.domain.errors import NotFound
-from tidings.storage import outbox, transactional_outcomes
+from tidings.storage import outbox
 from tidings.storage.database import Database
 from tidings.storage.outbox import CapturedMessage
-from tidings.storage.transactional_outcomes import MessageOutcome
 
 
 class CaptureProvider:
@@ -72,9 +71,3 @@ class CapturedMail:
         if found is None:
             raise NotFound(f"no captured message with id {message_id}")
         return found
-
-    async def outcome(self, message: CapturedMessage) -> MessageOutcome | None:
-        """What was reported back about a captured transactional message (delivered,
-        bounced, complained), if it is one."""
-        async with self._db.read() as conn:
-            return await transactional_outcomes.outcome_of_message(conn, message.message_id)

@@ -54,7 +54,7 @@ class CapturedDetail(CapturedPublic):
 @router.get("/{message_id}", summary="One captured message's metadata and reported outcome")
 async def get_captured(container: ContainerDep, message_id: MessageId) -> CapturedDetail:
     message = await container.captured_mail.get(message_id)
-    outcome = await container.captured_mail.outcome(message)
+    outcome = await container.message_outcomes.of_message(message.message_id)
     return CapturedDetail(
         **CapturedPublic.of(message).model_dump(),
         outcome=None if outcome is None else MessageOutcomePublic.of(outcome),
