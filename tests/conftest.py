@@ -28,7 +28,7 @@ import pytest
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from tidings.delivery.dev_server import DevProviderServer
+    from tidings.devservers.dev_server import DevProviderServer
 
 # Browser fixtures (pytest-playwright on the system Chromium), for every test that needs a page.
 pytest_plugins = ["tests.support.browser"]
@@ -273,7 +273,7 @@ def _forget_finished_apps() -> Iterator[None]:
 @pytest.fixture
 async def dev_provider() -> AsyncIterator[DevProviderServer]:
     """The Mailgun-compatible dev server (PRV-4) on a free loopback port, empty, no faults."""
-    from tidings.delivery.dev_server import run_dev_provider
+    from tidings.devservers.dev_server import run_dev_provider
 
     async with run_dev_provider() as server:
         yield server

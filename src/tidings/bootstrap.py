@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -42,22 +43,23 @@ from tidings.audience.subscribers import Subscribers
 from tidings.audience.suppression import Suppressions
 from tidings.audience.suppression_key import adopt_suppression_key
 from tidings.campaigns.archive import PublicArchive
-from tidings.campaigns.batch_handover import BatchHandover
 from tidings.campaigns.context import SendingContext, SendPolicy
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
-from tidings.campaigns.finalise import Finaliser
-from tidings.campaigns.handover import Handover, PerRecipientHandover
-from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
-from tidings.campaigns.lifecycle import CampaignSends
+from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
+from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.send_batch import SendBatchHandler
+from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
+from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
-from tidings.campaigns.send_job import CampaignSender
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.statistics import StatisticsReader
-from tidings.campaigns.submission import BatchSubmitter
+from tidings.campaigns.submit.per_batch import PerBatchSubmit
+from tidings.campaigns.submit.per_recipient import PerRecipientSubmit
+from tidings.campaigns.submit.strategy import SubmitStrategy
 from tidings.config import (
     MailgunSettings,
     PrivacySettings,
@@ -67,25 +69,25 @@ from tidings.config import (
     mask_url_password,
     placeholder_identity,
 )
-from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
-from tidings.delivery.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
 from tidings.delivery.imap_mailbox import MailboxAccount
 from tidings.delivery.mailgun import MailgunProvider
-from tidings.delivery.message_outcomes import MessageOutcomes
 from tidings.delivery.provider import PerRecipientProvider
-from tidings.delivery.send_rate import SendRateLimiter
 from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
 from tidings.observability.metrics import Metrics
+from tidings.outbound.capture import CapturedMail, CaptureProvider
+from tidings.outbound.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.outbound.message_outcomes import MessageOutcomes
+from tidings.outbound.send_rate import SendRateLimiter
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
 from tidings.queue.service import JobQueue, Periodic
 from tidings.rendering import Pages, TemplateEngine, Theme
@@ -157,7 +159,7 @@ class Container:
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
     sending: SendingContext
-    sends: CampaignSends
+    sends: CampaignLifecycle
     send_status: SendStatusReader
     statistics: StatisticsReader
     listing: CampaignListing
@@ -193,7 +195,7 @@ class Container:
             self.resources.push_async_callback(self._email_provider.close)
         return self._email_provider
 
-    def campaign_handover(self) -> Handover:
+    def submit_strategy(self) -> SubmitStrategy[Any]:
         """How campaign batches reach the provider: one call per batch for a batch API,
         recipient by recipient for SMTP and the local capture."""
         bulk = self.settings.bulk_email
@@ -210,14 +212,14 @@ class Container:
                     self.resources.push_async_callback(built[domain].close)
                 return built[domain]
 
-            return BatchHandover(
+            return PerBatchSubmit(
                 provider_for,
                 deadline_seconds=mailgun.timeout_seconds + 5,
                 limiter=self.send_rate_limiter(),
             )
         provider = self.email_provider()
         bounce_address = self.settings.inbound.bounce_address
-        return PerRecipientHandover(
+        return PerRecipientSubmit(
             provider,
             chunk=bulk.in_flight_chunk,
             concurrency=bulk.submission_concurrency,
@@ -277,20 +279,23 @@ class Container:
         bulk = self.settings.bulk_email
         # Long jobs: they renew their lease while they work instead of running under a deadline.
         registry.register(
-            SEND_CAMPAIGN, CampaignSender(self.sending), concurrency=1, renew_lease=True
+            SEND_CAMPAIGN, SendCampaignHandler(self.sending), concurrency=1, renew_lease=True
         )
         registry.register(
             SEND_BATCH,
-            BatchSubmitter(
+            SendBatchHandler(
                 self.sending,
-                self.campaign_handover(),
+                self.submit_strategy(),
                 worker=f"{socket.gethostname()}:{os.getpid()}",
             ),
             concurrency=bulk.concurrency,
             renew_lease=True,
         )
         registry.register(
-            FINALISE_CAMPAIGN, Finaliser(self.sending), concurrency=1, renew_lease=True
+            FINALISE_CAMPAIGN,
+            FinaliseCampaignHandler(self.sending),
+            concurrency=1,
+            renew_lease=True,
         )
         registry.register(
             DELIVER_WEBHOOK,
@@ -587,7 +592,7 @@ def build(
             context=audience,
         ),
         sending=sending,
-        sends=CampaignSends(sending),
+        sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
         listing=CampaignListing(sending),

@@ -16,7 +16,7 @@ from tests.support.waiting import wait_for
 from tidings.audience.consent_requests import REQUEST_CONSENT
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container
-from tidings.delivery.email_jobs import SEND_EMAIL
+from tidings.outbound.email_jobs import SEND_EMAIL
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
 from tidings.storage.tables import (

@@ -12,8 +12,8 @@ from tests.support.sending import (
     wait_for_campaign_status,
     workers,
 )
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 
 
 async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(

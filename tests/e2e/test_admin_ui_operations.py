@@ -8,8 +8,8 @@ from sqlalchemy import select
 from tests.factories import make_settings
 from tests.support.admin_ui import composed_campaign, signed_in, ui_app
 from tests.support.sending import batch_provider_settings, wait_for_campaign_status, workers
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.storage.tables import campaign_batches
 
 

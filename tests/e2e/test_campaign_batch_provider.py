@@ -24,11 +24,11 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
 from tidings.queue import store
-from tidings.storage import recipients as recipient_queries
+from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.tables import campaign_batches, jobs, send_rates, webhook_deliveries
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer]
@@ -169,8 +169,8 @@ async def test_a_worker_dying_during_a_batch_call_leaves_it_for_an_operator(
         batch_id = (
             await conn.execute(select(campaign_batches.c.id).where(campaign_batches.c.page == 1))
         ).scalar_one()
-        await recipient_queries.claim(conn, batch_id, token=dying.claim_token, now=now)
-        await recipient_queries.mark_handed_over(conn, batch_id, token=dying.claim_token, at=now)
+        await claim_queries.claim(conn, batch_id, token=dying.claim_token, now=now)
+        await claim_queries.mark_handed_over(conn, batch_id, token=dying.claim_token, at=now)
         # ...and dies: its lease lapses.
         await conn.execute(
             update(jobs).where(jobs.c.id == dying.id).values(locked_until=now - timedelta(1))

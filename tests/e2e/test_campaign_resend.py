@@ -24,10 +24,10 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN
-from tidings.delivery.capture import CaptureProvider
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.delivery.provider import PermanentFailure
-from tidings.storage import interventions
+from tidings.outbound.capture import CaptureProvider
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_recipients, captured_messages, subscribers
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]

@@ -25,10 +25,10 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
-from tidings.storage import interventions
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
+from tidings.storage.sending import interventions
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,

@@ -23,7 +23,7 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import utcnow
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 from tidings.storage.tables import (
     campaign_batches,
     captured_messages,

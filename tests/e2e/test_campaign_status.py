@@ -25,7 +25,7 @@ from tests.support.sending import (
     wait_for_sent,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.storage.tables import campaign_batches, campaign_sends
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str]]

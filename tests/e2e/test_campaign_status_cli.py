@@ -25,9 +25,9 @@ from tests.support.sending import (
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer
-from tidings.storage import interventions
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches
 
 Studio = tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer, str]

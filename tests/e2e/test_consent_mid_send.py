@@ -17,7 +17,7 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import Container, utcnow
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 from tidings.storage.tables import (
     campaign_recipients,
     subscribers,

@@ -23,7 +23,7 @@ from tests.support.waiting import wait_for
 from tidings.api.app import create_app
 from tidings.bootstrap import Container, utcnow
 from tidings.config import Settings
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 
 FAST_QUEUE = {
     "poll_interval_seconds": 0.05,

@@ -23,9 +23,9 @@ import pytest
 
 from tests.support.cli import clean_env, tidings
 from tests.support.waiting import wait_until
-from tidings.delivery.dev_faults import Action, Fault, FaultPlan
-from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
 from tidings.delivery.form_data import FilePart, encode_multipart
+from tidings.devservers.dev_faults import Action, Fault, FaultPlan
+from tidings.devservers.dev_server import DevProviderServer, run_dev_provider
 
 SEND = "/v3/mg.example.com/messages"
 SEND_MIME = "/v3/mg.example.com/messages.mime"

@@ -16,8 +16,8 @@ from tests.support.sending import (
     wait_for,
     wait_for_campaign_status,
 )
-from tidings.delivery.dev_events import events_for
-from tidings.delivery.dev_server import DevProviderServer
+from tidings.devservers.dev_events import events_for
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.storage.tables import subscribers, suppressions
 
 READERS = ("ann@example.test", "bounce-bob@example.test", "complain-cy@example.test")

@@ -27,10 +27,10 @@ from tests.support.sending import (
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container, utcnow
-from tidings.delivery import dev_reports
-from tidings.delivery.dev_reports import ReportSender
 from tidings.delivery.inbound_server import InboundServer
-from tidings.delivery.sink import ReceivedMessage, SmtpSink
+from tidings.devservers import dev_reports
+from tidings.devservers.dev_reports import ReportSender
+from tidings.devservers.sink import ReceivedMessage, SmtpSink
 from tidings.storage.tables import (
     campaign_recipients,
     inbound_events,

@@ -18,14 +18,6 @@ from tests.integration.test_mailgun_provider import (
 )
 from tests.support.queue_policy import policy
 from tidings.bootstrap import utcnow
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
-from tidings.delivery.email_jobs import (
-    SEND_EMAIL,
-    EmailJobHandler,
-    Mailer,
-    TransactionalEmail,
-)
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import (
     DeliveryFailure,
@@ -36,7 +28,15 @@ from tidings.delivery.provider import (
     TemporaryFailure,
     UncertainDelivery,
 )
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer, run_dev_provider
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.email_jobs import (
+    SEND_EMAIL,
+    EmailJobHandler,
+    Mailer,
+    TransactionalEmail,
+)
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
 from tidings.queue.worker import Worker

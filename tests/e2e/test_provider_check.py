@@ -10,7 +10,7 @@ from typing import Any
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.admin_ui import signed_in, ui_app
 from tidings.bootstrap import utcnow
-from tidings.delivery.sink import SmtpSink
+from tidings.devservers.sink import SmtpSink
 
 
 def _smtp_settings(database_url: str, port: int) -> Any:

@@ -31,8 +31,8 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.config import Settings
-from tidings.delivery.dev_server import DevProviderServer
 from tidings.delivery.mailgun_events import event_data, signed_body
+from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
 from tidings.storage.tables import (
     address_history,

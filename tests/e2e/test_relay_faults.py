@@ -25,7 +25,7 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container, utcnow
 from tidings.config import load_settings
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 from tidings.storage.tables import campaign_recipients, jobs, subscribers
 
 PATIENT_QUEUE = {**FAST_QUEUE, "max_attempts": 100}

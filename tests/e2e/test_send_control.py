@@ -26,9 +26,9 @@ from tests.support.sending import (
     wait_for_campaign_status,
 )
 from tidings.bootstrap import Container
-from tidings.delivery.sink import Faults
+from tidings.devservers.sink import Faults
 from tidings.domain.jobs import JobStatus
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches
 
 pytestmark = pytest.mark.slow

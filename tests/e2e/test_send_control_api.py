@@ -26,7 +26,7 @@ from tests.support.sending import (
 from tidings.bootstrap import Container
 from tidings.cli.main import app as cli
 from tidings.domain.jobs import JobStatus
-from tidings.storage import interventions
+from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches, captured_messages
 
 

@@ -18,7 +18,7 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import Container, utcnow
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 
 READERS = 60  # two batches of 30 (free and paid readers are two segments)
 

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from tests.support.processes import campaign_ready, delivered, tail, worker_env, worker_process
 from tests.support.sending import recipient_states, wait_for, wait_for_campaign_status
 from tidings.bootstrap import Container
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 from tidings.domain.jobs import JobStatus
 from tidings.storage.tables import campaign_batches, campaign_recipients
 

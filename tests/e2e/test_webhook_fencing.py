@@ -13,8 +13,8 @@ from tests.e2e.test_delivery_engine import Receiver
 from tests.factories import make_settings
 from tests.support.waiting import wait_for
 from tidings.bootstrap import running
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, WebhookJobHandler
 from tidings.domain.jobs import ClaimLost, GiveUp
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler
 from tidings.queue import store as job_store
 from tidings.storage import webhooks as webhook_queries
 from tidings.storage.tables import jobs

@@ -12,9 +12,9 @@ import pytest
 from tests.e2e.test_delivery_engine import FAST_QUEUE, Receiver, serving
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.waiting import wait_for
-from tidings.delivery.webhooks import DELIVER_WEBHOOK
 from tidings.domain.events import webhook_delivery_key
 from tidings.domain.jobs import GiveUp, JobStatus
+from tidings.outbound.webhooks import DELIVER_WEBHOOK
 from tidings.queue import store as job_store
 
 LEASE = timedelta(seconds=60)

@@ -17,8 +17,8 @@ from tests.support.cli import clean_env, tidings
 from tests.support.tls import client_context, self_signed_certificate, server_context
 from tidings.bootstrap import utcnow
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
-from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
-from tidings.delivery.sink import SmtpSink
+from tidings.devservers.dev_server import DevProviderServer, run_dev_provider
+from tidings.devservers.sink import SmtpSink
 
 USER, PASSWORD = "relay-user", "s3cret"
 

@@ -20,7 +20,7 @@ from tests.support.sending import (
     wait_for_campaign_status,
     wait_for_sent,
 )
-from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
 from tidings.storage.tables import campaign_sends, campaigns, jobs
 
 HOLDER = "h" * 32

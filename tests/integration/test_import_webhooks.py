@@ -13,7 +13,7 @@ from tests.support.audience import audience_context
 from tests.support.clock import Clock
 from tidings.audience.context import AudienceContext
 from tidings.audience.importer import Importer
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, DeliverWebhook
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, DeliverWebhook
 from tidings.queue import store as job_store
 from tidings.queue.job import Job
 from tidings.storage import importing

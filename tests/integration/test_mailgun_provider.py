@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tidings.delivery.dev_faults import Fault
-from tidings.delivery.dev_server import DevProviderServer, run_dev_provider
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import (
     BatchMessage,
@@ -28,6 +26,8 @@ from tidings.delivery.provider import (
     TemporaryFailure,
     UncertainDelivery,
 )
+from tidings.devservers.dev_faults import Fault
+from tidings.devservers.dev_server import DevProviderServer, run_dev_provider
 from tidings.domain.email_headers import message_id
 
 DOMAIN = "mg.example.com"

@@ -15,10 +15,10 @@ from tests.support.sending import (
     studio_with,
     wait_for_send_status,
 )
-from tidings.campaigns.jobs import SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.domain.send_status import is_resendable_failure
 from tidings.domain.sending import RecipientState
-from tidings.storage import send_repairs
+from tidings.storage.sending import send_repairs
 from tidings.storage.tables import campaign_recipients
 
 REASONS = [

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 from tests.support.clock import Clock
 from tests.support.queue_policy import policy
-from tidings.delivery.capture import CapturedMail, CaptureProvider
 from tidings.delivery.provider import Envelope
-from tidings.delivery.webhooks import Webhooks
+from tidings.outbound.capture import CapturedMail, CaptureProvider
+from tidings.outbound.webhooks import Webhooks
 from tidings.queue.service import JobQueue
 from tidings.storage import webhooks as webhook_queries
 from tidings.storage.database import Database

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from tidings.delivery.send_rate import SendRateLimiter
-from tidings.storage import send_rate as rows
+from tidings.outbound.send_rate import SendRateLimiter
 from tidings.storage.database import Database, create_database
+from tidings.storage.sending import send_rate as rows
 
 PROVIDER = "smtp"
 

@@ -28,9 +28,9 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_BATCH, SEND_CAMPAIGN, SendBatch, SendCampaign
-from tidings.delivery.capture import CaptureProvider
+from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendBatch, SendCampaign
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.capture import CaptureProvider
 from tidings.storage.tables import captured_messages, jobs
 
 

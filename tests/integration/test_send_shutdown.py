@@ -24,12 +24,12 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_BATCH, SEND_CAMPAIGN, SendCampaign
-from tidings.delivery.capture import CaptureProvider
+from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendCampaign
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.capture import CaptureProvider
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending.campaign_sends import SendRow
 from tidings.storage.tables import campaign_batches, captured_messages
 
 READERS = 30  # 15 free and 15 paid, in pages of 10: four batches

@@ -24,7 +24,7 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.campaigns.verification import check_ownership
 from tidings.domain.sending import VerificationFailed
 from tidings.storage.tables import (

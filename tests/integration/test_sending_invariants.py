@@ -28,11 +28,11 @@ from tests.support.sending import (
     wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs import SEND_CAMPAIGN, SendCampaign
-from tidings.delivery.capture import CaptureProvider
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import RecipientState
-from tidings.storage import recipients as recipient_queries
+from tidings.outbound.capture import CaptureProvider
+from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
@@ -272,11 +272,11 @@ async def test_a_stale_batch_claim_is_taken_over_and_a_fresh_one_left_alone(
     batch_id, holder = await _claimed_batch(container, campaign_id)
     now = container.sending.now()
     async with container.db.write() as conn:
-        assert await recipient_queries.claim(conn, batch_id, token=holder.claim_token, now=now) == (
+        assert await claim_queries.claim(conn, batch_id, token=holder.claim_token, now=now) == (
             "claimed",
             None,
         )
-        await recipient_queries.move(
+        await claim_queries.move(
             conn,
             batch_id,
             token=holder.claim_token,
@@ -285,15 +285,15 @@ async def test_a_stale_batch_claim_is_taken_over_and_a_fresh_one_left_alone(
             from_states=[RecipientState.PENDING],
             to_state=RecipientState.SENDING,
         )
-        outcome = await recipient_queries.claim(conn, batch_id, token="b" * 32, now=now)
+        outcome = await claim_queries.claim(conn, batch_id, token="b" * 32, now=now)
     assert outcome == ("held", None)
     async with container.db.write() as conn:  # the holder's worker dies: its lease lapses
         await conn.execute(
             update(jobs).where(jobs.c.id == holder.id).values(locked_until=now - timedelta(1))
         )
-        outcome = await recipient_queries.claim(conn, batch_id, token="b" * 32, now=now)
+        outcome = await claim_queries.claim(conn, batch_id, token="b" * 32, now=now)
         assert outcome == ("taken_over", holder.claim_token)
-        moved = await recipient_queries.move(
+        moved = await claim_queries.move(
             conn,
             batch_id,
             token="b" * 32,
@@ -317,7 +317,7 @@ async def test_a_late_worker_can_write_nothing_after_its_claim_is_reclaimed(
     batch_id, late = await _claimed_batch(container, campaign_id)
     now = container.sending.now()
     async with container.queue.fenced(late) as conn:
-        await recipient_queries.claim(conn, batch_id, token=late.claim_token, now=now)
+        await claim_queries.claim(conn, batch_id, token=late.claim_token, now=now)
     async with container.db.write() as conn:  # lease lapsed; another worker reclaims the job
         await conn.execute(
             update(jobs)
@@ -326,7 +326,7 @@ async def test_a_late_worker_can_write_nothing_after_its_claim_is_reclaimed(
         )
     with pytest.raises(ClaimLost):
         async with container.queue.fenced(late) as conn:
-            await recipient_queries.move(
+            await claim_queries.move(
                 conn,
                 batch_id,
                 token=late.claim_token,
@@ -335,7 +335,7 @@ async def test_a_late_worker_can_write_nothing_after_its_claim_is_reclaimed(
                 to_state=RecipientState.SENT,
             )
     async with container.db.write() as conn:  # even outside the fence: the batch token
-        moved = await recipient_queries.move(
+        moved = await claim_queries.move(
             conn,
             batch_id,
             token="c" * 32,
@@ -467,21 +467,23 @@ async def test_a_batch_provider_raising_anything_leaves_its_batch_recorded_not_t
     nothing written until its lease lapses."""
     from structlog.testing import capture_logs
 
-    from tidings.campaigns.batch_handover import BatchHandover
-    from tidings.campaigns.finalise import Finaliser
-    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH
-    from tidings.campaigns.send_job import CampaignSender
-    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
+    from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH
+    from tidings.campaigns.jobs.send_batch import SendBatchHandler
+    from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
+    from tidings.campaigns.submit.per_batch import PerBatchSubmit
     from tidings.queue.policy import HandlerRegistry
 
     client, container, headers = studio
     campaign_id = await create_campaign(client, headers)
     await _send(client, headers, campaign_id)
-    handover = BatchHandover(lambda _domain: MeltingBatchProvider(), deadline_seconds=5)
+    strategy = PerBatchSubmit(lambda _domain: MeltingBatchProvider(), deadline_seconds=5)
     handlers = HandlerRegistry()
-    handlers.register(SEND_CAMPAIGN, CampaignSender(container.sending), renew_lease=True)
-    handlers.register(SEND_BATCH, BatchSubmitter(container.sending, handover), renew_lease=True)
-    handlers.register(FINALISE_CAMPAIGN, Finaliser(container.sending), renew_lease=True)
+    handlers.register(SEND_CAMPAIGN, SendCampaignHandler(container.sending), renew_lease=True)
+    handlers.register(SEND_BATCH, SendBatchHandler(container.sending, strategy), renew_lease=True)
+    handlers.register(
+        FINALISE_CAMPAIGN, FinaliseCampaignHandler(container.sending), renew_lease=True
+    )
     with capture_logs() as logs:
         async with running(container, handlers):
             assert await wait_for_campaign_status(container, campaign_id) == "failed"

@@ -21,8 +21,8 @@ from tidings.delivery.provider import (
     TemporaryFailure,
     UncertainDelivery,
 )
-from tidings.delivery.sink import Faults, SmtpSink
 from tidings.delivery.smtp import SmtpProvider
+from tidings.devservers.sink import Faults, SmtpSink
 
 TIMEOUT = 0.5
 

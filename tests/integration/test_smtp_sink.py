@@ -14,7 +14,7 @@ import aiosmtplib
 import pytest
 
 from tidings.bootstrap import utcnow
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 
 TIMEOUT = 0.5
 MESSAGE = b"Subject: hi\r\n\r\nbody line\r\n"

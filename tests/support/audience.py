@@ -8,8 +8,8 @@ from tests.support.clock import Clock
 from tidings.audience.context import AudienceContext
 from tidings.bootstrap import queue_policy
 from tidings.config import QueueSettings
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import Webhooks
+from tidings.outbound.email_jobs import Mailer
+from tidings.outbound.webhooks import Webhooks
 from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
 from tidings.storage.database import Database

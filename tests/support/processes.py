@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.factories import api_client, make_settings
 from tests.support.sending import queued_send
 from tidings.bootstrap import Container, utcnow
-from tidings.delivery.sink import Faults, SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 
 LEASE_SECONDS = 2.0
 IN_FLIGHT_CHUNK = 20

@@ -17,7 +17,7 @@ from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
-from tidings.storage import seeding
+from tidings.storage.bench import seeding
 from tidings.storage.tables import campaign_recipients, campaigns, newsletters, subscribers
 
 TERMINAL = frozenset({"submitted", "failed"})
@@ -163,15 +163,15 @@ def registry(
 ) -> Any:
     """The campaign handlers as bootstrap registers them, optionally only some kinds, with a
     given provider (a double of the outside world) instead of the configured one."""
-    from tidings.campaigns.finalise import Finaliser
-    from tidings.campaigns.handover import PerRecipientHandover
-    from tidings.campaigns.jobs import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
-    from tidings.campaigns.send_job import CampaignSender
-    from tidings.campaigns.submission import BatchSubmitter
+    from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
+    from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+    from tidings.campaigns.jobs.send_batch import SendBatchHandler
+    from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
+    from tidings.campaigns.submit.per_recipient import PerRecipientSubmit
     from tidings.queue.policy import HandlerRegistry
 
-    handover = (
-        PerRecipientHandover(
+    strategy = (
+        PerRecipientSubmit(
             provider,
             chunk=5,
             concurrency=4,
@@ -180,12 +180,12 @@ def registry(
             retry_pause_seconds=0.01,
         )
         if provider is not None
-        else container.campaign_handover()
+        else container.submit_strategy()
     )
     handlers = {
-        SEND_CAMPAIGN: (CampaignSender(container.sending), send_concurrency),
-        SEND_BATCH: (BatchSubmitter(container.sending, handover), 2),
-        FINALISE_CAMPAIGN: (Finaliser(container.sending), 1),
+        SEND_CAMPAIGN: (SendCampaignHandler(container.sending), send_concurrency),
+        SEND_BATCH: (SendBatchHandler(container.sending, strategy), 2),
+        FINALISE_CAMPAIGN: (FinaliseCampaignHandler(container.sending), 1),
     }
     chosen = HandlerRegistry()
     for kind, (handler, concurrency) in handlers.items():

@@ -5,8 +5,8 @@ from pathlib import Path
 from tests.factories import make_settings
 from tests.support.clock import Clock
 from tidings.bootstrap import build
-from tidings.delivery.capture import CaptureProvider
 from tidings.delivery.provider import Envelope, SendResult
+from tidings.outbound.capture import CaptureProvider
 from tidings.storage import migrate
 
 

@@ -15,10 +15,10 @@ from tests.factories import make_settings
 from tidings.audience.consent_requests import REQUEST_CONSENT
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container, build
-from tidings.campaigns.jobs import SEND_BATCH, SEND_KINDS
+from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_KINDS
 from tidings.cli.context import run
-from tidings.delivery.email_jobs import SEND_EMAIL
-from tidings.delivery.webhooks import DELIVER_WEBHOOK
+from tidings.outbound.email_jobs import SEND_EMAIL
+from tidings.outbound.webhooks import DELIVER_WEBHOOK
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 

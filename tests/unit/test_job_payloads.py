@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tidings.delivery.email_jobs import RawEmail, TransactionalEmail, email_of
-from tidings.delivery.webhooks import DeliverWebhook
 from tidings.domain.jobs import GiveUp, JobStatus
+from tidings.outbound.email_jobs import RawEmail, TransactionalEmail, email_of
+from tidings.outbound.webhooks import DeliverWebhook
 from tidings.queue.job import Job
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from tidings.campaigns.recovery import started_at
 from tidings.config import ConfigurationError, load_settings
-from tidings.storage.campaign_sends import ActiveSend
+from tidings.storage.sending.campaign_sends import ActiveSend
 
 MONDAY = datetime(2026, 3, 2, 9, tzinfo=UTC)
 

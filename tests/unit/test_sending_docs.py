@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from tidings.campaigns.events import EVENT_NAMES
-from tidings.campaigns.finalise import BatchFailed, OutcomeUncertain
+from tidings.campaigns.jobs.finalise_campaign import BatchFailed, OutcomeUncertain
 from tidings.config import iter_keys
 from tidings.domain.sending import RecipientState, VerificationFailed
 

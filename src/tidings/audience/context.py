@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import Webhooks
 from tidings.domain import tokens
 from tidings.domain.clock import Clock
+from tidings.outbound.email_jobs import Mailer
+from tidings.outbound.webhooks import Webhooks
 from tidings.queue.service import JobQueue
 from tidings.rendering import DEFAULT_THEME, TemplateEngine, Theme
 from tidings.storage.database import Database

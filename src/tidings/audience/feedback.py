@@ -35,10 +35,11 @@ from tidings.domain.feedback import (
     verdict,
 )
 from tidings.storage import feedback as queries
-from tidings.storage import recipient_outcomes, transactional_outcomes
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
+from tidings.storage import transactional_outcomes
+from tidings.storage.sending import recipient_outcomes
 from tidings.storage.subscribers import SubscriberRow
 
 log = structlog.get_logger("tidings.feedback")

@@ -20,11 +20,12 @@ from tidings.audience.subscriber_mail import queue_welcome_email
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
-from tidings.storage import confirmations, recipient_outcomes
+from tidings.storage import confirmations
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
+from tidings.storage.sending import recipient_outcomes
 from tidings.storage.subscribers import SubscriberRow
 from tidings.storage.subscriptions import SubscriptionRow
 

@@ -20,9 +20,9 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.delivery.email_jobs import EmailJobHandler, TransactionalEmail
 from tidings.domain import tokens
 from tidings.domain.consent import SubscriptionState, subscription_state
+from tidings.outbound.email_jobs import EmailJobHandler, TransactionalEmail
 from tidings.queue.job import Job, JobPayload
 from tidings.rendering.notice import render_confirmation_email, render_notice
 from tidings.storage import confirmations, transactional_outcomes

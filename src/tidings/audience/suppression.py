@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tidings.audience.context import AudienceContext
 from tidings.audience.events import subscriber_event
 from tidings.domain.audience import normalise_email
@@ -13,12 +11,6 @@ from tidings.storage import suppressions as queries
 from tidings.storage.suppressions import SuppressionRow
 
 REASONS = ("hard_bounce", "complaint", "admin", "unsubscribe_all")
-
-
-@dataclass(frozen=True, slots=True)
-class SuppressionView:
-    row: SuppressionRow
-    subscriber_id: int | None  # when a subscriber with the address still exists
 
 
 class Suppressions:

@@ -1,1 +1,2 @@
-"""Campaign use cases: compose (drafts, preview, test send); later prepare, submit, finalise."""
+"""Campaign use cases (SPEC §5): compose, send and schedule, prepare, the send's three jobs and
+their submit strategies, finalise, status, control and retry."""

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tidings.campaigns.drafts import CampaignDrafts
-from tidings.delivery.webhooks import Webhooks
 from tidings.domain.jobs import ClaimLost
+from tidings.outbound.webhooks import Webhooks
 from tidings.queue.job import Job
 from tidings.queue.service import JobQueue
-from tidings.storage import campaign_sends as send_queries
 from tidings.storage.database import Database
+from tidings.storage.sending import campaign_sends as send_queries
 
 
 @dataclass(frozen=True, slots=True)

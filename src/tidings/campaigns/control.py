@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import FinaliseCampaign, SendCampaign
+from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendCampaign
 from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
@@ -35,10 +35,10 @@ from tidings.domain.sending import (
     check_count,
 )
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import interventions
-from tidings.storage import send_control as control_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import interventions
+from tidings.storage.sending import send_control as control_queries
 
 log = structlog.get_logger("tidings.campaigns")
 PAUSABLE = (CampaignStatus.PENDING, CampaignStatus.SUBMITTING)

@@ -14,7 +14,6 @@ from typing import Any, Literal
 import structlog
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
-from tidings.delivery.email_jobs import Mailer, RawEmail
 from tidings.domain import tokens
 from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock, require_timezone
@@ -22,6 +21,7 @@ from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.identity import NOT_CHECKED, SendingIdentity
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
+from tidings.outbound.email_jobs import Mailer, RawEmail
 from tidings.rendering import (
     CampaignContent,
     ListInfo,

@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 import structlog
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SendCampaign
+from tidings.campaigns.jobs.payloads import SendCampaign
 from tidings.domain.clock import require_timezone
 from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.sending import CampaignStatus
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import candidates as candidate_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import candidates as candidate_queries
+from tidings.storage.sending.campaign_sends import SendRow
 
 
 class EmptyAudience(Conflict):
@@ -41,7 +41,7 @@ class SendAccepted:
     job_id: int
 
 
-class CampaignSends:
+class CampaignLifecycle:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 

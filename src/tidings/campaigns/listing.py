@@ -10,12 +10,12 @@ from datetime import datetime
 from tidings.campaigns.context import SendingContext
 from tidings.domain.segments import parse_filter
 from tidings.domain.sending import CampaignStatus
-from tidings.storage import campaign_sends as send_queries
 from tidings.storage import campaigns as campaign_queries
-from tidings.storage import candidates as candidate_queries
 from tidings.storage import newsletters as newsletter_queries
-from tidings.storage import recipient_outcomes
 from tidings.storage.campaigns import CampaignRow
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import candidates as candidate_queries
+from tidings.storage.sending import recipient_outcomes
 
 NOT_SENT = frozenset({CampaignStatus.DRAFT, CampaignStatus.SCHEDULED})
 

@@ -35,10 +35,10 @@ from tidings.domain.sending import (
     plan_pages,
 )
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import candidates as candidate_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import candidates as candidate_queries
+from tidings.storage.sending.campaign_sends import SendRow
 
 log = structlog.get_logger("tidings.campaigns")
 PAGE_TRIES = 3

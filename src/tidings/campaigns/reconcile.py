@@ -18,19 +18,19 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.finalise import BatchFailed, OutcomeUncertain
-from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.campaigns.jobs.finalise_campaign import BatchFailed, OutcomeUncertain
+from tidings.campaigns.jobs.payloads import FinaliseCampaign
 from tidings.domain.errors import NotFound, TidingsError
 from tidings.domain.send_status import RECONCILED_NOT_SENT, RECONCILED_SENT
 from tidings.domain.sending import BatchStatus, CampaignStatus, RecipientState
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import interventions
-from tidings.storage import recipients as recipient_queries
-from tidings.storage import send_progress as progress_queries
-from tidings.storage import send_repairs as repair_queries
-from tidings.storage.batches import BatchRow
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import interventions
+from tidings.storage.sending import send_progress as progress_queries
+from tidings.storage.sending import send_repairs as repair_queries
+from tidings.storage.sending.batches import BatchRow
+from tidings.storage.sending.campaign_sends import SendRow
 
 log = structlog.get_logger("tidings.campaigns")
 OUTCOMES = (BatchStatus.SUBMITTED, BatchStatus.FAILED)
@@ -70,7 +70,7 @@ class Reconciler:
                 if outcome == BatchStatus.SUBMITTED
                 else (RecipientState.FAILED, RECONCILED_NOT_SENT)
             )
-            moved = await recipient_queries.move(
+            moved = await claim_queries.move(
                 conn,
                 batch_id,
                 token=token,
@@ -79,9 +79,9 @@ class Reconciler:
                 to_state=to_state,
                 reason=reason,
             )
-            counts = await recipient_queries.counts(conn, batch_id)
+            counts = await claim_queries.counts(conn, batch_id)
             failed = outcome == BatchStatus.FAILED
-            if not await recipient_queries.finish(
+            if not await claim_queries.finish(
                 conn,
                 batch_id,
                 token=token,
@@ -137,7 +137,7 @@ class Reconciler:
                 f"a worker ({batch.claimed_by or 'unknown'}) is submitting batch {batch_id} "
                 "right now and will record its outcome; wait for it"
             )
-        counts = await recipient_queries.counts(conn, batch_id)
+        counts = await claim_queries.counts(conn, batch_id)
         if counts[RecipientState.PENDING]:
             raise ReconcileRefused(
                 f"{counts[RecipientState.PENDING]} recipient(s) of batch {batch_id} were never "

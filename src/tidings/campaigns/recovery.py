@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 import structlog
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SEND_KINDS, SendCampaign, live_key_patterns
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage.campaign_sends import ActiveSend
+from tidings.campaigns.jobs.payloads import SEND_KINDS, SendCampaign, live_key_patterns
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending.campaign_sends import ActiveSend
 
 log = structlog.get_logger("tidings.campaigns")
 

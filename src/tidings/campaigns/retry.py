@@ -20,15 +20,15 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.jobs import SendCampaign
+from tidings.campaigns.jobs.payloads import SendCampaign
 from tidings.domain.errors import Conflict, NotFound, TidingsError
 from tidings.domain.send_status import RetryBlock, retry_blocked_by
 from tidings.domain.sending import CampaignStatus, RecipientState
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import interventions
-from tidings.storage import send_progress as progress_queries
-from tidings.storage import send_repairs as repair_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import interventions
+from tidings.storage.sending import send_progress as progress_queries
+from tidings.storage.sending import send_repairs as repair_queries
+from tidings.storage.sending.campaign_sends import SendRow
 
 log = structlog.get_logger("tidings.campaigns")
 

@@ -26,11 +26,11 @@ from tidings.domain.send_status import (
     phase_of,
 )
 from tidings.domain.sending import CampaignStatus, RecipientState
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import recipient_list
-from tidings.storage import send_control as control_queries
-from tidings.storage import send_progress as progress_queries
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import recipient_list
+from tidings.storage.sending import send_control as control_queries
+from tidings.storage.sending import send_progress as progress_queries
+from tidings.storage.sending.campaign_sends import SendRow
 
 _RECORD_FIELDS = [field.name for field in fields(SendRecord)]
 

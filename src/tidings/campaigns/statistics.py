@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from tidings.campaigns.context import SendingContext
 from tidings.domain.errors import NotFound
 from tidings.storage import campaigns as campaign_queries
-from tidings.storage import recipient_outcomes
+from tidings.storage.sending import recipient_outcomes
 
 COUNTS = ("sent", "delivered", "hard_bounced", "soft_bounced", "complained", "unsubscribed")
 

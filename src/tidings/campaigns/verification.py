@@ -9,8 +9,8 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import VerificationFailed
-from tidings.storage import batches as batch_queries
-from tidings.storage.batches import BatchRow
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending.batches import BatchRow
 
 
 async def check_ownership(conn: AsyncConnection, campaign_id: int) -> None:

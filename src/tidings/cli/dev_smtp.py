@@ -44,7 +44,7 @@ def dev_smtp(
     `tidings inbound`, as a relay and a mailbox provider would.
     """
     # The sink (aiosmtpd) is imported when it runs, not with the command tree.
-    from tidings.delivery.sink import Faults, SmtpSink
+    from tidings.devservers.sink import Faults, SmtpSink
 
     if store is not None:
         store.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,7 @@ def dev_smtp(
         report_host, _, report_port = reports_to.rpartition(":")
         if not report_host or not report_port.isdigit():
             raise typer.BadParameter("must be HOST:PORT", param_hint="--reports-to")
-        from tidings.delivery.dev_reports import ReportSender
+        from tidings.devservers.dev_reports import ReportSender
 
         reporter = ReportSender(report_host, int(report_port))
     faults = Faults(

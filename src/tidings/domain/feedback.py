@@ -146,10 +146,6 @@ def soft_bounce_run(record: AddressRecord, policy: BouncePolicy) -> bool:
     )
 
 
-def counted_soft_bounces(record: AddressRecord) -> int:
-    return len(record.soft_bounces)
-
-
 def stronger_reason(current: str | None, wanted: str) -> bool:
     """Does the policy reason `wanted` replace the stored `current` one? A reason the policy
     did not set (an admin's, say) is never replaced; a weaker policy reason is."""
@@ -158,11 +154,6 @@ def stronger_reason(current: str | None, wanted: str) -> bool:
     if current not in POLICY_REASONS:
         return False
     return POLICY_REASONS.index(wanted) > POLICY_REASONS.index(current)
-
-
-def bounce_kind_rank(kind: str | None) -> int:
-    """Per-recipient outcome precedence: a hard bounce outranks a soft one."""
-    return {"soft": 1, "hard": 2}.get(kind or "", 0)
 
 
 def _latest(current: datetime | None, at: datetime) -> datetime:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, or_, select, tuple_, update
+from sqlalchemy import delete, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.feedback import AddressRecord
@@ -106,11 +106,6 @@ async def list_events(
     if after_id is not None:
         query = query.where(inbound_events.c.id < after_id)
     return [InboundEventRow(**dict(row._mapping)) for row in await conn.execute(query)]
-
-
-async def count_by_status(conn: AsyncConnection) -> dict[str, int]:
-    query = select(inbound_events.c.status, func.count()).group_by(inbound_events.c.status)
-    return {status: int(count) for status, count in await conn.execute(query)}
 
 
 async def purge_events(conn: AsyncConnection, *, before: datetime) -> int:

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.recipient_outcomes import outcome_values
+from tidings.storage.sending.recipient_outcomes import outcome_values
 from tidings.storage.tables import transactional_messages
 from tidings.storage.upsert import insert_for
 

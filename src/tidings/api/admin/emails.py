@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep
 from tidings.api.schemas import EmailAddress, HeaderText
-from tidings.delivery.email_jobs import TransactionalEmail
+from tidings.outbound.email_jobs import TransactionalEmail
 
 router = APIRouter(prefix="/emails", tags=["admin: transactional email"])
 

@@ -26,9 +26,10 @@ from tidings.cli.bench.send import _wait_for_port
 from tidings.cli.context import free_port
 from tidings.delivery.mailgun_events import event_data, signed_body
 from tidings.domain.email_headers import message_id
-from tidings.storage import feedback, migrate, seeding
+from tidings.storage import feedback, migrate
+from tidings.storage.bench import seeding
+from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import create_database
-from tidings.storage.scratch import scratch_database
 from tidings.storage.tables import inbound_events, newsletters
 
 TARGET_EVENTS_PER_SECOND = 2000

@@ -15,16 +15,16 @@ from tidings.audience.import_chunks import ImportReport
 from tidings.audience.importer import Importer
 from tidings.bootstrap import queue_policy, utcnow
 from tidings.config import QueueSettings
-from tidings.delivery.email_jobs import Mailer
-from tidings.delivery.webhooks import DELIVER_WEBHOOK, Webhooks
 from tidings.domain.jobs import JobStatus
+from tidings.outbound.email_jobs import Mailer
+from tidings.outbound.webhooks import DELIVER_WEBHOOK, Webhooks
 from tidings.queue import store as job_store
 from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
 from tidings.storage import migrate
 from tidings.storage import newsletters as newsletter_queries
+from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import Database, create_database
-from tidings.storage.scratch import scratch_database
 
 NEWSLETTER = "bench"
 FIRST_NAMES = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia")

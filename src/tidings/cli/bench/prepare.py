@@ -20,15 +20,15 @@ from sqlalchemy import event
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import Container, running
 from tidings.campaigns.commands import DraftFields
-from tidings.campaigns.jobs import SEND_CAMPAIGN, SendCampaign
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
 from tidings.campaigns.preparation import Preparation
 from tidings.config import Settings, load_settings
 from tidings.domain.jobs import JobStatus
 from tidings.domain.segments import parse_filter
 from tidings.observability.logging import configure_logging
 from tidings.queue import store
-from tidings.storage import seeding
-from tidings.storage.scratch import scratch_database
+from tidings.storage.bench import seeding
+from tidings.storage.bench.scratch import scratch_database
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 

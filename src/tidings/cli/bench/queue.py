@@ -15,8 +15,8 @@ from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, run_benchmark_wor
 from tidings.config import QueueSettings
 from tidings.queue.service import JobQueue
 from tidings.storage import migrate
+from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import Database, create_database
-from tidings.storage.scratch import scratch_database
 
 ENQUEUE_CHUNK = 1000  # jobs per transaction in the batch enqueue
 SINGLE_ENQUEUES = 500  # jobs enqueued one per transaction (at most; part of the drained jobs)

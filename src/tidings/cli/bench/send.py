@@ -36,8 +36,8 @@ from tidings.rendering.bench import sample_recipient
 from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.render import SegmentRendering, render_segment
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
-from tidings.storage import seeding
-from tidings.storage.scratch import scratch_database
+from tidings.storage.bench import seeding
+from tidings.storage.bench.scratch import scratch_database
 
 POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
 DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"

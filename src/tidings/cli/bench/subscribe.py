@@ -20,7 +20,7 @@ from tidings.api.app import create_app
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import Container, build, start
 from tidings.config import load_settings
-from tidings.storage.scratch import scratch_database
+from tidings.storage.bench.scratch import scratch_database
 
 CASES = ("new", "pending", "confirmed", "unsubscribed", "suppressed")
 NEWSLETTER = "bench"

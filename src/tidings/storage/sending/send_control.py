@@ -11,7 +11,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchStatus, RecipientState
-from tidings.storage.recipients import claim_is_live
+from tidings.storage.sending.batch_claims import claim_is_live
 from tidings.storage.tables import campaign_batches, campaign_recipients, jobs
 
 CANCELLED_REASON = "send_cancelled"

@@ -12,7 +12,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import CampaignStatus
-from tidings.storage.recipients import claim_is_live
+from tidings.storage.sending.batch_claims import claim_is_live
 from tidings.storage.tables import campaign_sends, campaigns
 from tidings.storage.upsert import insert_for
 

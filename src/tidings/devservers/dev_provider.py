@@ -35,10 +35,10 @@ from urllib.parse import parse_qs
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from tidings.delivery.dev_events import EventPoster
-from tidings.delivery.dev_faults import Fault, FaultPlan, marker_rejection, parse_faults
-from tidings.delivery.dev_store import AcceptedBatch, AcceptedRecipient, DevStore, Template
-from tidings.delivery.dev_submission import (
+from tidings.devservers.dev_events import EventPoster
+from tidings.devservers.dev_faults import Fault, FaultPlan, marker_rejection, parse_faults
+from tidings.devservers.dev_store import AcceptedBatch, AcceptedRecipient, DevStore, Template
+from tidings.devservers.dev_submission import (
     Submission,
     SubmissionError,
     parse_mime_submission,

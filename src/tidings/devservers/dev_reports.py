@@ -14,7 +14,7 @@ from collections import Counter
 import aiosmtplib
 import structlog
 
-from tidings.delivery.sink import ReceivedMessage
+from tidings.devservers.sink import ReceivedMessage
 
 log = structlog.get_logger("tidings.delivery")
 REPORTER = "MAILER-DAEMON@dev-smtp.invalid"

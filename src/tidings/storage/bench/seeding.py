@@ -10,8 +10,8 @@ from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.segments import AudienceFilter
-from tidings.storage.candidates import audience
 from tidings.storage.importing import refresh_statistics
+from tidings.storage.sending.candidates import audience
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from tidings.domain.send_rate import SendRate, next_chunk
-from tidings.storage import send_rate as rows
 from tidings.storage.database import Database
+from tidings.storage.sending import send_rate as rows
 
 log = structlog.get_logger("tidings.send_rate")
 

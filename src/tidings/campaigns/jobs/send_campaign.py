@@ -11,20 +11,20 @@ import structlog
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.finalise import fail_campaign
-from tidings.campaigns.jobs import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
+from tidings.campaigns.jobs.finalise_campaign import fail_campaign
+from tidings.campaigns.jobs.payloads import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.preparation import Preparation, PreparationInterrupted
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 DISPATCH_CHUNK = 500
 
 
-class CampaignSender:
+class SendCampaignHandler:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
         self._preparation = Preparation(context)

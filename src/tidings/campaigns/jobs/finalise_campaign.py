@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import close_cancelled
-from tidings.campaigns.jobs import FinaliseCampaign
+from tidings.campaigns.jobs.payloads import FinaliseCampaign
 from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (
@@ -24,8 +24,8 @@ from tidings.domain.sending import (
     check_count,
 )
 from tidings.queue.job import Job
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 LOCK_BUSY_SECONDS = 1.0
@@ -77,7 +77,7 @@ async def fail_campaign(
     log.warning("campaign.failed", campaign_id=campaign_id, error_code=error.code, phase=phase)
 
 
-class Finaliser:
+class FinaliseCampaignHandler:
     def __init__(self, context: SendingContext) -> None:
         self._ctx = context
 

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.send_status import RECONCILED_NOT_SENT, TRANSIENT_MARKERS
 from tidings.domain.sending import BatchStatus, RecipientState
-from tidings.storage.recipients import claim_is_live
+from tidings.storage.sending.batch_claims import claim_is_live
 from tidings.storage.tables import campaign_batches, campaign_recipients
 
 # The recipient states a resend may choose from.

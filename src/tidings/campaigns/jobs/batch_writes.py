@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 import structlog
@@ -19,17 +20,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
+from tidings.campaigns.submit.strategy import InFlight, RecipientOutcome
 from tidings.domain.errors import TidingsError
 from tidings.domain.sending import CampaignStatus, RecipientState
 from tidings.queue.job import Job
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import recipients as recipient_queries
 from tidings.storage.errors import is_outage
+from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 T = TypeVar("T")
-# (recipient id, new state, reason code) for one recipient
-Outcome = tuple[int, RecipientState, str | None]
 FIRST_PAUSE_SECONDS = 0.1
 LONGEST_PAUSE_SECONDS = 2.0
 
@@ -48,6 +48,8 @@ async def _sending(conn: AsyncConnection, campaign_id: int) -> bool:
 
 @dataclass(frozen=True)
 class BatchWrites:
+    """The fenced-write API of the batch one `send_batch` job holds."""
+
     context: SendingContext
     job: Job
     batch_id: int
@@ -85,7 +87,7 @@ class BatchWrites:
         reason: str | None = None,
     ) -> int:
         async def make(conn: AsyncConnection) -> int:
-            return await recipient_queries.move(
+            return await claim_queries.move(
                 conn,
                 self.batch_id,
                 token=self.token,
@@ -98,43 +100,41 @@ class BatchWrites:
 
         return await self.write(make)
 
-    async def settle_and_mark(
-        self, outcomes: Sequence[Outcome], ids: Sequence[int]
+    async def mark_in_flight(
+        self,
+        in_flight: InFlight,
+        ids: Sequence[int],
+        settled: Sequence[RecipientOutcome] = (),
     ) -> frozenset[int]:
-        """The previous chunk's outcomes and the next chunk in flight (`ids`; a crash before
-        their own settle leaves them `uncertain`), in one transaction: half the writes of doing
-        them apart, and still never more than one chunk `sending`. Consent is re-checked in
-        the same write (SND-10): returns the ids excluded instead, never to be handed over.
-        A paused or cancelled send (SND-23) has the outcomes settled and nothing marked:
-        `SendHalted`."""
+        """The next chunk in flight (`ids`), with the previous chunk's outcomes (`settled`)
+        in the same transaction: half the writes of doing them apart, and still never more
+        than one chunk `sending`. Per recipient the rows become `sending` (a crash before
+        their own settle leaves them `uncertain`); for a batch call the batch row is marked
+        handed over and the rows stay `pending`. Consent is re-checked in the same write
+        (SND-10): returns the ids excluded instead, never to be handed over. A paused or
+        cancelled send (SND-23) has the outcomes settled and nothing marked: `SendHalted`."""
 
-        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn] | None:
+        async def make(conn: AsyncConnection) -> list[claim_queries.Withdrawn] | None:
             now = self.context.now()
-            if outcomes:
-                await recipient_queries.settle(
-                    conn, self.batch_id, list(outcomes), token=self.token, now=now
-                )
+            await self._settle(conn, settled, in_flight.row_state, now)
             if not await _sending(conn, self.campaign_id):
                 return None
-            return await self._mark(conn, ids, RecipientState.SENDING)
+            withdrawn = await claim_queries.mark_in_flight(
+                conn,
+                self.batch_id,
+                ids,
+                newsletter_id=self.newsletter_id,
+                token=self.token,
+                now=now,
+                to_state=in_flight.row_state,
+            )
+            if in_flight is InFlight.WHOLE_BATCH:
+                await claim_queries.mark_handed_over(conn, self.batch_id, token=self.token, at=now)
+            return withdrawn
 
         return self._excluded(await self.write(make))
 
-    async def _mark(
-        self, conn: AsyncConnection, ids: Sequence[int], to_state: RecipientState
-    ) -> list[recipient_queries.Withdrawn]:
-        """`ids` in flight (`to_state`), consent re-checked in the same write (SND-10)."""
-        return await recipient_queries.mark_in_flight(
-            conn,
-            self.batch_id,
-            ids,
-            newsletter_id=self.newsletter_id,
-            token=self.token,
-            now=self.context.now(),
-            to_state=to_state,
-        )
-
-    def _excluded(self, withdrawn: Sequence[recipient_queries.Withdrawn] | None) -> frozenset[int]:
+    def _excluded(self, withdrawn: Sequence[claim_queries.Withdrawn] | None) -> frozenset[int]:
         if withdrawn is None:
             raise SendHalted("the send was paused or cancelled")
         for row in withdrawn:
@@ -147,35 +147,47 @@ class BatchWrites:
             )
         return frozenset(row.id for row in withdrawn)
 
-    async def unmark(self, ids: Sequence[int] | None) -> None:
-        """Back to `pending` (these, or all in flight): only when nothing was accepted."""
-        await self.move(ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING)
-
-    async def handed_over(self, handed: bool, ids: Sequence[int] = ()) -> frozenset[int]:
-        """Batch providers: the one call may reach the provider from now on (or certainly did
-        not); recorded on the batch row before the call, so a crash leaves the evidence. With
-        `ids` (the call's readers, who stay `pending`), consent is re-checked in the same
-        write (SND-10): returns the ids excluded instead, to be left out of the call. A
-        paused or cancelled send (SND-23) is not handed over: `SendHalted`."""
-
-        async def make(conn: AsyncConnection) -> list[recipient_queries.Withdrawn] | None:
-            if handed and not await _sending(conn, self.campaign_id):
-                return None
-            withdrawn = await self._mark(conn, ids, RecipientState.PENDING)
-            await recipient_queries.mark_handed_over(
-                conn, self.batch_id, token=self.token, at=self.context.now() if handed else None
-            )
-            return withdrawn
-
-        return self._excluded(await self.write(make))
-
-    async def settle(self, outcomes: Sequence[Outcome]) -> None:
-        if not outcomes:
+    async def give_back(self, in_flight: InFlight, ids: Sequence[int]) -> None:
+        """The chunk certainly did not go out: per recipient its rows go back to `pending`;
+        for a batch call the batch's handed-over mark is cleared."""
+        if in_flight is InFlight.EACH_RECIPIENT:
+            if ids:
+                await self.move(
+                    ids, from_states=[RecipientState.SENDING], to_state=RecipientState.PENDING
+                )
             return
 
-        async def make(conn: AsyncConnection) -> int:
-            return await recipient_queries.settle(
-                conn, self.batch_id, list(outcomes), token=self.token, now=self.context.now()
+        async def make(conn: AsyncConnection) -> bool:
+            return await claim_queries.mark_handed_over(
+                conn, self.batch_id, token=self.token, at=None
             )
 
         await self.write(make)
+
+    async def settle(self, in_flight: InFlight, outcomes: Sequence[RecipientOutcome]) -> None:
+        """Outcomes in hand, written on their own (before leaving the batch early)."""
+        if not outcomes:
+            return
+
+        async def make(conn: AsyncConnection) -> None:
+            await self._settle(conn, outcomes, in_flight.row_state, self.context.now())
+
+        await self.write(make)
+
+    async def _settle(
+        self,
+        conn: AsyncConnection,
+        outcomes: Sequence[RecipientOutcome],
+        from_state: RecipientState,
+        now: datetime,
+    ) -> None:
+        """Each recipient's own outcome (SND-12), from its in-flight state."""
+        if outcomes:
+            await claim_queries.settle(
+                conn,
+                self.batch_id,
+                [(o.recipient_id, o.state, o.reason) for o in outcomes],
+                token=self.token,
+                now=now,
+                from_state=from_state,
+            )

@@ -173,16 +173,6 @@ async def get_page(conn: AsyncConnection, campaign_id: int, page: int) -> BatchR
     return None if row is None else _row(row)
 
 
-async def page_exclusions(conn: AsyncConnection, campaign_id: int, page: Page) -> int:
-    """Preparation exclusions already written for the positions of `page`."""
-    query = select(func.count()).where(
-        campaign_recipients.c.campaign_id == campaign_id,
-        campaign_recipients.c.batch_id.is_(None),
-        campaign_recipients.c.position.between(page.first, page.last),
-    )
-    return int((await conn.execute(query)).scalar_one())
-
-
 async def get(conn: AsyncConnection, batch_id: int) -> BatchRow | None:
     row = (
         await conn.execute(select(campaign_batches).where(campaign_batches.c.id == batch_id))

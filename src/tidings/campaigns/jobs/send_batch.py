@@ -1,31 +1,39 @@
 """The `send_batch` job (SPEC §5.4): claim one batch, read and check its recipients, re-assert
-consent, exclude what cannot be sent, hand the rest to the provider, and record absolute counts
-with the batch's status. Any worker serving the campaign queue takes batches (ARC-5).
+consent, exclude what cannot be sent, submit the rest chunk by chunk through the submit
+strategy, and record absolute counts with the batch's status. Any worker serving the campaign
+queue takes batches (ARC-5).
 
-Every write is fenced twice: by the job's claim (`JobQueue.fenced`) and by the batch's own
-claim token in the statement, so a worker that lost its lease changes nothing.
+This job decides whether a chunk is sent, and it alone writes the batch (HOUSE rule 19): the
+strategy returns typed outcomes, and every write goes through `BatchWrites`, fenced twice — by
+the job's claim (`JobQueue.fenced`) and by the batch's own claim token in the statement, so a
+worker that lost its lease changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from datetime import datetime
-from typing import NamedTuple
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
-from tidings.campaigns.batch_handover import OUTCOME_UNCERTAIN, PROVIDER_REFUSED
-from tidings.campaigns.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.handover import Delivery, Handover, HandoverResult, HandoverStopped
-from tidings.campaigns.jobs import FinaliseCampaign, SendBatch
-from tidings.domain import tokens
-from tidings.domain.email_headers import check_address
-from tidings.domain.errors import InvalidInput
+from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
+from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
+from tidings.campaigns.jobs.renderings import Renderings
+from tidings.campaigns.jobs.screening import check_unique_addresses, recipient_values, screen
+from tidings.campaigns.submit.strategy import (
+    ChunkOutcome,
+    ChunkVerdict,
+    Recipient,
+    RecipientOutcome,
+    SubmitStrategy,
+)
+from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost, Defer, RetryLater
 from tidings.domain.sending import (
     BatchCounts,
@@ -39,48 +47,35 @@ from tidings.domain.sending import (
     check_message_counts,
 )
 from tidings.queue.job import Job
-from tidings.rendering import RecipientValues, SegmentRendering
-from tidings.storage import batches as batch_queries
-from tidings.storage import campaign_sends as send_queries
-from tidings.storage import recipients as recipient_queries
-from tidings.storage.batches import BatchRow
-from tidings.storage.recipients import RecipientRow
+from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending.batch_claims import RecipientRow
+from tidings.storage.sending.batches import BatchRow
 
 log = structlog.get_logger("tidings.campaigns")
-RENDER_CACHE_SIZE = 16
-BATCH_ERROR = "batch_error"
 
 
-class Renderings:
-    """Each worker reads a campaign and renders each segment once, and keeps them for the send
-    (CMP-3)."""
+class BatchError(StrEnum):
+    """The error code a batch is left with when it does not complete."""
 
-    def __init__(self, context: SendingContext) -> None:
-        self._ctx = context
-        self._cache: OrderedDict[tuple[int, datetime, str, str], SegmentRendering] = OrderedDict()
-        self._drafts: dict[int, CampaignDraft] = {}
+    OUTCOME_UNCERTAIN = "outcome_uncertain"  # the provider may have it: an operator decides
+    PROVIDER_REFUSED = "provider_refused"
+    BATCH_ERROR = "batch_error"  # an unexpected error; the job's retry sends the rest
 
-    async def draft(self, campaign_id: int) -> CampaignDraft:
-        """The campaign as this worker first read it for the send: its content cannot change
-        once sending started (only drafts are editable), so one read serves every batch."""
-        found = self._drafts.get(campaign_id)
-        if found is None:
-            found = await self._ctx.drafts.get(campaign_id)
-            if len(self._drafts) >= RENDER_CACHE_SIZE:
-                self._drafts.clear()
-            self._drafts[campaign_id] = found
-        return found
 
-    def get(self, draft: CampaignDraft, segment: str, domain: str) -> SegmentRendering:
-        key = (draft.campaign.id, draft.campaign.updated_at, segment, domain)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._ctx.drafts.render_for_send(draft, segment, domain)
-            self._cache[key] = found
-            while len(self._cache) > RENDER_CACHE_SIZE:
-                self._cache.popitem(last=False)
-        self._cache.move_to_end(key)
-        return found
+# A chunk verdict that ends the batch without completing it: the batch's status and its code.
+UNFINISHED: dict[ChunkVerdict, tuple[BatchStatus, BatchError]] = {
+    ChunkVerdict.ANSWER_LOST: (BatchStatus.SUBMITTING, BatchError.OUTCOME_UNCERTAIN),
+    ChunkVerdict.REFUSED: (BatchStatus.FAILED, BatchError.PROVIDER_REFUSED),
+}
+
+
+class SubmitStopped(TidingsError):
+    """The worker is shutting down (SND-21): the batch stopped before its next chunk, with
+    nothing in flight. The batch is given back for whoever runs next."""
+
+    code = "submit_stopped"
 
 
 class Claimed(NamedTuple):
@@ -92,10 +87,12 @@ class Claimed(NamedTuple):
     deliver_at: datetime | None
 
 
-class BatchSubmitter:
-    def __init__(self, context: SendingContext, handover: Handover, *, worker: str = "") -> None:
+class SendBatchHandler:
+    def __init__(
+        self, context: SendingContext, strategy: SubmitStrategy[Any], *, worker: str = ""
+    ) -> None:
         self._ctx = context
-        self._handover = handover
+        self._strategy = strategy
         self._worker = worker  # host:pid, recorded on the batches this process claims
         self._renderings = Renderings(context)
 
@@ -114,7 +111,7 @@ class BatchSubmitter:
                     # Paused or cancelled (SND-23): the chunk in hand was recorded; the rest
                     # waits, `pending`, for resume (or becomes `cancelled`). No retry.
                     await self._release(job, step)
-                except HandoverStopped:
+                except SubmitStopped:
                     await self._release(job, step)
                     raise Defer("the worker is shutting down", seconds=0) from None
                 except RetryLater:
@@ -142,7 +139,7 @@ class BatchSubmitter:
                 return None  # a job of an earlier attempt: the current one has its own
             if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
                 return None
-            outcome, _previous = await recipient_queries.claim(
+            outcome, _previous = await claim_queries.claim(
                 conn, step.batch_id, token=token, now=self._ctx.now(), worker=self._worker
             )
             if outcome in ("held", "finished"):
@@ -157,7 +154,7 @@ class BatchSubmitter:
                 in_flight = [RecipientState.SENDING]
                 if batch.handed_over_at is not None:
                     in_flight.append(RecipientState.PENDING)
-                uncertain = await recipient_queries.move(
+                uncertain = await claim_queries.move(
                     conn,
                     step.batch_id,
                     token=token,
@@ -168,19 +165,19 @@ class BatchSubmitter:
                 )
                 log.warning("campaign.batch_taken_over", uncertain=uncertain)
                 if batch.handed_over_at is not None:  # never resubmitted: an operator decides
-                    await recipient_queries.finish(
+                    await claim_queries.finish(
                         conn,
                         batch.id,
                         token=token,
                         now=self._ctx.now(),
                         status=BatchStatus.SUBMITTING,
-                        counts=await recipient_queries.counts(conn, batch.id),
-                        error_code=OUTCOME_UNCERTAIN,
+                        counts=await claim_queries.counts(conn, batch.id),
+                        error_code=BatchError.OUTCOME_UNCERTAIN,
                         error="The worker sending this batch stopped after the request may have "
                         "reached the provider. Reconcile it before any retry.",
                     )
                     return None
-            rows = await recipient_queries.load(conn, batch.id, draft.newsletter.id)
+            rows = await claim_queries.load(conn, batch.id, draft.newsletter.id)
             deliver_at = await self._deliver_at(conn, batch)
         return Claimed(draft, batch, rows, deliver_at)
 
@@ -193,23 +190,70 @@ class BatchSubmitter:
             batch_id=batch.id,
         )
         pending = [row for row in rows if row.state == RecipientState.PENDING.value]
-        exclusions, sendable = _screen(pending)
-        _check_unique_addresses(batch, sendable)
+        exclusions, sendable = screen(pending)
+        check_unique_addresses(batch, sendable)
         rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
-        deliveries = [Delivery(row.id, self._values(row)) for row in sendable]
+        recipients = [
+            Recipient(row.id, recipient_values(row, self._ctx.secret())) for row in sendable
+        ]
         check_message_counts(
             len(pending),
-            len(deliveries),
+            len(recipients),
             len(exclusions),
             batch_id=batch.id,
             recipient_count=batch.recipient_count,
         )
         writes = BatchWrites(self._ctx, job, batch.id, batch.campaign_id, draft.newsletter.id)
         await self._exclude(writes, step, exclusions)
-        handed = await self._handover.deliver(
-            rendering, draft.newsletter.sender_address, deliveries, writes, deliver_at=deliver_at
-        )
-        await self._finish(writes, batch, handed)
+        strategy, in_flight = self._strategy, self._strategy.in_flight
+        # The chunk just submitted: its outcomes are written with the next chunk's mark, or
+        # with the batch's own outcome after the last one (one transaction each).
+        settled_later: tuple[RecipientOutcome, ...] = ()
+        last: ChunkOutcome | None = None
+        deferred = 0
+        for chunk in strategy.chunks(recipients):
+            try:
+                submission = await strategy.prepare(
+                    rendering,
+                    draft.newsletter.sender_address,
+                    chunk,
+                    batch_id=batch.id,
+                    now=self._ctx.now(),
+                    deliver_at=deliver_at,
+                )
+                if self._ctx.queue.stopping.is_set():  # shutting down: no new chunk goes
+                    raise SubmitStopped("the worker is shutting down")
+            except BaseException:
+                await writes.settle(in_flight, settled_later)  # what went out is recorded
+                raise
+            withdrawn = await writes.mark_in_flight(
+                in_flight, submission.recipient_ids, settled_later
+            )
+            settled_later = ()
+            submission = strategy.without(submission, withdrawn)
+            ids: list[int] = submission.recipient_ids
+            if not ids:  # everyone in it left since the batch was read
+                await writes.give_back(in_flight, ids)
+                continue
+            last = await strategy.submit(submission)
+            if last.verdict in (ChunkVerdict.NOT_REACHED, ChunkVerdict.REFUSED):
+                await writes.give_back(in_flight, ids)  # nothing of it went out
+            if last.verdict is ChunkVerdict.NOT_REACHED:
+                # Unreachable: the chunk waits, `pending`, for the job's next try.
+                raise RetryLater(
+                    last.detail or f"{last.provider} not reached",
+                    retry_after_seconds=last.retry_after_seconds,
+                )
+            settled_later = _recipient_outcomes(last, ids)
+            deferred += last.deferred
+            if last.verdict is not ChunkVerdict.ANSWERED:
+                break
+        if deferred and last is not None:
+            # Still deferred after the retries inside the batch: the job's next try sends
+            # them (later, on a fresh connection); everything else is recorded now.
+            await writes.settle(in_flight, settled_later)
+            raise RetryLater(f"{last.provider} deferred {deferred} recipient(s)")
+        await self._finish(writes, batch, settled_later, last)
 
     async def _deliver_at(self, conn: AsyncConnection, batch: BatchRow) -> datetime | None:
         """With a delivery spread, batch k of n is held until start + spread × k / n, so the
@@ -224,43 +268,44 @@ class BatchSubmitter:
         at: datetime = send.attempt_started_at + spread * (batch.page - 1) / pages
         return at if at > self._ctx.now() else None
 
-    async def _finish(self, writes: BatchWrites, batch: BatchRow, handed: HandoverResult) -> None:
+    async def _finish(
+        self,
+        writes: BatchWrites,
+        batch: BatchRow,
+        settled: tuple[RecipientOutcome, ...],
+        last: ChunkOutcome | None,
+    ) -> None:
+        """The last chunk's outcomes and the batch's own, in one transaction: absolute
+        counts from the rows, and the status they make (SND-11) — unless the last chunk's
+        verdict left the batch unfinished."""
+        unfinished = None if last is None else UNFINISHED.get(last.verdict)
+        provider_message_id = None if last is None else last.provider_message_id
+        error = None if last is None else last.detail
+
         async def record(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
-            now = self._ctx.now()
-            await recipient_queries.settle(
+            await claim_queries.settle(
                 conn,
                 batch.id,
-                handed.outcomes,
+                [(o.recipient_id, o.state, o.reason) for o in settled],
                 token=writes.token,
-                now=now,
-                from_state=handed.settle_from,
+                now=self._ctx.now(),
+                from_state=self._strategy.in_flight.row_state,
             )
-            if handed.rest_sent:
-                await recipient_queries.move(
-                    conn,
-                    batch.id,
-                    token=writes.token,
-                    now=now,
-                    from_states=[handed.settle_from],
-                    to_state=RecipientState.SENT,
-                )
-            counts = await recipient_queries.counts(conn, batch.id)
-            if handed.error_code == OUTCOME_UNCERTAIN:
-                status = BatchStatus.SUBMITTING  # left for an operator to reconcile
-            elif handed.error_code == PROVIDER_REFUSED:
-                status = BatchStatus.FAILED
-            else:
+            counts = await claim_queries.counts(conn, batch.id)
+            if unfinished is None:
                 status = batch_outcome(batch.recipient_count, counts, batch_id=batch.id)
-            await recipient_queries.finish(
+            else:
+                status = unfinished[0]
+            await claim_queries.finish(
                 conn,
                 batch.id,
                 token=writes.token,
                 now=self._ctx.now(),
                 status=status,
                 counts=counts,
-                provider_message_id=handed.provider_message_id,
-                error_code=handed.error_code,
-                error=handed.error,
+                provider_message_id=provider_message_id,
+                error_code=None if unfinished is None else unfinished[1],
+                error=None if unfinished is None else error,
             )
             return status, counts
 
@@ -272,33 +317,8 @@ class BatchSubmitter:
                 recipient_count=batch.recipient_count,
                 submitted_count=counts[RecipientState.SENT],
                 submission_excluded_count=counts[RecipientState.EXCLUDED],
-                provider_message_id=handed.provider_message_id,
+                provider_message_id=provider_message_id,
             )
-
-    def _values(self, row: RecipientRow) -> RecipientValues:
-        secret = self._ctx.secret()
-        assert row.email
-        assert row.subscriber_id
-        assert row.subscription_id
-        assert row.subscriber_created_at
-        assert row.subscription_created_at
-        return RecipientValues(
-            address=row.email,
-            name=row.name,
-            # Naming the recipient row: an unsubscribe counts for this campaign (SND-27).
-            unsubscribe_token=tokens.sign(
-                secret,
-                "unsubscribe",
-                row.subscription_id,
-                row.subscription_created_at,
-                recipient_id=row.id,
-            ),
-            preferences_token=tokens.sign(
-                secret, "preferences", row.subscriber_id, row.subscriber_created_at
-            ),
-            subscriber_id=str(row.subscriber_id),
-            recipient_id=str(row.id),
-        )
 
     async def _exclude(
         self,
@@ -325,8 +345,8 @@ class BatchSubmitter:
     async def _fail_batch(self, job: Job, step: SendBatch, error: VerificationFailed) -> None:
         events.verification_failed(step.campaign_id, error)
         async with self._ctx.queue.fenced(job) as conn:
-            counts = await recipient_queries.counts(conn, step.batch_id)
-            await recipient_queries.finish(
+            counts = await claim_queries.counts(conn, step.batch_id)
+            await claim_queries.finish(
                 conn,
                 step.batch_id,
                 token=str(job.claim_token),
@@ -343,7 +363,7 @@ class BatchSubmitter:
         If even this write fails, the batch is left to the takeover after its lease."""
         try:
             async with self._ctx.queue.fenced(job) as conn:
-                released = await recipient_queries.release(
+                released = await claim_queries.release(
                     conn, step.batch_id, token=str(job.claim_token), now=self._ctx.now()
                 )
         except Exception as exc:
@@ -360,7 +380,7 @@ class BatchSubmitter:
         try:
             async with self._ctx.queue.fenced(job) as conn:
                 token, now = str(job.claim_token), self._ctx.now()
-                await recipient_queries.move(
+                await claim_queries.move(
                     conn,
                     step.batch_id,
                     token=token,
@@ -369,12 +389,12 @@ class BatchSubmitter:
                     to_state=RecipientState.UNCERTAIN,
                     reason="in_flight_at_error",
                 )
-                await recipient_queries.release(
+                await claim_queries.release(
                     conn,
                     step.batch_id,
                     token=token,
                     now=now,
-                    error_code=BATCH_ERROR,
+                    error_code=BatchError.BATCH_ERROR,
                     error=f"The worker sending this batch stopped on an unexpected {kind}; "
                     "its job tries the readers not yet sent again.",
                 )
@@ -395,32 +415,14 @@ class BatchSubmitter:
             )
 
 
-def _screen(
-    pending: list[RecipientRow],
-) -> tuple[list[tuple[RecipientRow, Exclusion]], list[RecipientRow]]:
-    """SND-10: who may still be mailed. Gone since selection, consent withdrawn (either half
-    of AUD-4, or suppressed — evaluated in SQL), or an address that cannot be sent to."""
-    exclusions: list[tuple[RecipientRow, Exclusion]] = []
-    sendable: list[RecipientRow] = []
-    for row in pending:
-        if row.subscriber_id is None or row.email is None:
-            exclusions.append((row, Exclusion.MEMBER_NOT_FOUND))
-        elif not row.mailable:
-            exclusions.append((row, Exclusion.CONSENT_WITHDRAWN))
-        else:
-            try:
-                check_address("to", row.email)
-            except InvalidInput:
-                exclusions.append((row, Exclusion.INVALID_ADDRESS))
-                continue
-            sendable.append(row)
-    return exclusions, sendable
-
-
-def _check_unique_addresses(batch: BatchRow, sendable: list[RecipientRow]) -> None:
-    """Two recipients collapsing to one address would mail one person twice, or drop one:
-    fail before any provider call (SND-10)."""
-    unique = {str(row.email).lower() for row in sendable}
-    check_count(
-        "provider_payload_count", expected=len(sendable), actual=len(unique), batch_id=batch.id
+def _recipient_outcomes(outcome: ChunkOutcome, ids: list[int]) -> tuple[RecipientOutcome, ...]:
+    """Every recipient's outcome in the chunk: those listed, then the rest (`others`)."""
+    if outcome.others is None:
+        return outcome.recipients
+    listed = {o.recipient_id for o in outcome.recipients}
+    rest = tuple(
+        RecipientOutcome(recipient_id, outcome.others, outcome.others_reason)
+        for recipient_id in ids
+        if recipient_id not in listed
     )
+    return outcome.recipients + rest

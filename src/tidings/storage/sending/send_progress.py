@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.domain.eta import SAMPLES_BEFORE_WINDOW, Sample
 from tidings.domain.send_status import BatchGroup, Phase
 from tidings.domain.sending import BatchStatus
-from tidings.storage.campaign_sends import SendRow
+from tidings.storage.sending.campaign_sends import SendRow
 from tidings.storage.tables import campaign_batches, campaign_sends, campaigns
 
 

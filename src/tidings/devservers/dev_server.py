@@ -20,10 +20,10 @@ from typing import Self
 import httpx
 import uvicorn
 
-from tidings.delivery.dev_events import EventPoster
-from tidings.delivery.dev_faults import Fault, FaultPlan
-from tidings.delivery.dev_provider import DevProviderApp
-from tidings.delivery.dev_store import DevStore
+from tidings.devservers.dev_events import EventPoster
+from tidings.devservers.dev_faults import Fault, FaultPlan
+from tidings.devservers.dev_provider import DevProviderApp
+from tidings.devservers.dev_store import DevStore
 
 # Far above any client's keep-alive expiry (httpx: 5 s), so the client always closes an idle
 # connection first and never sends a request into one the server is closing.

@@ -1,0 +1,1 @@
+"""Storage for the benchmarks only: scratch databases and synthetic audiences."""
