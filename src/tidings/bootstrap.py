@@ -27,6 +27,7 @@ from tidings.access.passwords import PasswordHashing
 from tidings.access.sign_in_limits import SignInLimiter, SignInLimits
 from tidings.access.two_factor import TwoFactor
 from tidings.audience.bot_check import BotCheck
+from tidings.audience.bulk import BulkActions, BulkRequest
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
@@ -78,6 +79,7 @@ from tidings.delivery.smtp import SmtpProvider
 from tidings.delivery.sns import SnsCertificates
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
+from tidings.domain.audit import Actor
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import BouncePolicy
@@ -154,6 +156,7 @@ class Container:
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
+    bulk: BulkActions
     audience_stats: AudienceStats
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
@@ -179,6 +182,30 @@ class Container:
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
     _batch_providers: dict[str, MailgunProvider] = field(default_factory=dict)
+
+    async def apply_bulk(self, request: BulkRequest, actor: Actor) -> int:
+        """A bulk action on subscribers, recorded in the audit log with its count (the API
+        and the admin UI both come here, so neither can forget the record)."""
+        changed = await self.bulk.apply(request)
+        selection = request.selection
+        await self.audit.record(
+            actor,
+            f"subscribers.bulk_{request.action.value}",
+            detail={
+                "count": changed,
+                "label": request.label,
+                "newsletter": request.newsletter,
+                "picked": None if selection.picked is None else len(selection.picked),
+                "filter": {
+                    "newsletter": selection.newsletter,
+                    "state": selection.state.value if selection.state else None,
+                    "tier": selection.tier,
+                    "label": selection.label,
+                    "text": bool(selection.text),  # the search text may be an address
+                },
+            },
+        )
+        return changed
 
     async def close(self) -> None:
         await self.resources.aclose()
@@ -498,6 +525,7 @@ def build(
         placeholders=placeholder_identity(settings),
     )
     public = PublicFlows(audience, limiter)
+    subscribers = Subscribers(audience, public)
     campaign_context = CampaignContext(
         db=db,
         now=clock,
@@ -554,7 +582,8 @@ def build(
         suppression_key=suppression_key,
         public=public,
         newsletters=Newsletters(audience),
-        subscribers=Subscribers(audience, public),
+        subscribers=subscribers,
+        bulk=BulkActions(audience, public, subscribers),
         audience_stats=AudienceStats(audience),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,

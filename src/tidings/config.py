@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import UnionType
@@ -21,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -697,6 +700,14 @@ class AdminUiSettings(_Section):
         le=24 * 30,
         description="An admin UI session ends this long after sign-in, however busy.",
     )
+    docs_url: str = Field(
+        default="",
+        max_length=500,
+        pattern=r"^(https?://\S+)?$",
+        description="Where the admin's help links point: the URL of the `docs/` folder (e.g. "
+        "your copy of the repository's docs). Empty: the pages name the file and section, "
+        "found in `docs/` beside the code.",
+    )
     cookie_secure: Literal["auto", "always", "never"] = Field(
         default="auto",
         description=(
@@ -890,6 +901,9 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()
     admin_ui: AdminUiSettings = AdminUiSettings()
+    # Where the values came from (the settings page): the file read and the keys given in code.
+    _config_file: Path | None = PrivateAttr(default=None)
+    _given: frozenset[str] = PrivateAttr(default=frozenset())
 
     @model_validator(mode="after")
     def _send_deadline_inside_lease(self) -> Settings:
@@ -1028,13 +1042,55 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         model_config = SettingsConfigDict(toml_file=config_file)
 
     try:
-        return _FromFile(**overrides)
+        settings = _FromFile(**overrides)
     except _TomlTypeError as exc:
         raise ConfigurationError(str(exc)) from None
     except ValidationError as exc:
         raise ConfigurationError(describe_validation_error(exc)) from None
     except (ValueError, OSError) as exc:  # malformed TOML
         raise ConfigurationError(f"cannot read configuration file {config_file}: {exc}") from None
+    settings._config_file = config_file
+    settings._given = frozenset(_leaf_keys(overrides))
+    return settings
+
+
+def _leaf_keys(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """`{"site": {"name": ...}}` -> ["site.name"]; a section given whole names all its keys."""
+    keys: list[str] = []
+    for name, value in values.items():
+        if isinstance(value, dict):
+            keys.extend(_leaf_keys(value, f"{prefix}{name}."))
+        elif isinstance(value, BaseModel):
+            keys.extend(f"{prefix}{name}.{field}" for field in value.model_fields_set)
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def setting_origins(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each key's effective value came from, by the precedence `load_settings` applies:
+    `start-up` (given by the program that started it), `environment`, `file` (the TOML file)
+    or `default`."""
+    environ = os.environ if environ is None else environ
+    present = {name.upper() for name in environ}
+    from_file: set[str] = set()
+    config_file = settings._config_file
+    if config_file is not None and config_file.is_file():
+        with config_file.open("rb") as handle:
+            table = tomllib.load(handle)
+        from_file = set(_leaf_keys(table))
+    origins = {}
+    for key, _field in iter_keys():
+        env_var = ENV_PREFIX + key.replace(".", "_").upper()
+        if key in settings._given:
+            origins[key] = "start-up"
+        elif env_var in present or (key == "log.sentry_dsn" and "SENTRY_DSN" in present):
+            origins[key] = "environment"
+        elif key in from_file:
+            origins[key] = "file"
+        else:
+            origins[key] = "default"
+    return origins
 
 
 def describe_validation_error(exc: ValidationError) -> str:

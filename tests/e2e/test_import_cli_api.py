@@ -106,7 +106,8 @@ async def test_admin_api_import_and_export(database_url: str) -> None:
         assert mapped.status_code == 200, mapped.text
         report = mapped.json()
         assert (report["created"], report["failed_rows"]) == (1, 0)
-        assert (report["awaiting_confirmation"], report["ignored_columns"]) == (1, ["phone"])
+        assert (report["awaiting_confirmation"], report["ignored_columns"]) == (1, [])
+        assert report["attribute_columns"] == ["phone"]
 
 
 async def test_import_publishes_consent_events_in_the_same_transaction(database_url: str) -> None:
@@ -180,7 +181,7 @@ def test_cli_imports_an_export_and_asks_the_waiting_readers_to_confirm(
     assert imported.returncode == 0, imported.stderr
     summary = " ".join(imported.stdout.split())
     assert "1 row(s) mailable now; 2 wait for the person to confirm" in summary
-    assert "Ignored column(s): Member Since" in summary
+    assert "Custom fields from column(s): Member Since" in summary
     assert "Queued 2 confirmation email(s)" in summary
     again = tidings("subscribers", "confirm-pending", "--newsletter", "weekly", "--json")
     assert again.returncode == 0, again.stderr

@@ -2,11 +2,12 @@
 
 import csv
 import io
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from tests.support import rows
 from tests.support.audience import SECRET, audience_context
@@ -28,7 +29,7 @@ from tidings.storage.tables import (
     webhook_deliveries,
 )
 
-HEADER = "email,name,tier,labels,newsletter,status,created_at"
+HEADER = "email,name,tier,labels,newsletter,status,created_at,attributes"
 
 
 @pytest.fixture
@@ -128,7 +129,7 @@ async def test_row_errors_name_line_and_field_while_valid_rows_import(
         "lost@example.org,,,,nowhere,,",  # 10
         "OK1@Example.org,,,,,,",  # 11: the same address as line 2, same newsletter
         "future@example.org,,,,,,2999-01-01",  # 12
-        "extra@example.org,,,,,,,surplus",  # 13
+        "extra@example.org,,,,,,,,surplus",  # 13
         ",,,,,,",  # 14: blank rows are skipped
         "ok3@example.org,,,,,,",  # 15
     )
@@ -279,6 +280,19 @@ async def test_export_round_trips_what_was_imported(context: AudienceContext, db
     ]
     eve = next(row for row in rows if row["email"].endswith("eve@example.org"))
     assert (eve["email"], eve["name"]) == ("'=eve@example.org", "'=HYPERLINK(1)")
+    assert {row["attributes"] for row in rows} == {""}
+    fields = {"city": "Zürich", "kids": 2}
+    async with db.write() as conn:
+        await conn.execute(
+            update(subscribers)
+            .where(subscribers.c.email == "ada@example.org")
+            .values(attributes=fields)
+        )
+    exported = io.StringIO(newline="")
+    await Importer(context).export_csv(exported)
+    rows = list(csv.DictReader(io.StringIO(exported.getvalue(), newline="")))
+    ada_rows = [row for row in rows if row["email"] == "ada@example.org"]
+    assert [json.loads(row["attributes"]) for row in ada_rows] == [fields, fields]
     before = await _subscriptions(db)
     again = await _import(context, io.StringIO(exported.getvalue(), newline="").readlines())
     assert (again.unchanged, again.failed_rows) == (6, 0)

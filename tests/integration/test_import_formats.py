@@ -65,7 +65,8 @@ async def test_a_mailchimp_export_imports_with_names_joined_and_extra_columns_li
     first is where imports go wrong."""
     report = await _import(context, MAILCHIMP)
     assert (report.created, report.failed_rows) == (2, 0)
-    assert report.ignored_columns == ["Address", "Phone Number", "MEMBER_RATING"]
+    assert report.ignored_columns == ["MEMBER_RATING"]
+    assert report.attribute_columns == ["Address", "Phone Number"]
     assert await _people(db) == {
         "ada@example.org": ("Ada Lovelace", False, False),
         "bob@example.org": ("Bob", False, False),
@@ -81,7 +82,8 @@ async def test_semicolon_and_tab_files_and_other_tools_statuses(
     semicolon = "e-mail;name;status\ncy@example.org;Cy, Jr.;confirmed\n"
     listmonk = (
         "uuid\temail\tname\tattributes\tstatus\tcreated_at\tupdated_at\n"
-        "u1\tdee@example.org\tDee\t{}\tenabled\t2022-04-06T07:42:08.000Z\t\n"
+        'u1\tdee@example.org\tDee\t{"city": "Oslo", "kids": 2}\tenabled\t'
+        "2022-04-06T07:42:08.000Z\t\n"
         "u2\teve@example.org\tEve\t{}\tblocklisted\t2022-04-06T07:42:08Z\t\n"
     )
     first = await _import(context, semicolon)
@@ -89,7 +91,8 @@ async def test_semicolon_and_tab_files_and_other_tools_statuses(
     assert (first.failed_rows, second.failed_rows) == (0, 0)
     assert (first.mailable, first.awaiting_confirmation) == (1, 0)
     assert (second.mailable, second.awaiting_confirmation) == (0, 1)
-    assert second.ignored_columns == ["uuid", "attributes", "updated_at"]
+    assert second.ignored_columns == ["uuid", "updated_at"]
+    assert second.attribute_columns == ["attributes"]
     assert await _people(db) == {
         "cy@example.org": ("Cy, Jr.", True, False),
         "dee@example.org": ("Dee", False, False),
@@ -169,3 +172,37 @@ async def test_confirm_pending_queues_one_email_per_waiting_subscription_only(
         await PendingConfirmations(context).ask("nope", rate_per_second=10)
     with pytest.raises(InvalidInput):
         await PendingConfirmations(context).ask("weekly", rate_per_second=0)
+
+
+async def _attributes(db: Database) -> dict[str, dict[str, Any]]:
+    async with db.read() as conn:
+        query = select(subscribers.c.email, subscribers.c.attributes)
+        return {row.email: row.attributes for row in await conn.execute(query)}
+
+
+async def test_extra_columns_and_listmonk_attributes_become_custom_fields(
+    context: AudienceContext, db: Database
+) -> None:
+    """Custom fields (AUD-12) arrive with the people: Mailchimp's merge-field columns and
+    listmonk's `attributes` JSON. A re-import merges (a blank cell keeps the stored value), a
+    row whose JSON is not an object is refused by line, and bookkeeping is named as ignored."""
+    await _import(context, MAILCHIMP)
+    listmonk = (
+        "email,attributes,City,uuid\n"
+        'ada@example.org,"{""plan"": ""gold"", ""kids"": 2}",Paris,u1\n'
+        "bob@example.org,,,u2\n"
+        "cy@example.org,[1],,u3\n"
+    )
+    report = await _import(context, listmonk)
+    assert (report.updated, report.unchanged, report.failed_rows) == (1, 1, 1)
+    assert [(error.line, error.field) for error in report.errors] == [(4, "attributes")]
+    assert (report.attribute_columns, report.ignored_columns) == (["attributes", "City"], ["uuid"])
+    assert await _attributes(db) == {
+        "ada@example.org": {
+            "address": "1 Loop St, London",
+            "plan": "gold",
+            "kids": 2,
+            "city": "Paris",
+        },
+        "bob@example.org": {},
+    }

@@ -20,7 +20,7 @@ from tidings.storage import importing
 from tidings.storage.database import Database
 from tidings.storage.tables import jobs, webhook_deliveries
 
-HEADER = "email,name,tier,labels,newsletter,status,created_at"
+HEADER = "email,name,tier,labels,newsletter,status,created_at,attributes"
 
 
 @pytest.fixture
@@ -145,12 +145,15 @@ async def test_rows_the_database_skipped_are_not_reported_as_written(
     person = {"email": "ada@example.org", "email_key": "ada@example.org", "email_hash": "h1"}
     async with db.write() as conn:
         ids, created = await importing.upsert_subscribers(
-            conn, [{**person, "name": None, "tier": "free"}], update_tier=False, now=now
+            conn,
+            [{**person, "name": None, "tier": "free", "attributes": {}}],
+            update_tier=False,
+            now=now,
         )
         assert created == {"ada@example.org"}
         again, created_again = await importing.upsert_subscribers(
             conn,
-            [{**person, "name": "Ada", "tier": "free"}],
+            [{**person, "name": "Ada", "tier": "free", "attributes": {}}],
             update_tier=False,
             now=now.replace(day=3),
         )

@@ -72,3 +72,34 @@ def test_filter_text_round_trips(clauses: list[list[tuple[bool, str]]]) -> None:
     )
     parsed = parse_filter(text)
     assert parse_filter(str(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "attributes", "expected"),
+    [
+        ("attr:city=Paris", {"city": "Paris"}, True),
+        ("attr:city=Paris", {"city": "paris"}, False),
+        ("attr:city=Paris", {}, False),
+        ("!attr:city=Paris", {}, True),
+        ("attr:age=42", {"age": 42}, True),
+        ("attr:age=42", {"age": "42"}, True),
+        ("attr:vip=true", {"vip": True}, False),
+        ("attr:Home-Town=New York", {"Home-Town": "New York"}, True),
+        ("tier:free+attr:city=Paris", {"city": "Paris"}, True),
+    ],
+)
+def test_attribute_terms_match_the_text_of_the_value(
+    text: str, attributes: dict[str, object], expected: bool
+) -> None:
+    """`attr:city=Paris` (AUD-12) targets custom fields as docs/rendering.md says; case in
+    the value matters because it is the subscriber's data."""
+    audience = parse_filter(text)
+    assert audience.matches("free", frozenset(), attributes) is expected
+    assert str(parse_filter(str(audience))) == str(audience)
+
+
+def test_a_malformed_attribute_term_names_the_problem() -> None:
+    """An `attr:` term without `=VALUE` is refused when the campaign is saved."""
+    for text in ("attr:city", "attr:=Paris", "attr:ci ty=Paris"):
+        with pytest.raises(InvalidInput, match="attr:city=Paris"):
+            parse_filter(text)

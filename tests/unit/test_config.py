@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from tidings.config import ConfigurationError, load_settings, mask_url_password, masked
+from tidings.config import (
+    ConfigurationError,
+    load_settings,
+    mask_url_password,
+    masked,
+    setting_origins,
+)
 
 
 def test_defaults_need_no_configuration() -> None:
@@ -165,3 +171,19 @@ def test_toml_values_of_the_right_type_are_read(tmp_path: Path) -> None:
     assert settings.bulk_email.batch_creation_concurrency == 3
     assert settings.bulk_email.resume_max_age.total_seconds() == 5400
     assert (settings.bulk_email.sweep_interval_seconds, settings.queue.lease_seconds) == (60, 45.5)
+
+
+def test_each_setting_says_where_its_value_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings page names the source of each value: the file, the environment (which
+    wins over the file), the starting program, or the default."""
+    config = tmp_path / "tidings.toml"
+    config.write_text('[site]\nname = "From the file"\n[queue]\nlease_seconds = 120\n')
+    monkeypatch.setenv("TIDINGS_QUEUE_LEASE_SECONDS", "150")
+    settings = load_settings(config, log={"format": "json"})
+    origins = setting_origins(settings)
+    assert (settings.site.name, origins["site.name"]) == ("From the file", "file")
+    assert (settings.queue.lease_seconds, origins["queue.lease_seconds"]) == (150, "environment")
+    assert origins["log.format"] == "start-up"
+    assert origins["http.port"] == "default"

@@ -291,3 +291,34 @@ def test_the_preview_shows_sample_values_in_html_and_text() -> None:
     assert "tds" not in shown.html
     assert "tds" not in shown.text
     assert shown.subject == "Hello"
+
+
+def test_attribute_merge_tags_fill_each_recipients_custom_field_or_the_fallback() -> None:
+    """`{{ attribs.city }}` (AUD-12) personalises with the person's own data: escaped in
+    HTML, intact in text, on one line, and the fallback when the field is missing, empty or
+    not text or a number."""
+    rendering = _render(
+        'City: {{ attribs.city | fallback: "your town" }}. Plan: {{ attribs.plan }}.'
+    )
+    cases = [
+        ({"city": "Zürich <North> & Co", "plan": 3}, "Zürich <North> & Co", "3"),
+        ({"city": "Porto\r\nBcc: x@example.org"}, "Porto Bcc: x@example.org", ""),
+        ({"city": "", "plan": True}, "your town", ""),
+        (None, "your town", ""),
+    ]
+    for number, (attributes, city, plan) in enumerate(cases, start=1):
+        message = _parse(rendering.personalise(_recipient(number)._replace(attributes=attributes)))
+        text, body = _parts(message)
+        assert f"City: {city}. Plan: {plan}." in text
+        assert f"City: {html.escape(city)}. Plan: {plan}." in body
+        assert message["Bcc"] is None
+
+
+def test_an_attribute_tag_without_a_key_or_in_a_link_is_refused() -> None:
+    """A typo in a custom-field tag is caught when the draft is saved, and a subscriber's
+    data never chooses where a link points."""
+    for body in ("{{ attribs }}", "{{ attribs. }}", "{{ city.name }}"):
+        with pytest.raises(InvalidInput, match=r"attribs\.KEY"):
+            _render(body)
+    with pytest.raises(InvalidInput, match="inside a link"):
+        _render("[go](https://example.org/{{ attribs.city }})")

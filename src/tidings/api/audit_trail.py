@@ -44,6 +44,18 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", "/admin/subscribers/{subscriber_id}/delete"): "subscriber.delete",
     ("POST", "/admin/subscribers/{subscriber_id}/suppress"): "suppression.add",
     ("POST", "/admin/subscribers/import"): "subscribers.import",
+    # People changed one at a time (issue 25); bulk actions record themselves, with a count.
+    ("POST", "/api/admin/subscribers"): "subscriber.create",
+    ("PATCH", "/api/admin/subscribers/{subscriber_id}"): "subscriber.update",
+    ("DELETE", "/api/admin/subscribers/{subscriber_id}/subscriptions/{newsletter}"): (
+        "subscriber.unsubscribe"
+    ),
+    ("POST", "/admin/subscribers/new"): "subscriber.create",
+    ("POST", "/admin/subscribers/{subscriber_id}/edit"): "subscriber.update",
+    ("POST", "/admin/subscribers/{subscriber_id}/unsubscribe/{newsletter}"): (
+        "subscriber.unsubscribe"
+    ),
+    ("POST", "/admin/subscribers/confirm-pending"): "subscribers.confirm_pending",
 }
 _PARAM = re.compile(r"\{(\w+)\}")
 

@@ -43,6 +43,8 @@ class ImportReport:
     mailable: int = 0
     awaiting_confirmation: int = 0
     ignored_columns: list[str] = field(default_factory=list)
+    # Columns read into each subscriber's custom fields (AUD-12), as the file names them.
+    attribute_columns: list[str] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
 
     def add_errors(self, errors: list[RowError]) -> None:
@@ -60,6 +62,7 @@ class _Subscriber:
     name: str | None
     tier: str
     labels: set[str]
+    attributes: dict[str, Any] = field(default_factory=dict)
     name_given: bool = False
     tier_given: bool = False
     fields_changed: bool = False
@@ -204,6 +207,7 @@ class ChunkWriter:
                         "email_hash": hashes[key],
                         "name": person.name if person.name_given else None,
                         "tier": person.tier,
+                        "attributes": person.attributes,
                     }
                 )
         created: set[str] = set()
@@ -243,7 +247,7 @@ class ChunkWriter:
                 email_hash=hashes[key],
                 name=person.name,
                 tier=person.tier,
-                attributes={},
+                attributes=person.attributes,
                 created_at=now,
                 updated_at=now,
             )
@@ -284,7 +288,12 @@ def _known(
             None, row.address.email, None, "free", set(), newsletter_id=row.newsletter_id
         )
     return _Subscriber(
-        stored, stored.email, stored.name, stored.tier, set(labels.get(stored.id, ()))
+        stored,
+        stored.email,
+        stored.name,
+        stored.tier,
+        set(labels.get(stored.id, ())),
+        dict(stored.attributes),
     )
 
 
@@ -299,6 +308,10 @@ def _apply_fields(person: _Subscriber, row: ImportRow) -> bool:
         person.tier_given = True
         if row.tier != person.tier:
             person.tier, person.fields_changed, changed = row.tier, True, True
+    # Custom fields merge: a field the row gives replaces the stored one, others stay.
+    merged = {**person.attributes, **row.attributes}
+    if merged != person.attributes:
+        person.attributes, person.fields_changed, changed = merged, True, True
     new_labels = set(row.labels) - person.labels
     if new_labels:
         person.labels |= new_labels

@@ -2,21 +2,26 @@
 errors.
 
 Files come from other tools, so the header is read generously: the column names of the common
-exports (Mailchimp, Substack, Ghost, listmonk) are aliases of ours, columns we have no field for
-are ignored and reported, `--map column=field` names the rest, and a file of bare addresses
-needs no header at all. Nothing here touches the database. Error messages name the field and
-never quote the email address: reports are printed and may be logged.
+exports (Mailchimp, Substack, Ghost, listmonk) are aliases of ours, other columns become the
+subscriber's custom fields (AUD-12: Mailchimp's merge fields such as `Phone Number` become
+`phone_number`; listmonk's `attributes` JSON column is read as the object it is), other tools'
+bookkeeping columns (ratings, ids, IP addresses, timestamps) are ignored and reported,
+`--map column=field` names the rest, and a file of bare addresses needs no header at all.
+Nothing here touches the database. Error messages name the field and never quote the email
+address: reports are printed and may be logged.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
-from tidings.audience.subscribers import validate_labels, validate_tier
+from tidings.audience.subscribers import MAX_ATTRIBUTES_BYTES, validate_labels, validate_tier
 from tidings.domain.audience import Address, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
@@ -47,6 +52,23 @@ _STATUSES.update(
         ("blocklisted", "blacklisted", "disabled", "cleaned"), SubscriptionState.UNSUBSCRIBED
     )
 )
+# listmonk's custom fields: one JSON object per row.
+ATTRIBUTES_COLUMN = "attributes"
+# Other tools' bookkeeping, normalised: not the person's data, so not custom fields. Mailchimp
+# (ratings, opt-in and confirm records, geolocation, its own ids, unsubscribe/clean records),
+# listmonk and Ghost (ids, update times), Substack (billing state).
+BOOKKEEPING_COLUMNS = frozenset(
+    {
+        "member rating", "optin ip", "confirm time", "confirm ip", "latitude", "longitude",
+        "gmtoff", "dstoff", "timezone", "cc", "region", "last changed", "leid", "euid",
+        "notes", "unsub time", "unsub campaign title", "unsub campaign id", "unsub reason",
+        "unsub reason other", "clean time", "clean campaign title", "clean campaign id",
+        "uuid", "id", "updated at", "deleted at", "lists", "note", "subscribed to emails",
+        "complimentary plan", "stripe customer id", "tiers",
+        "email disabled", "active subscription", "subscription type",
+    }
+)  # fmt: skip
+_ATTRIBUTE_KEY = re.compile(r"[^a-z0-9_-]+")
 # Spreadsheets run a cell that starts with one of these as a formula. Export prefixes such a
 # cell with an apostrophe (the spreadsheet convention for "text"); import takes it off again.
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "'")
@@ -71,6 +93,7 @@ class ImportRow:
     newsletter_id: int
     status: SubscriptionState
     created_at: datetime | None
+    attributes: Mapping[str, Any] = field(default_factory=dict)  # the fields the row gives
 
     @property
     def unsubscribes(self) -> bool:
@@ -94,6 +117,10 @@ class Header:
     width: int
     ignored: tuple[str, ...] = ()
     has_header_row: bool = True
+    # Custom fields (AUD-12): attribute key -> position; the file's names of those columns.
+    attributes: Mapping[str, int] = field(default_factory=dict)
+    attribute_columns: tuple[str, ...] = ()
+    json_attributes: int | None = None  # listmonk's `attributes` column
 
 
 def _header_key(name: str) -> str:
@@ -137,10 +164,24 @@ def read_header(fields: list[str], column_map: Mapping[str, str] | None = None) 
         return Header({"email": 0}, width=1, has_header_row=False)
     columns: dict[str, int] = {}
     ignored: list[str] = []
+    attributes: dict[str, int] = {}
+    attribute_columns: list[str] = []
+    json_attributes = None
     for position, (name, key) in enumerate(zip(names, keys, strict=True)):
         target = column_map[key] if key in column_map else HEADER_ALIASES.get(key, "")
-        if not target:
+        if key in column_map and not target:
             ignored.append(name)
+            continue
+        if not target:
+            attribute = _attribute_key(key)
+            if key == ATTRIBUTES_COLUMN and json_attributes is None:
+                json_attributes = position
+                attribute_columns.append(name)
+            elif key in BOOKKEEPING_COLUMNS or not attribute or attribute in attributes:
+                ignored.append(name)
+            else:
+                attributes[attribute] = position
+                attribute_columns.append(name)
             continue
         if target in columns:
             raise InvalidInput(
@@ -155,7 +196,20 @@ def read_header(fields: list[str], column_map: Mapping[str, str] | None = None) 
             "name it with --map COLUMN=email",
             field="header",
         )
-    return Header(columns, width=len(names), ignored=tuple(ignored))
+    return Header(
+        columns,
+        width=len(names),
+        ignored=tuple(ignored),
+        attributes=attributes,
+        attribute_columns=tuple(attribute_columns),
+        json_attributes=json_attributes,
+    )
+
+
+def _attribute_key(header_key: str) -> str:
+    """A column's name as a custom-field key usable in `{{ attribs.KEY }}` and `attr:KEY=…`:
+    "Phone Number" is `phone_number`."""
+    return _ATTRIBUTE_KEY.sub("_", header_key).strip("_")[:64]
 
 
 def detect_delimiter(first_line: str) -> str:
@@ -183,12 +237,19 @@ class RowReader:
         newsletter_ids: Mapping[str, int],
         default_newsletter: str,
         now: datetime,
+        assert_consent: bool = False,
     ) -> None:
         self._columns = header.columns
+        self._attributes = header.attributes
+        self._json_attributes = header.json_attributes
         self._width = header.width
         self._newsletter_ids = newsletter_ids
         self._default_newsletter = default_newsletter
         self._now = now
+        # Rows that would wait for the person import confirmed: the admin asserts consent.
+        self._waiting_becomes = (
+            SubscriptionState.CONFIRMED if assert_consent else SubscriptionState.PENDING
+        )
         self._line_of: dict[tuple[str, int], int] = {}
         # address key -> (first line, name given so far, tier given so far)
         self._subscriber_fields: dict[str, tuple[int, str | None, str | None]] = {}
@@ -241,6 +302,13 @@ class RowReader:
             created_at = self._created_at(cell.get("created_at", ""))
         except ValueError as exc:
             problem("created_at", str(exc))
+        attributes: dict[str, Any] = {}
+        try:
+            attributes = self._attributes_of(fields)
+        except InvalidInput as exc:
+            problem("attributes", exc.detail)
+        if status is SubscriptionState.PENDING:
+            status = self._waiting_becomes
         if errors:
             return errors
         assert address is not None
@@ -249,7 +317,35 @@ class RowReader:
         repeat = self._repeat(line, address.key, newsletter_id, name, tier)
         if repeat is not None:
             return [repeat]
-        return ImportRow(line, address, name, tier, labels, newsletter_id, status, created_at)
+        return ImportRow(
+            line, address, name, tier, labels, newsletter_id, status, created_at, attributes
+        )
+
+    def _attributes_of(self, fields: list[str]) -> dict[str, Any]:
+        """The row's custom fields: listmonk's JSON object, then the extra columns (a blank
+        cell gives nothing, as blanks never clear)."""
+        found: dict[str, Any] = {}
+        if self._json_attributes is not None and self._json_attributes < len(fields):
+            text = restore_formula(fields[self._json_attributes].strip())
+            if text:
+                try:
+                    parsed = json.loads(text)
+                except ValueError:
+                    parsed = None
+                if not isinstance(parsed, dict):
+                    raise InvalidInput("attributes must be a JSON object", field="attributes")
+                found.update(parsed)
+        for key, position in self._attributes.items():
+            if position < len(fields):
+                cell = fields[position].strip()
+                if cell:
+                    found[key] = restore_formula(cell) if cell.startswith("'") else cell
+        if found and len(json.dumps(found)) > MAX_ATTRIBUTES_BYTES:
+            raise InvalidInput(
+                f"custom fields must be under {MAX_ATTRIBUTES_BYTES} bytes of JSON",
+                field="attributes",
+            )
+        return found
 
     def _cells(self, fields: list[str]) -> dict[str, str]:
         cells = {}

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -46,6 +47,7 @@ import structlog
 from tidings.audience.context import AudienceContext
 from tidings.audience.import_chunks import ChunkWriter, ImportReport
 from tidings.audience.import_rows import (
+    ATTRIBUTES_COLUMN,
     COLUMNS,
     ImportRow,
     RowError,
@@ -87,11 +89,13 @@ class Importer:
         on_progress: Callable[[int], None] | None = None,
         chunk_size: int = 1000,
         column_map: Mapping[str, str] | None = None,
+        assert_consent: bool = False,
     ) -> ImportReport:
         """Import CSV text (a file opened with `newline=""`, or any iterable of lines), its
         delimiter detected. `column_map` ({normalised column: field}, from
         `import_rows.parse_column_map`) overrides the header's reading. `on_progress` gets
-        the number of rows read so far after each chunk."""
+        the number of rows read so far after each chunk. `assert_consent` is the admin
+        saying they hold everyone's consent: rows that would wait import confirmed."""
         async with self._ctx.db.read() as conn:
             newsletters = {row.id: row for row in await newsletter_queries.list_newsletters(conn)}
         by_slug = {newsletter.slug: newsletter.id for newsletter in newsletters.values()}
@@ -115,9 +119,13 @@ class Importer:
             newsletter_ids=by_slug,
             default_newsletter=newsletter_slug,
             now=self._ctx.now(),
+            assert_consent=assert_consent,
         )
         writer = ChunkWriter(self._ctx, newsletters, evidence=f"import:{actor}"[:200])
-        report = ImportReport(ignored_columns=list(header.ignored))
+        report = ImportReport(
+            ignored_columns=list(header.ignored),
+            attribute_columns=list(header.attribute_columns),
+        )
         chunk: list[ImportRow] = []
         for record in records:
             report.total_rows += 1
@@ -175,7 +183,8 @@ class Importer:
                 raise NotFound(f"no newsletter called {newsletter!r}", field="newsletter")
             audience = ExportFilter(found.id, audience.state, audience.tier, audience.label)
         writer = csv.writer(out)
-        writer.writerow(COLUMNS)
+        # Custom fields travel as listmonk's `attributes` JSON column, which import reads.
+        writer.writerow([*COLUMNS, ATTRIBUTES_COLUMN])
         written, after_id = 0, None
         while True:
             async with self._ctx.db.read() as conn:
@@ -194,6 +203,7 @@ class Importer:
                     row.newsletter,
                     subscription_state(row.confirmed_at, row.unsubscribed_at).value,
                     row.created_at.isoformat(),
+                    json.dumps(row.attributes, ensure_ascii=False) if row.attributes else "",
                 ]
                 writer.writerow([neutralise_formula(cell) for cell in cells])
             written += len(page)

@@ -69,7 +69,9 @@ def create(
     preheader: str = typer.Option(
         "", "--preheader", help="Preview text shown after the subject.", callback=header_text
     ),
-    audience: str = typer.Option("", "--audience", help="Filter, e.g. tier:paid or label:beta."),
+    audience: str = typer.Option(
+        "", "--audience", help="Filter, e.g. tier:paid, label:beta or attr:city=Paris."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Create a draft campaign from a Markdown or HTML file."""

@@ -27,6 +27,7 @@ from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.cli.subscribers_bulk import bulk
 from tidings.domain.audience import Tier
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
@@ -93,12 +94,20 @@ def import_file(
         help="Afterwards, email the double opt-in link to every subscription of --newsletter "
         "still waiting for confirmation (as `confirm-pending`).",
     ),
+    assert_consent: bool = typer.Option(
+        False,
+        "--assert-consent",
+        help="You hold every person's consent: rows without a status (or another tool's "
+        "subscribed, active, enabled) import confirmed, with you as the evidence.",
+    ),
     rate: float = typer.Option(DEFAULT_RATE, "--rate", min=0.1, max=10_000, help=RATE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Import subscribers from CSV (columns: email, name, tier, labels, newsletter, status,
     created_at; also the column names of Mailchimp, Substack, Ghost and listmonk exports, such
-    as `Email Address`, `First Name`, `Last Name`; other columns are ignored and listed). Safe
+    as `Email Address`, `First Name`, `Last Name`; other columns become custom fields, as
+    does listmonk's `attributes` JSON, except other tools' bookkeeping columns, which are
+    ignored and listed). Safe
     to repeat: the second run changes nothing. Importing `confirmed` asserts consent on your
     behalf; other rows wait for the person to confirm, and only --send-confirmations (or
     `confirm-pending`) emails them. Exit code 1 when any row failed."""
@@ -119,6 +128,7 @@ def import_file(
                     actor=_actor(),
                     on_progress=lambda rows: progress.update(task, completed=rows),
                     column_map=mapping,
+                    assert_consent=assert_consent,
                 )
 
     report = run(go)
@@ -191,6 +201,11 @@ def _print_report(report: ImportReport) -> None:
             else "."
         )
     )
+    if report.attribute_columns:
+        out_console.print(
+            f"Custom fields from column(s): {', '.join(report.attribute_columns)} "
+            "(--map COLUMN= ignores one)."
+        )
     if report.ignored_columns:
         out_console.print(
             f"Ignored column(s): {', '.join(report.ignored_columns)} "
@@ -301,3 +316,6 @@ def show(
             str(entry.get("code") or ""),
         )
     out_console.print(events)
+
+
+app.command("bulk")(bulk)

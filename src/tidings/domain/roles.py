@@ -51,6 +51,8 @@ _POLICY: tuple[tuple[str, Role, Role], ...] = (
     ("/operators", Role.OWNER, Role.OWNER),
     ("/keys", Role.OWNER, Role.OWNER),
     ("/audit", Role.OWNER, Role.OWNER),
+    # The effective configuration and the go-live checklist (issue 25).
+    ("/settings", Role.OWNER, Role.OWNER),
     # The audience and campaigns, sending included: editors.
     ("/newsletters", Role.VIEWER, Role.EDITOR),
     ("/subscribers", Role.VIEWER, Role.EDITOR),

@@ -1,14 +1,19 @@
-"""Campaign audience filters over tier and labels (AUD-11). Pure.
+"""Campaign audience filters over tier, labels and custom fields (AUD-11, AUD-12). Pure.
 
 Grammar: clauses separated by `,` (any clause may match), terms inside a clause joined by `+`
-(all must match), a term is `tier:NAME` or `label:NAME`, and `!` before a term negates it.
-Examples: `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`,
-`tier:paid,tier:comped`. An empty filter selects the whole newsletter.
+(all must match), a term is `tier:NAME`, `label:NAME` or `attr:KEY=VALUE`, and `!` before a
+term negates it. Examples: `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`,
+`tier:paid,tier:comped`, `attr:city=Paris`. An empty filter selects the whole newsletter.
+
+`attr:KEY=VALUE` compares the text of the subscriber's attribute KEY with VALUE, exactly
+(case matters, as in the data); a number matches its decimal text (`attr:age=42`). A person
+without the attribute does not match, so `!attr:city=Paris` includes them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidings.domain.audience import Tier
@@ -16,26 +21,38 @@ from tidings.domain.errors import InvalidInput
 
 MAX_FILTER_LENGTH = 500
 _TERM = re.compile(r"^(!?)(tier|label):([a-z0-9_-]{1,64})$")
+# Attribute keys as the import writes them; values are anything but the grammar's , and +.
+_ATTRIBUTE_TERM = re.compile(r"^(!?)attr:([A-Za-z0-9_.-]{1,64})=([^,+]{1,200})$", re.IGNORECASE)
 TIERS = tuple(tier.value for tier in Tier)
 
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    kind: str  # "tier" or "label"
+    kind: str  # "tier", "label" or "attr"
     value: str
     negated: bool = False
+    key: str = ""  # the attribute's name, for "attr"
+
+    def __str__(self) -> str:
+        subject = (
+            f"attr:{self.key}={self.value}" if self.kind == "attr" else f"{self.kind}:{self.value}"
+        )
+        return ("!" if self.negated else "") + subject
 
 
 @dataclass(frozen=True, slots=True)
 class AudienceFilter:
     clauses: tuple[tuple[Term, ...], ...]  # OR of ANDs; empty = everyone
 
-    def matches(self, tier: str, labels: frozenset[str]) -> bool:
+    def matches(
+        self, tier: str, labels: frozenset[str], attributes: Mapping[str, object] | None = None
+    ) -> bool:
         """The filter applied to one subscriber (the same rule the SQL form expresses)."""
         if not self.clauses:
             return True
         return any(
-            all(_term_matches(term, tier, labels) for term in clause) for clause in self.clauses
+            all(_term_matches(term, tier, labels, attributes or {}) for term in clause)
+            for clause in self.clauses
         )
 
     def tiers(self) -> tuple[str, ...]:
@@ -47,19 +64,33 @@ class AudienceFilter:
         if not self.clauses:
             return True
         return any(
-            all(_term_matches(term, tier, None) for term in clause) for clause in self.clauses
+            all(_term_matches(term, tier, None, None) for term in clause) for clause in self.clauses
         )
 
     def __str__(self) -> str:
-        return ",".join(
-            "+".join(f"{'!' if t.negated else ''}{t.kind}:{t.value}" for t in clause)
-            for clause in self.clauses
-        )
+        return ",".join("+".join(str(term) for term in clause) for clause in self.clauses)
 
 
-def _term_matches(term: Term, tier: str, labels: frozenset[str] | None) -> bool:
+def attribute_text(value: object) -> str | None:
+    """An attribute's value as a filter compares it: strings as they are, numbers in decimal;
+    anything else (true/false, lists, objects, null) matches no `attr:` term."""
+    if isinstance(value, bool) or value is None:
+        return None
+    return str(value) if isinstance(value, str | int | float) else None
+
+
+def _term_matches(
+    term: Term,
+    tier: str,
+    labels: frozenset[str] | None,
+    attributes: Mapping[str, object] | None,
+) -> bool:
     if term.kind == "tier":
         hit = tier == term.value
+    elif term.kind == "attr":
+        if attributes is None:  # unknown here: the term could go either way
+            return True
+        hit = attribute_text(attributes.get(term.key)) == term.value
     else:
         if labels is None:  # labels unknown: a label term could go either way
             return True
@@ -78,12 +109,17 @@ def parse_filter(text: str | None, *, field: str = "audience_filter") -> Audienc
     for raw_clause in text.split(","):
         terms = []
         for raw_term in raw_clause.split("+"):
+            attribute = _ATTRIBUTE_TERM.match(raw_term.strip())
+            if attribute is not None:
+                negated, key, value = attribute.groups()
+                terms.append(Term("attr", value.strip(), bool(negated), key=key))
+                continue
             candidate = raw_term.strip().lower()
             match = _TERM.match(candidate)
             if match is None:
                 raise InvalidInput(
-                    f"{field}: {raw_term.strip()!r} is not a term like tier:paid, label:beta "
-                    "or !label:beta (join with + for AND, , for OR)",
+                    f"{field}: {raw_term.strip()!r} is not a term like tier:paid, label:beta, "
+                    "attr:city=Paris or !label:beta (join with + for AND, , for OR)",
                     field=field,
                 )
             negated, kind, value = match.groups()

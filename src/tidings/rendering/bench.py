@@ -20,6 +20,8 @@ from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER
 from tidings.rendering.slots import RecipientValues
 
 _NAMES = ["Ana Lima", "Bo Chen", None, "Zoë Müller", "O'Brien & Sons", "Mateus", "Léa Roux"]
+# Custom fields (AUD-12) for the sample's `{{ attribs.city }}`: set, missing, and a number.
+_ATTRIBUTES: list[dict[str, object]] = [{"city": "Porto"}, {}, {"city": "Zürich"}, {"city": 75001}]
 
 
 def sample_recipient(number: int) -> RecipientValues:
@@ -30,6 +32,7 @@ def sample_recipient(number: int) -> RecipientValues:
         preferences_token=f"p{number:012d}Qk2",
         subscriber_id=str(number),
         recipient_id=str(10_000_000 + number),
+        attributes=_ATTRIBUTES[number % len(_ATTRIBUTES)],
     )
 
 

@@ -24,7 +24,8 @@ _BODY = """\
 
 Good morning, {{ first_name | fallback: "reader" }}. For the first time in forty years the \
 inner harbour iced over, and the city learned how much of its daily life still moves by \
-water. This week: what stopped, what kept going, and what the council plans to do before \
+water, {{ attribs.city | fallback: "wherever you read this" }} included. This week: \
+what stopped, what kept going, and what the council plans to do before \
 next winter.
 
 ![Ferries waiting at the pier on Tuesday morning]({image_url})

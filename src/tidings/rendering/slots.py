@@ -14,8 +14,9 @@ from __future__ import annotations
 import html
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tidings.domain.email_headers import check_address, check_atom, clean_display_name
 from tidings.domain.errors import InvalidInput
@@ -33,10 +34,14 @@ MERGE_FIELDS = (
 )
 _MERGE_TAG = re.compile(r"\{\{(.*?)\}\}")
 _TAG_BODY = re.compile(
-    r"\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*"
+    r"\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?P<key>[A-Za-z0-9_-]{1,64}))?\s*"
     r"(?:\|\s*fallback\s*:\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'))?\s*"
 )
 NAME_FIELDS = frozenset({"name", "first_name"})
+# `{{ attribs.KEY }}`: the subscriber's custom field KEY (AUD-12), which takes a fallback too.
+ATTRIBUTES_FIELD = "attribs"
+FALLBACK_FIELDS = NAME_FIELDS | {ATTRIBUTES_FIELD}
+MAX_ATTRIBUTE_TEXT = 500
 # Values that may go anywhere, URLs included, because their alphabet is checked per recipient.
 URL_SAFE_FIELDS = frozenset(
     {"unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id"}
@@ -47,10 +52,12 @@ _URL_ATTRIBUTE = re.compile(r"\b(?:href|src)\s*=\s*\"([^\"]*)\"", re.IGNORECASE)
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """One per-recipient value: the recipient field and, for names, the fallback text."""
+    """One per-recipient value: the recipient field, the attribute's name for `attribs`, and
+    for names and attributes the fallback text."""
 
     field: str
     fallback: str = ""
+    key: str = ""
 
 
 class RecipientValues(NamedTuple):
@@ -64,6 +71,7 @@ class RecipientValues(NamedTuple):
     preferences_token: str
     subscriber_id: str
     recipient_id: str
+    attributes: Mapping[str, Any] | None = None
 
 
 SAMPLE_RECIPIENT = RecipientValues(
@@ -107,7 +115,19 @@ def resolve(slot: Slot, recipient: RecipientValues, clean_name: str | None) -> s
             return recipient.subscriber_id
         case "recipient_id":
             return recipient.recipient_id
+        case "attribs":
+            return attribute_text(recipient.attributes, slot)
     raise AssertionError(f"unknown slot field {slot.field}")  # pragma: no cover
+
+
+def attribute_text(attributes: Mapping[str, Any] | None, slot: Slot) -> str:
+    """A custom field as the reader sees it: strings and numbers as text on one line, at most
+    MAX_ATTRIBUTE_TEXT characters; missing, empty or any other kind of value is the fallback."""
+    value = attributes.get(slot.key) if attributes else None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return slot.fallback
+    text = " ".join(str(value).split())[:MAX_ATTRIBUTE_TEXT]
+    return text or slot.fallback
 
 
 @dataclass
@@ -144,11 +164,17 @@ class SlotTable:
 
     def _expand(self, tag: str, field: str) -> str:
         parsed = _TAG_BODY.fullmatch(tag)
-        if parsed is None or parsed["field"] not in MERGE_FIELDS:
+        known = parsed is not None and (
+            parsed["field"] in MERGE_FIELDS
+            if parsed["key"] is None
+            else parsed["field"] == ATTRIBUTES_FIELD
+        )
+        if parsed is None or not known:
             raise InvalidInput(
                 f"'{{{{{tag}}}}}' is not a merge tag; use one of "
                 + ", ".join(f"{{{{ {name} }}}}" for name in MERGE_FIELDS)
-                + ' (names take | fallback: "text")',
+                + " or {{ attribs.KEY }}"
+                + ' (names and attribs take | fallback: "text")',
                 field=field,
             )
         name = parsed["field"]
@@ -157,9 +183,9 @@ class SlotTable:
         if name == "preferences_url":
             return self.preferences_url
         fallback = parsed["dq"] if parsed["dq"] is not None else (parsed["sq"] or "")
-        if name not in ("name", "first_name"):
+        if name not in FALLBACK_FIELDS:
             fallback = ""
-        return self.token(Slot(name, " ".join(fallback.split())))
+        return self.token(Slot(name, " ".join(fallback.split()), parsed["key"] or ""))
 
     def check_url_context(self, fragment: str, *, field: str = "body") -> None:
         """Refuse a name or address inside a link or image URL: subscriber-typed text would

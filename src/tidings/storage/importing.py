@@ -90,6 +90,7 @@ class StoredSubscriber:
     email: str
     name: str | None
     tier: str
+    attributes: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +116,11 @@ async def subscribers_by_key(
         subscribers.c.email,
         subscribers.c.name,
         subscribers.c.tier,
+        subscribers.c.attributes,
     ).where(_among(conn, subscribers.c.email_key, email_keys))
     return {
-        key: StoredSubscriber(subscriber_id, email, name, tier)
-        for key, subscriber_id, email, name, tier in await conn.execute(query)
+        key: StoredSubscriber(subscriber_id, email, name, tier, attributes)
+        for key, subscriber_id, email, name, tier, attributes in await conn.execute(query)
     }
 
 
@@ -173,19 +175,20 @@ async def labels_of(conn: AsyncConnection, subscriber_ids: Collection[int]) -> d
 async def upsert_subscribers(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, update_tier: bool, now: datetime
 ) -> tuple[dict[str, int], set[str]]:
-    """Insert subscribers (`email`, `email_key`, `email_hash`, `name`, `tier`), or update the
-    existing ones with the same `email_key`; returns the id of every row written, by
-    `email_key`, and the keys of those this statement created (the update never touches
-    `created_at`, so a row whose `created_at` is `now` is new). A `None` name keeps the
-    stored name. `tier` is written only when `update_tier` (callers split rows by whether
-    the file gave a tier): the column is NOT NULL, so "not given" cannot travel as a null
-    through ON CONFLICT."""
+    """Insert subscribers (`email`, `email_key`, `email_hash`, `name`, `tier`, `attributes`:
+    the whole merged object), or update the existing ones with the same `email_key`; returns
+    the id of every row written, by `email_key`, and the keys of those this statement created
+    (the update never touches `created_at`, so a row whose `created_at` is `now` is new). A
+    `None` name keeps the stored name. `tier` is written only when `update_tier` (callers
+    split rows by whether the file gave a tier): the column is NOT NULL, so "not given"
+    cannot travel as a null through ON CONFLICT."""
     if not rows:
         return {}, set()
 
     def upsert(statement: Any) -> Any:
         changes: dict[str, Any] = {
             "name": func.coalesce(statement.excluded.name, subscribers.c.name),
+            "attributes": statement.excluded.attributes,
             "updated_at": statement.excluded.updated_at,
         }
         if update_tier:
@@ -198,7 +201,7 @@ async def upsert_subscribers(
         conn,
         subscribers,
         rows,
-        constants={"attributes": {}, "created_at": now, "updated_at": now},
+        constants={"created_at": now, "updated_at": now},
         finish=upsert,
     )
     ids, created = {}, set()
@@ -353,6 +356,7 @@ class ExportRow:
     created_at: datetime
     confirmed_at: datetime | None
     unsubscribed_at: datetime | None
+    attributes: dict[str, Any]
 
 
 async def export_page(
@@ -370,6 +374,7 @@ async def export_page(
             subscriptions.c.created_at,
             subscriptions.c.confirmed_at,
             subscriptions.c.unsubscribed_at,
+            subscribers.c.attributes,
         )
         .select_from(
             subscriptions.join(subscribers, subscribers.c.id == subscriptions.c.subscriber_id).join(

@@ -7,8 +7,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import (
+    String,
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
 from tidings.storage.upsert import insert_for
@@ -167,6 +181,39 @@ def has_label(label: str) -> Any:
     )
 
 
+class _AttributeText(FunctionElement[str]):
+    """A subscriber attribute as text when it is a string or a number, else NULL: the SQL
+    form of `segments.attribute_text`. The one dialect branch for reading `attributes`."""
+
+    type = String()
+    inherit_cache = True
+    name = "attribute_text"
+
+
+@compiles(_AttributeText, "postgresql")
+def _attribute_text_postgresql(element: _AttributeText, compiler: SQLCompiler, **kw: Any) -> str:
+    column, key, _path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return (
+        f"CASE WHEN jsonb_typeof({column} -> {key}) IN ('string', 'number') "
+        f"THEN {column} ->> {key} END"
+    )
+
+
+@compiles(_AttributeText, "sqlite")
+def _attribute_text_sqlite(element: _AttributeText, compiler: SQLCompiler, **kw: Any) -> str:
+    column, _key, path = (compiler.process(clause, **kw) for clause in element.clauses)
+    return (
+        f"CASE WHEN json_type({column}, {path}) IN ('text', 'integer', 'real') "
+        f"THEN CAST(json_extract({column}, {path}) AS TEXT) END"
+    )
+
+
+def attribute_equals(key: str, value: str) -> Any:
+    """The subscriber's attribute `key` reads `value` (AUD-12's `attr:KEY=VALUE`). Keys are
+    letters, digits, `_`, `.` and `-` (the filter grammar), so the quoted JSON path is safe."""
+    return _AttributeText(subscribers.c.attributes, literal(key), literal(f'$."{key}"')) == value
+
+
 def _filtered(search: SearchFilter) -> Any:
     query = select(subscribers)
     if search.newsletter_id is not None or search.state is not None:
@@ -202,3 +249,79 @@ async def search(
     if after_id is not None:
         query = query.where(subscribers.c.id > after_id)
     return [_row(row) for row in await conn.execute(query)]
+
+
+async def count(conn: AsyncConnection, search: SearchFilter) -> int:
+    """How many subscribers match `search` (the list's total)."""
+    chosen = _filtered(search).with_only_columns(subscribers.c.id).subquery()
+    return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
+
+
+async def ids_page(
+    conn: AsyncConnection,
+    search: SearchFilter,
+    *,
+    among: Sequence[int] | None,
+    after_id: int,
+    limit: int,
+) -> list[SubscriberRow]:
+    """The next `limit` subscribers after `after_id` that match `search` (and are `among`
+    the given ids, when given), by id: how a bulk action walks its selection."""
+    query = _filtered(search).where(subscribers.c.id > after_id)
+    if among is not None:
+        query = query.where(subscribers.c.id.in_(list(among)))
+    return [_row(row) for row in await conn.execute(query.order_by(subscribers.c.id).limit(limit))]
+
+
+async def add_label(
+    conn: AsyncConnection, subscriber_ids: Sequence[int], name: str, *, now: datetime
+) -> list[int]:
+    """Give these subscribers the label; returns those that did not have it."""
+    await conn.execute(
+        insert_for(conn, labels)
+        .values(name=name, created_at=now)
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    label_id = (await conn.execute(select(labels.c.id).where(labels.c.name == name))).scalar_one()
+    had = set(
+        (
+            await conn.execute(
+                select(subscriber_labels.c.subscriber_id).where(
+                    subscriber_labels.c.label_id == label_id,
+                    subscriber_labels.c.subscriber_id.in_(list(subscriber_ids)),
+                )
+            )
+        ).scalars()
+    )
+    missing = [subscriber_id for subscriber_id in subscriber_ids if subscriber_id not in had]
+    if missing:
+        await conn.execute(
+            insert(subscriber_labels),
+            [{"subscriber_id": subscriber_id, "label_id": label_id} for subscriber_id in missing],
+        )
+    return missing
+
+
+async def remove_label(
+    conn: AsyncConnection, subscriber_ids: Sequence[int], name: str
+) -> list[int]:
+    """Take the label from these subscribers; returns those that had it."""
+    label_id = (
+        await conn.execute(select(labels.c.id).where(labels.c.name == name))
+    ).scalar_one_or_none()
+    if label_id is None:
+        return []
+    held = subscriber_labels.c.subscriber_id.in_(list(subscriber_ids))
+    had = list(
+        (
+            await conn.execute(
+                select(subscriber_labels.c.subscriber_id).where(
+                    subscriber_labels.c.label_id == label_id, held
+                )
+            )
+        ).scalars()
+    )
+    await conn.execute(
+        delete(subscriber_labels).where(subscriber_labels.c.label_id == label_id, held)
+    )
+    return had

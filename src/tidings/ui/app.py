@@ -21,6 +21,8 @@ from tidings.ui import (
     newsletters,
     operators,
     outbox,
+    site_settings,
+    subscriber_edits,
     subscribers,
     webhooks,
 )
@@ -42,6 +44,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         auth.router,
         dashboard.router,
         newsletters.router,
+        subscriber_edits.router,  # before subscribers: /new and /bulk are not ids
         subscribers.router,
         campaigns.router,
         campaign_sends.router,
@@ -51,6 +54,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         account.router,
         operators.router,
         audit.router,
+        site_settings.router,
     )
 
 

@@ -1,5 +1,7 @@
 """CSV imports started from the browser: each runs as a task in this process while the page
-polls its progress, then shows the report with the per-line errors."""
+polls its progress, then shows the report with the per-line errors. The form's consent
+choice: leave the waiting rows waiting, email them the confirmation link afterwards (as
+`tidings subscribers import --send-confirmations`), or assert consent (`--assert-consent`)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import io
 import secrets
 from dataclasses import dataclass, field
 
+from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.importer import Importer, ImportReport
 from tidings.domain.errors import TidingsError
 
 # Finished runs kept for their report pages; the oldest go first.
 KEEP_FINISHED = 20
+CONFIRMATION_RATE = 10.0  # a second, as the CLI's default
+CONSENT_CHOICES = ("wait", "confirm", "assert")
 
 
 @dataclass
@@ -20,7 +25,9 @@ class ImportRun:
     newsletter: str
     total_rows: int  # data lines in the file: the progress bar's end
     rows_read: int = 0
+    consent: str = "wait"
     report: ImportReport | None = None
+    confirmations_queued: int | None = None
     error: str | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -35,10 +42,21 @@ class ImportRuns:
     def __init__(self) -> None:
         self._runs: dict[str, ImportRun] = {}
 
-    def start(self, importer: Importer, text: str, *, newsletter: str, actor: str) -> str:
+    def start(
+        self,
+        importer: Importer,
+        confirmations: PendingConfirmations,
+        text: str,
+        *,
+        newsletter: str,
+        actor: str,
+        consent: str = "wait",
+    ) -> str:
         run_id = secrets.token_urlsafe(12)
-        run = ImportRun(newsletter=newsletter, total_rows=max(text.count("\n") - 1, 1))
-        run.task = asyncio.create_task(self._run(run, importer, text, actor))
+        run = ImportRun(
+            newsletter=newsletter, total_rows=max(text.count("\n") - 1, 1), consent=consent
+        )
+        run.task = asyncio.create_task(self._run(run, importer, confirmations, text, actor))
         self._runs[run_id] = run
         self._forget_old()
         return run_id
@@ -46,19 +64,32 @@ class ImportRuns:
     def get(self, run_id: str) -> ImportRun | None:
         return self._runs.get(run_id)
 
-    async def _run(self, run: ImportRun, importer: Importer, text: str, actor: str) -> None:
+    async def _run(
+        self,
+        run: ImportRun,
+        importer: Importer,
+        confirmations: PendingConfirmations,
+        text: str,
+        actor: str,
+    ) -> None:
         def progress(rows: int) -> None:
             run.rows_read = rows
 
         try:
-            run.report = await importer.import_csv(
+            report = await importer.import_csv(
                 io.StringIO(text, newline=""),
                 newsletter_slug=run.newsletter,
                 actor=actor,
                 on_progress=progress,
                 chunk_size=500,
+                assert_consent=run.consent == "assert",
             )
-            run.total_rows = run.report.total_rows
+            run.total_rows = report.total_rows
+            if run.consent == "confirm" and report.awaiting_confirmation:
+                run.confirmations_queued = await confirmations.ask(
+                    run.newsletter, rate_per_second=CONFIRMATION_RATE
+                )
+            run.report = report  # done only once the confirmations are queued too
         except TidingsError as refused:
             run.error = refused.detail
 

@@ -10,10 +10,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from tidings.audience.bulk import Selection
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.ui.guard import Session, container_of
-from tidings.ui.imports import ImportRuns
+from tidings.ui.imports import CONSENT_CHOICES, ImportRuns
+from tidings.ui.subscriber_edits import ACTION_WORDS
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
 router = APIRouter(prefix="/subscribers", route_class=UiRoute)
@@ -65,10 +67,13 @@ async def search(
     audience: Audience,
     q: Annotated[str, Query(max_length=320)] = "",
     after: Annotated[int | None, Query(ge=0, le=2**62)] = None,
+    done: Annotated[str, Query(max_length=16)] = "",
+    changed: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> HTMLResponse:
     container = container_of(request)
     error = None
     found: list[Any] = []
+    total = 0
     filters = audience.used()
     state = filters.pop("state")
     try:
@@ -78,6 +83,15 @@ async def search(
             text=q.strip() or None,
             after_id=after,
             limit=PAGE_SIZE + 1,
+        )
+        total = await container.bulk.count(
+            Selection(
+                newsletter=filters["newsletter"],
+                state=SubscriptionState(state) if state else None,
+                tier=filters["tier"],
+                label=filters["label"],
+                text=q.strip() or None,
+            )
         )
     except (InvalidInput, NotFound) as refused:
         error = refused.detail
@@ -90,6 +104,10 @@ async def search(
         status_code=422 if error else 200,
         error=error,
         found=shown,
+        total=total,
+        done=done,
+        changed=changed,
+        actions=list(ACTION_WORDS.items()),
         next_after=next_after,
         query=query,
         newsletters=await container.newsletters.list(),
@@ -123,6 +141,7 @@ async def start_import(
     session: Session,
     newsletter: Annotated[str, Form(max_length=64)],
     file: Annotated[UploadFile, File()],
+    consent: Annotated[str, Form(max_length=16)] = "wait",
 ) -> Response:
     container = container_of(request)
     try:
@@ -136,8 +155,15 @@ async def start_import(
             newsletters=await container.newsletters.list(),
             error="The file must be UTF-8 CSV.",
         )
+    if consent not in CONSENT_CHOICES:
+        raise InvalidInput("choose what happens to the rows that wait", field="consent")
     run_id = _runs(request).start(
-        container.importer, text, newsletter=newsletter, actor=f"ui:{session.admin_id}"
+        container.importer,
+        container.pending_confirmations,
+        text,
+        newsletter=newsletter,
+        actor=f"ui:{session.admin_id}",
+        consent=consent,
     )
     return RedirectResponse(f"/admin/subscribers/import/{run_id}", status_code=303)
 

@@ -6,7 +6,7 @@ import io
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.audience.import_rows import parse_column_map
@@ -33,6 +33,9 @@ class ImportResult(BaseModel):
     mailable: int
     awaiting_confirmation: int
     ignored_columns: list[str]
+    attribute_columns: list[str] = Field(
+        description="Columns read into custom fields (listmonk's `attributes` JSON included)."
+    )
     errors: list[RowErrorPublic]
 
 
@@ -55,6 +58,13 @@ async def import_subscribers(
             "Repeat for several.",
         ),
     ] = None,
+    assert_consent: Annotated[
+        bool,
+        Query(
+            description="You have every person's consent: rows without a status (or another "
+            "tool's subscribed/active/enabled) import confirmed, with you as the evidence."
+        ),
+    ] = False,
 ) -> ImportResult:
     """The delimiter (`,`, `;`, tab) is detected; common exports' column names are read as
     ours; a one-column file of addresses needs no header."""
@@ -69,6 +79,7 @@ async def import_subscribers(
         newsletter_slug=newsletter,
         actor=f"admin:{key_id}",
         column_map=mapping,
+        assert_consent=assert_consent,
     )
     return ImportResult(
         total_rows=report.total_rows,
@@ -81,6 +92,7 @@ async def import_subscribers(
         mailable=report.mailable,
         awaiting_confirmation=report.awaiting_confirmation,
         ignored_columns=report.ignored_columns,
+        attribute_columns=report.attribute_columns,
         errors=[
             RowErrorPublic(line=e.line, field=e.field, message=e.message) for e in report.errors
         ],

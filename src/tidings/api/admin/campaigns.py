@@ -27,7 +27,8 @@ class CampaignFields(BaseModel):
     audience_filter: str = Field(
         default="",
         max_length=500,
-        description="e.g. `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`; "
+        description="e.g. `tier:paid`, `label:beta`, `tier:free+label:beta`, `!label:press`, "
+        "`attr:city=Paris` (a custom field); "
         "`,` separates alternatives. Empty: the whole newsletter.",
     )
     sender_name: HeaderText | None = Field(default=None, max_length=200)

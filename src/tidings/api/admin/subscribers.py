@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import AdminKeyId, ContainerDep
+from tidings.api.deps import AdminKeyId, ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import EmailAddress, HeaderText
+from tidings.audience.bulk import MAX_PICKED, BulkAction, BulkRequest, Selection
 from tidings.audience.subscribers import SubscriberView
 from tidings.domain.consent import SubscriptionState
 
@@ -128,6 +129,44 @@ async def create_subscriber(
         actor=key_id,
     )
     return SubscriberPublic.of(view)
+
+
+class SubscriberBulk(BaseModel):
+    """A bulk action: on the `ids` given, or (without `ids`) on everyone matching the filter
+    (`newsletter`, `state`, `tier`, `label`, `q`, as the search takes them)."""
+
+    action: BulkAction
+    label: str | None = Field(default=None, max_length=64, description="For label, unlabel.")
+    target_newsletter: str | None = Field(
+        default=None, max_length=64, description="For unsubscribe and confirm: which newsletter."
+    )
+    ids: list[Annotated[int, Field(ge=1, le=2**62)]] | None = Field(
+        default=None, max_length=MAX_PICKED
+    )
+    newsletter: str | None = Field(default=None, max_length=64)
+    state: SubscriptionState | None = None
+    tier: str | None = Field(default=None, max_length=16)
+    filter_label: str | None = Field(default=None, max_length=64)
+    q: str | None = Field(default=None, max_length=200)
+
+
+class BulkResult(BaseModel):
+    action: BulkAction
+    count: int = Field(description="Subscribers changed (for confirm: emails queued).")
+
+
+@router.post("/bulk", summary="Label, unlabel, unsubscribe, delete or ask to confirm, in bulk")
+async def bulk_action(container: ContainerDep, actor: KeyActor, body: SubscriberBulk) -> BulkResult:
+    selection = Selection(
+        newsletter=body.newsletter,
+        state=body.state,
+        tier=body.tier,
+        label=body.filter_label,
+        text=body.q,
+        picked=None if body.ids is None else tuple(body.ids),
+    )
+    request = BulkRequest(body.action, selection, body.label, body.target_newsletter)
+    return BulkResult(action=body.action, count=await container.apply_bulk(request, actor))
 
 
 @router.get("/{subscriber_id}", summary="One subscriber with subscriptions")

@@ -67,4 +67,5 @@ def recipient_values(row: RecipientRow, secret: str) -> RecipientValues:
         ),
         subscriber_id=str(row.subscriber_id),
         recipient_id=str(row.id),
+        attributes=row.attributes,
     )

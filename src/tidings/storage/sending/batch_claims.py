@@ -40,6 +40,7 @@ class RecipientRow(NamedTuple):
     subscription_id: int | None
     subscription_created_at: datetime | None
     mailable: bool
+    attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
 
 
 def claim_is_live(token_column: Any) -> Any:
@@ -130,6 +131,7 @@ async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list
             func.coalesce(
                 and_(subscriptions.c.id.is_not(None), mailable()), False, type_=Boolean()
             ).label("mailable"),
+            subscribers.c.attributes,
         )
         .select_from(campaign_recipients)
         .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)

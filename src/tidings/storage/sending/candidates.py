@@ -23,14 +23,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.domain.segments import AudienceFilter, Term
 from tidings.domain.sending import SegmentRange
 from tidings.storage.consent import mailable
-from tidings.storage.subscribers import has_label
+from tidings.storage.subscribers import attribute_equals, has_label
 from tidings.storage.tables import campaign_candidates, subscribers, subscriptions
 
 
 def _term(term: Term) -> ColumnElement[bool]:
-    clause: ColumnElement[bool] = (
-        subscribers.c.tier == term.value if term.kind == "tier" else has_label(term.value)
-    )
+    clause: ColumnElement[bool]
+    if term.kind == "tier":
+        clause = subscribers.c.tier == term.value
+    elif term.kind == "attr":
+        # NULL (no such attribute) is no match, and its negation must include the person.
+        clause = func.coalesce(attribute_equals(term.key, term.value), False)
+    else:
+        clause = has_label(term.value)
     return ~clause if term.negated else clause
 
 
