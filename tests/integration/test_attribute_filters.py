@@ -8,8 +8,8 @@ from sqlalchemy import select
 
 from tests.support import rows
 from tidings.domain.segments import parse_filter
-from tidings.storage.candidates import count_audience, filter_clause
 from tidings.storage.database import Database
+from tidings.storage.sending.candidates import count_audience, filter_clause
 from tidings.storage.tables import subscribers
 
 PEOPLE: list[dict[str, Any]] = [
