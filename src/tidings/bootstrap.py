@@ -73,6 +73,7 @@ from tidings.config import (
 )
 from tidings.delivery.connection_check import ConnectionCheck, check_mailgun, check_smtp
 from tidings.delivery.dkim_signer import DkimSigner, DkimSigningProvider
+from tidings.delivery.imap_mailbox import MailboxAccount
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.smtp import SmtpProvider
@@ -89,6 +90,7 @@ from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail, CaptureProvider
 from tidings.outbound.domain_rates import DomainRates
 from tidings.outbound.email_jobs import SEND_EMAIL, EmailJobHandler, Mailer
+from tidings.outbound.message_outcomes import MessageOutcomes
 from tidings.outbound.send_rate import SendRateLimiter
 from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler, Webhooks
 from tidings.queue.policy import HandlerRegistry, QueuePolicy
@@ -149,6 +151,7 @@ class Container:
     queue: JobQueue
     webhooks: Webhooks
     captured_mail: CapturedMail
+    message_outcomes: MessageOutcomes
     mailer: Mailer
     site_secret: SiteSecret
     audience: AudienceContext
@@ -175,6 +178,7 @@ class Container:
     feedback: Feedback
     provider_events: ProviderEvents
     inbound_mail: InboundMail
+    bounce_mailbox: MailboxAccount | None  # polled by `tidings inbound --imap`
     archive: PublicArchive
     bot_check: BotCheck
     resources: AsyncExitStack
@@ -586,6 +590,7 @@ def build(
         captured_mail=CapturedMail(
             db, clock, retention=timedelta(days=settings.email.capture_retention_days)
         ),
+        message_outcomes=MessageOutcomes(db),
         mailer=mailer,
         site_secret=site_secret,
         audience=audience,
@@ -610,6 +615,7 @@ def build(
             unsubscribe_address=settings.email.unsubscribe_address,
             max_bytes=inbound.max_event_bytes,
         ),
+        bounce_mailbox=_bounce_mailbox(settings),
         provider_events=ProviderEvents(
             feedback,
             mailgun_signing_key=(
@@ -795,3 +801,18 @@ async def running(settings: Settings, *, apply_migrations: bool) -> AsyncIterato
         yield container
     finally:
         await container.close()
+
+
+def _bounce_mailbox(settings: Settings) -> MailboxAccount | None:
+    """The IMAP bounce mailbox of `inbound.imap_*`, if one is set (PRV-6)."""
+    inbound = settings.inbound
+    if inbound.imap_host is None or inbound.imap_user is None or inbound.imap_password is None:
+        return None
+    return MailboxAccount(
+        host=inbound.imap_host,
+        port=inbound.imap_port,
+        tls=inbound.imap_tls,
+        user=inbound.imap_user,
+        password=inbound.imap_password.get_secret_value(),
+        mailbox=inbound.imap_mailbox,
+    )

@@ -639,6 +639,34 @@ class InboundSettings(_Section):
         description="Received events (applied, unmatched and unparsed) are kept this long; the "
         "decisions they led to stay on the person's history.",
     )
+    imap_host: str | None = Field(
+        default=None,
+        description="An IMAP mailbox that bounces, complaints and unsubscribe mail are delivered "
+        "to, for when the MX cannot reach `tidings inbound`: `tidings inbound --imap` polls it "
+        "and deletes each message once recorded. Unset: no mailbox is polled.",
+    )
+    imap_port: int = Field(
+        default=993, ge=1, le=65_535, description="The IMAP server's port (993: IMAPS)."
+    )
+    imap_tls: bool = Field(
+        default=True,
+        description="Connect with TLS (IMAPS), the server's certificate checked against the "
+        "system's CAs. Off only for a server on the same machine.",
+    )
+    imap_user: str | None = Field(default=None, description="The mailbox's login name.")
+    imap_password: SecretStr | None = Field(default=None, description="The mailbox's password.")
+    imap_mailbox: str = Field(
+        default="INBOX", min_length=1, description="The folder to read (and empty)."
+    )
+    imap_poll_seconds: float = Field(
+        default=60.0, ge=1, le=3600, description="Seconds between two polls of the mailbox."
+    )
+
+    @model_validator(mode="after")
+    def _imap_login(self) -> InboundSettings:
+        if self.imap_host is not None and (self.imap_user is None or self.imap_password is None):
+            raise ValueError("inbound.imap_host needs inbound.imap_user and inbound.imap_password")
+        return self
 
 
 class SesSettings(_Section):

@@ -72,7 +72,8 @@ async def test_each_batch_is_one_call_and_each_reader_gets_their_own_message(
     assert "Hello Reader 8." in sample.text()
     assert "Members only." in sample.text()  # reader 8 is paid (even numbers)
     unsubscribe = sample.headers()["List-Unsubscribe"]
-    assert re.search(r"/unsubscribe/\d+\.[A-Za-z0-9_-]{32}>", unsubscribe)
+    # The link names the reader's recipient row: an unsubscribe counts for this campaign.
+    assert re.search(r"/unsubscribe/\d+-\d+\.[A-Za-z0-9_-]{32}>", unsubscribe)
     assert "%recipient" not in sample.html()
     assert await recipient_states(container, campaign_id) == {"sent": 100}
 

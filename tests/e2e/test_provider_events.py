@@ -361,6 +361,54 @@ async def test_campaign_statistics_count_what_came_back_per_segment(studio: Stud
     assert "75.0%" in table.stdout
 
 
+async def test_an_unsubscribe_counts_for_the_campaign_whose_link_was_used(
+    studio: Studio, dev_provider: DevProviderServer
+) -> None:
+    """A publisher comparing issues must see each issue's own unsubscribes (SND-27): a link
+    from an older issue counts for that issue, not for the latest one; a link from mail sent
+    before links named their issue still unsubscribes (and counts for the latest)."""
+    client, container, headers, first = studio
+    second = await create_campaign(client, headers)
+    response = await client.post(f"/api/admin/campaigns/{second}/send", headers=headers)
+    assert response.status_code == 202, response.text
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, second) == "submitted"
+    first_id = message_id(str(first), reader(3), DOMAIN)
+    mailed = next(
+        r for r in dev_provider.store.recipients
+        if r.address == reader(3) and r.message_id == first_id
+    )  # fmt: skip
+    found = re.search(
+        r"<https?://[^/>]+(/unsubscribe/[^>]+)>", mailed.headers()["List-Unsubscribe"]
+    )
+    assert found is not None
+    assert (await client.post(found.group(1))).status_code < 400
+    subscriber_id = (await recipient_row(container, first, reader(1))).subscriber_id
+    async with container.db.read() as conn:
+        [(subscription_id, created_at)] = (
+            await conn.execute(
+                select(subscriptions.c.id, subscriptions.c.created_at).where(
+                    subscriptions.c.subscriber_id == subscriber_id
+                )
+            )
+        ).all()
+    old_style = container.audience.unsubscribe_token(subscription_id, created_at)
+    assert (await client.post(f"/unsubscribe/{old_style}")).status_code < 400
+
+    async def unsubscribed(campaign_id: int) -> set[str]:
+        rows = await client.get(f"/api/admin/campaigns/{campaign_id}/stats", headers=headers)
+        assert rows.status_code == 200, rows.text
+        assert rows.json()["total"]["unsubscribed"] == 1
+        return {
+            address
+            for address in (reader(1), reader(3))
+            if (await recipient_row(container, campaign_id, address)).unsubscribed_at
+        }
+
+    assert await unsubscribed(first) == {reader(3)}
+    assert await unsubscribed(second) == {reader(1)}
+
+
 async def test_the_persons_history_shows_what_was_heard_and_a_privacy_delete_erases_it(
     studio: Studio,
 ) -> None:

@@ -43,3 +43,22 @@ def test_the_signature_is_standard_hmac_sha256(
     digest = hmac.new(secret.encode(), message, hashlib.sha256).digest()
     expected = f"{object_id}.{base64.urlsafe_b64encode(digest).decode()[:32]}"
     assert tokens.sign(secret, purpose, object_id, stamp) == expected
+
+
+def test_a_campaign_link_names_its_recipient_row_and_cannot_be_moved_to_another() -> None:
+    """An unsubscribe counts for the campaign whose link was used (SND-27) only if nobody can
+    point a link at another campaign's row: the row is signed with the subscription, and a
+    link with the row taken off (or another row put on) does not verify."""
+    secret = "site-secret"
+    token = tokens.sign(secret, "unsubscribe", 4242, STAMP, recipient_id=77)
+    assert token.startswith("4242-77.")
+    assert tokens.signed_id(token) == 4242
+    assert tokens.signed_recipient(token) == 77
+    assert tokens.verify(secret, "unsubscribe", token, STAMP)
+    signature = token.split(".", 1)[1]
+    assert not tokens.verify(secret, "unsubscribe", f"4242-78.{signature}", STAMP)
+    assert not tokens.verify(secret, "unsubscribe", f"4242.{signature}", STAMP)
+    assert not tokens.verify(secret, "preferences", token, STAMP)
+    plain = tokens.sign(secret, "unsubscribe", 4242, STAMP)
+    assert tokens.signed_recipient(plain) is None
+    assert not tokens.verify(secret, "unsubscribe", f"4242-77.{plain.split('.', 1)[1]}", STAMP)

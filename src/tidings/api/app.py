@@ -92,12 +92,13 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    # First: routes are matched in order, and provider events come by the thousand (PRV-6).
+    app.include_router(provider_events.router)
     app.include_router(health.router)
     if settings.metrics.on_api_port:
         app.include_router(health.metrics_router)
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(public_pages.router)
-    app.include_router(provider_events.router)
     app.include_router(public_archive.router)
     app.include_router(public_embed.router)
     app.include_router(admin_router())

@@ -72,8 +72,13 @@ class AuditTrail:
         self.routes = [
             (method, _compiled(template), action) for (method, template), action in AUDITED.items()
         ]
+        # Most requests (provider events by the thousand, public pages) are under none of
+        # the audited paths: one C-level prefix test spares them every pattern.
+        self.prefixes = tuple({template.split("{", 1)[0] for _, template in AUDITED})
 
     def _action_for(self, method: str, path: str) -> tuple[str, str | None] | None:
+        if not path.startswith(self.prefixes):
+            return None
         for route_method, pattern, action in self.routes:
             found = pattern.match(path) if route_method == method else None
             if found:

@@ -18,7 +18,8 @@ from tidings.domain.roles import Forbidden, Role, required_role
 _bearer = HTTPBearer(auto_error=False, description="An admin API key: `tdk_...`")
 
 
-def get_container(request: Request) -> Container:
+async def get_container(request: Request) -> Container:
+    # async: FastAPI runs a plain `def` dependency in a worker thread, a hop per request
     container: Container = request.app.state.container
     return container
 

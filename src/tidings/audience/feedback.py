@@ -38,6 +38,7 @@ from tidings.storage import feedback as queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
+from tidings.storage import transactional_outcomes
 from tidings.storage.sending import feedback_counts, recipient_outcomes
 from tidings.storage.subscribers import SubscriberRow
 
@@ -192,6 +193,11 @@ class Feedback:
             raise ReplayedEvent()
         if recorded == "duplicate":
             return Outcome.DUPLICATE
+        if event.kind is not None and event.message_id and target.campaign_id is None:
+            # Not a campaign's message: perhaps a transactional one (a subscriber's or not).
+            await transactional_outcomes.record_outcome(
+                conn, event.message_id, kind=event.kind.value, at=event.occurred_at, code=event.code
+            )
         if status is Outcome.APPLIED:
             assert target.subscriber is not None
             assert event.kind is not None
@@ -280,6 +286,14 @@ class Feedback:
                     if target.recipient_id is not None
                 ],
             )
+            await self._transactional_deliveries(
+                conn,
+                [
+                    events[index]
+                    for (index, target), result in zip(targets, recorded, strict=True)
+                    if result == "new" and target.campaign_id is None
+                ],
+            )
             with_records = await queries.hashes_with_records(
                 conn, [target.email_hash for _, target in applied if target.email_hash]
             )
@@ -290,6 +304,22 @@ class Feedback:
                         conn, events[index], EventKind.DELIVERED, target, target.subscriber
                     )
         return outcomes
+
+    async def _transactional_deliveries(
+        self, conn: AsyncConnection, events: list[ReportedEvent]
+    ) -> None:
+        """Deliveries of messages that are no campaign's: those of transactional mail land
+        on its row (one look-up for the batch; an update only for those that are)."""
+        reported = [event for event in events if event.message_id]
+        ours = await transactional_outcomes.known(
+            conn, [event.message_id for event in reported if event.message_id]
+        )
+        for event in reported:
+            assert event.message_id is not None
+            if transactional_outcomes.key_of(event.message_id) in ours:
+                await transactional_outcomes.record_outcome(
+                    conn, event.message_id, kind="delivered", at=event.occurred_at, code=None
+                )
 
     async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
         """The subscriber and campaign recipient the event is about, as far as known."""

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from tidings.audience.feedback import Feedback, Outcome
 from tidings.audience.public import LinkProblem, PublicFlows
-from tidings.delivery.inbound_mail import MailReport, read_report
+from tidings.delivery.imap_mailbox import OpenMailbox
+from tidings.delivery.inbound_mail import MailReport, read_report, stored_recipients
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.feedback import EventKind, ReportedEvent
@@ -53,6 +54,37 @@ class InboundMail:
             )
             outcomes.append(await self._apply(report, self._tag(recipient), data))
         return outcomes
+
+    async def drain(self, mailbox: OpenMailbox) -> dict[str, int]:
+        """Act on every message of a polled bounce mailbox, then delete them there (each is
+        recorded first: what cannot be read is kept as unparsed); outcomes counted."""
+        counted: dict[str, int] = {}
+        done = []
+        for uid in await mailbox.uids():
+            data = await mailbox.fetch(uid)
+            if data is not None:
+                for outcome in await self.receive_stored(data):
+                    counted[outcome.value] = counted.get(outcome.value, 0) + 1
+            done.append(uid)
+        await mailbox.remove(done)
+        return counted
+
+    async def receive_stored(self, data: bytes) -> list[Outcome]:
+        """`receive` for a message taken from a mailbox: its recipients are read from its
+        headers; one for none of tidings' addresses is taken as sent to the bounce address
+        (a bounce then matched by the failed address)."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if len(data) > self.max_bytes:
+            reason = "larger than inbound.max_event_bytes"
+            report = MailReport("unknown", digest, reason=reason)
+            return [await self._unparsed(report, data, reason)]
+        recipients = [address for address in stored_recipients(data) if self.accepts(address)]
+        if not recipients and self.bounce_address is not None:
+            recipients = [self.bounce_address]
+        if not recipients:
+            report = MailReport("unknown", digest, reason="for none of tidings' addresses")
+            return [await self._unparsed(report, data, report.reason)]
+        return await self.receive(recipients[:1], data)
 
     async def _apply(self, report: MailReport, tag: str | None, data: bytes) -> Outcome:
         recipient_id = verp.recipient_of(tag, self._secret()) if tag else None

@@ -170,11 +170,14 @@ class PublicFlows:
         async with self._ctx.db.write() as conn:
             subscription = await self._subscription_for_unsubscribe(conn, token)
             await self.unsubscribe_in(conn, subscription)
-            # Counted in the statistics of the campaign whose link it most likely was (SND-27).
+            # Counted in the statistics of the campaign whose link it was (SND-27): the one
+            # the token names (signed with it), or, for a link from mail sent before tokens
+            # named their recipient row, the newsletter's latest campaign to the person.
             await recipient_outcomes.attribute_unsubscribe(
                 conn,
                 subscriber_id=subscription.subscriber_id,
                 newsletter_id=subscription.newsletter_id,
+                recipient_id=tokens.signed_recipient(token),
                 at=self._ctx.now(),
             )
             return await self._target(conn, subscription)

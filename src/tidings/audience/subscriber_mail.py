@@ -25,7 +25,7 @@ from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.outbound.email_jobs import EmailJobHandler, TransactionalEmail
 from tidings.queue.job import Job, JobPayload
 from tidings.rendering.notice import render_confirmation_email, render_notice
-from tidings.storage import confirmations
+from tidings.storage import confirmations, transactional_outcomes
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
@@ -61,7 +61,7 @@ async def queue_confirmation_email(
     again; the key is random, never built from ids a database may reuse."""
     mail = SubscriberMail(MailPurpose.CONFIRMATION, subscriber_id, newsletter_id)
     key = f"subscriber-mail:{mail.purpose}:{uuid.uuid4().hex}"
-    await context.queue.enqueue(conn, mail.kind, key, mail.to_payload())
+    await _queue(context, conn, mail, key)
 
 
 async def queue_welcome_email(
@@ -84,7 +84,17 @@ async def queue_welcome_email(
     mail = SubscriberMail(MailPurpose.WELCOME, subscription.subscriber_id, newsletter.id)
     confirmed = int(subscription.confirmed_at.timestamp() * 1_000_000)
     key = f"subscriber-mail:{mail.purpose}:{subscription.id}:{confirmed}"
-    await context.queue.enqueue(conn, mail.kind, key, mail.to_payload())
+    await _queue(context, conn, mail, key)
+
+
+async def _queue(
+    context: AudienceContext, conn: AsyncConnection, mail: SubscriberMail, key: str
+) -> None:
+    """Queue `mail`, noting its message so what the provider reports about it lands on it."""
+    job, _ = await context.queue.enqueue(conn, mail.kind, key, mail.to_payload())
+    await transactional_outcomes.remember(
+        conn, job_id=job.id, idempotency_key=key, message_id=None, now=job.created_at
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from tidings.cli.context import container_for, out_console, run
+from tidings.cli.outbox import outcome_line
 from tidings.domain.jobs import JobStatus
 
 app = typer.Typer(help="Inspect background jobs and replay dead ones.", no_args_is_help=True)
@@ -65,10 +66,13 @@ def show(ctx: typer.Context, job_id: int = typer.Argument(..., help="The job's i
     async def go() -> None:
         async with container_for(ctx) as container:
             job, attempts = await container.queue.get(job_id)
+            outcome = await container.message_outcomes.of_job(job_id)
         out_console.print(
             f"job {job.id} [{job.kind}] {job.status.value}, "
             f"attempts {job.attempts}/{job.max_attempts}, due {job.run_at:%c}"
         )
+        if outcome is not None:
+            out_console.print(f"  outcome: {outcome_line(outcome)}")
         for attempt in attempts:
             out_console.print(
                 f"  #{attempt['attempt']} {attempt['finished_at']:%c} "

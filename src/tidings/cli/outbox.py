@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.delivery.mail_reading import ReadableMessage, read_message
+from tidings.storage.transactional_outcomes import MessageOutcome
 
 app = typer.Typer(
     help="Read mail captured by the local provider (email.provider = capture).",
@@ -86,11 +87,12 @@ def show(
     if len(chosen) > 1:
         fail(f"choose one of {', '.join(chosen)}", code=2)
 
-    async def go() -> bytes:
+    async def go() -> tuple[bytes, MessageOutcome | None]:
         async with container_for(ctx) as container:
-            return (await container.captured_mail.get(message_id)).raw
+            captured = await container.captured_mail.get(message_id)
+            return captured.raw, await container.message_outcomes.of_message(captured.message_id)
 
-    data = run(go)
+    data, outcome = run(go)
     if raw:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -107,12 +109,28 @@ def show(
     elif open_it:
         _open_in_browser(message_id, message.html, message.text)
     else:
-        _print_readable(message)
+        _print_readable(message, outcome)
 
 
-def _print_readable(message: ReadableMessage) -> None:
+def outcome_line(outcome: MessageOutcome | None) -> str:
+    """What was heard back about the message (PRV-6), one line."""
+    if outcome is None:
+        return "nothing reported (not a transactional message)"
+    heard = []
+    if outcome.delivered_at is not None:
+        heard.append(f"delivered {outcome.delivered_at:%Y-%m-%d %H:%M:%S}")
+    if outcome.bounced_at is not None:
+        code = f" ({outcome.bounce_code})" if outcome.bounce_code else ""
+        heard.append(f"{outcome.bounce_kind} bounce{code} {outcome.bounced_at:%Y-%m-%d %H:%M:%S}")
+    if outcome.complained_at is not None:
+        heard.append(f"complaint {outcome.complained_at:%Y-%m-%d %H:%M:%S}")
+    return ", ".join(heard) or "nothing reported yet"
+
+
+def _print_readable(message: ReadableMessage, outcome: MessageOutcome | None) -> None:
     for name, value in message.headers:
         print(f"{name}: {value}")
+    print(f"Outcome: {outcome_line(outcome)}")
     print()
     print((message.text or "(no plain-text part; try --html or --open)").rstrip("\n"))
     if message.links:

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from email.utils import getaddresses
 from typing import Literal
 
+from tidings.domain import tokens
+
 MAX_DIAGNOSTIC = 1000
-_UNSUBSCRIBE = re.compile(r"unsubscribe-([0-9]{1,19}\.[A-Za-z0-9_-]{32})")
+_UNSUBSCRIBE = re.compile(f"unsubscribe-({tokens.SIGNED_TOKEN_PATTERN})")
 _STATUS = re.compile(r"\b([245]\.[0-9]{1,3}\.[0-9]{1,3})\b")
 ReportKind = Literal["bounce", "complaint", "unsubscribe", "unknown"]
 
@@ -46,6 +48,23 @@ class MailReport:
     original_message_id: str | None = None
     unsubscribe_token: str | None = None
     reason: str = ""  # unknown: why
+
+
+# Where a mailbox keeps the envelope recipient (lost once mail is stored), most precise first.
+_RECIPIENT_HEADERS = ("Delivered-To", "X-Original-To", "Envelope-To", "To", "Cc")
+
+
+def stored_recipients(data: bytes) -> list[str]:
+    """The addresses a message taken from a mailbox was delivered to, as far as its headers
+    tell (the envelope recipient of SMTP is not kept in a mailbox)."""
+    headers = email.message_from_bytes(data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
+    found: list[str] = []
+    for name in _RECIPIENT_HEADERS:
+        values = [str(value) for value in headers.get_all(name, [])]
+        for _, address in getaddresses(values):
+            if address and address.lower() not in (known.lower() for known in found):
+                found.append(address)
+    return found
 
 
 def read_report(data: bytes, *, report_id: str, to_unsubscribe: bool) -> MailReport:

@@ -76,7 +76,7 @@ class SnsCertificates:
         self._client = httpx.AsyncClient(
             timeout=timeout_seconds, verify=verify, follow_redirects=False
         )
-        self._keys: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._keys: OrderedDict[str, rsa_signature.PublicKey] = OrderedDict()
 
     def check_url(self, url: object, *, field: str) -> str:
         """`url` if it is https on an SNS host; else SignatureRejected."""
@@ -87,7 +87,7 @@ class SnsCertificates:
             raise SignatureRejected(f"{field} is not an https URL on an SNS host")
         return url
 
-    async def key_for(self, url: str) -> tuple[int, int]:
+    async def key_for(self, url: str) -> rsa_signature.PublicKey:
         if url in self._keys:
             self._keys.move_to_end(url)
             return self._keys[url]

@@ -17,7 +17,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-_SIGNED = re.compile(r"^([0-9]{1,19})\.([A-Za-z0-9_-]{32})$")
+# `<id>.<signature>`, or `<id>-<recipient id>.<signature>` for a campaign's unsubscribe link,
+# which names the recipient row it was mailed to so the campaign's statistics count it exactly.
+SIGNED_TOKEN_PATTERN = r"[0-9]{1,19}(?:-[0-9]{1,19})?\.[A-Za-z0-9_-]{32}"  # noqa: S105 - a regex
+_SIGNED = re.compile(r"^([0-9]{1,19})(?:-([0-9]{1,19}))?\.([A-Za-z0-9_-]{32})$")
 _RANDOM = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _SHA256_BLOCK = 64
 _IPAD = bytes(byte ^ 0x36 for byte in range(256))
@@ -37,13 +40,18 @@ def is_well_formed_confirmation_token(token: str) -> bool:
     return bool(_RANDOM.match(token))
 
 
-def _signature(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:
+def _signature(
+    secret: str, purpose: str, object_id: int, row_stamp: datetime, recipient_id: int | None
+) -> str:
     # The row's creation time is signed too: if the row is deleted and its id reused (SQLite
     # reuses ids), a link from old mail does not reach the new person.
     stamp = int(row_stamp.timestamp() * 1_000_000)
     inner, outer = _hmac_pads(secret)
     inner = inner.copy()
-    inner.update(f"{purpose}:{object_id}:{stamp}".encode())
+    message = f"{purpose}:{object_id}:{stamp}"
+    if recipient_id is not None:  # a different message: neither form passes for the other
+        message += f":recipient:{recipient_id}"
+    inner.update(message.encode())
     outer = outer.copy()
     outer.update(inner.digest())
     # 24 bytes are exactly 32 base64 characters: the first 32 of the whole digest's encoding.
@@ -63,9 +71,19 @@ def _hmac_pads(secret: str) -> tuple[Any, Any]:
     return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
 
 
-def sign(secret: str, purpose: str, object_id: int, row_stamp: datetime) -> str:
-    """`<id>.<signature>`, valid only for `purpose` (e.g. unsubscribe) and this row."""
-    return f"{object_id}.{_signature(secret, purpose, object_id, row_stamp)}"
+def sign(
+    secret: str,
+    purpose: str,
+    object_id: int,
+    row_stamp: datetime,
+    *,
+    recipient_id: int | None = None,
+) -> str:
+    """`<id>.<signature>`, valid only for `purpose` (e.g. unsubscribe) and this row; with
+    `recipient_id` (a campaign's recipient row), `<id>-<recipient id>.<signature>`."""
+    signature = _signature(secret, purpose, object_id, row_stamp, recipient_id)
+    named = object_id if recipient_id is None else f"{object_id}-{recipient_id}"
+    return f"{named}.{signature}"
 
 
 def signed_id(token: str) -> int | None:
@@ -74,13 +92,21 @@ def signed_id(token: str) -> int | None:
     return None if match is None else int(match.group(1))
 
 
+def signed_recipient(token: str) -> int | None:
+    """The recipient row a well-formed signed token names (verify it first), else None."""
+    match = _SIGNED.match(token)
+    return None if match is None or match.group(2) is None else int(match.group(2))
+
+
 def verify(secret: str, purpose: str, token: str, row_stamp: datetime) -> bool:
-    """True when `token` was signed for `purpose` and the row with this id and creation time."""
+    """True when `token` was signed for `purpose` and the row with this id and creation time
+    (and, when it names one, that recipient row)."""
     match = _SIGNED.match(token)
     if match is None:
         return False
-    expected = _signature(secret, purpose, int(match.group(1)), row_stamp)
-    return hmac.compare_digest(expected, match.group(2))
+    recipient_id = None if match.group(2) is None else int(match.group(2))
+    expected = _signature(secret, purpose, int(match.group(1)), row_stamp, recipient_id)
+    return hmac.compare_digest(expected, match.group(3))
 
 
 def keyed_email_hash(secret: str, email_key: str, outer_key: str | None = None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tidings.domain.jobs import GiveUp, RetryLater
 from tidings.domain.provider_health import unreachable_reason
 from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
+from tidings.storage import transactional_outcomes
 from tidings.storage.database import Database
 
 SEND_EMAIL = "send_email"
@@ -141,7 +141,7 @@ class EmailJobHandler:
         retry rules. Also used by handlers that render their message at send time."""
         # Stable across retries, so a provider or receiver can recognise a repeat; in the
         # sender's domain, which is the one the message is signed and sent for.
-        digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+        digest = transactional_outcomes.key_of_job(idempotency_key)
         domain = email.sender.rpartition("@")[2] or self._domain
         envelope = email.envelope(default_message_id=f"<{digest}@{domain}>", now=self._clock())
         try:
@@ -188,13 +188,26 @@ class Mailer:
     async def queue_in(
         self, conn: AsyncConnection, email: TransactionalEmail, *, idempotency_key: str
     ) -> tuple[Job, bool]:
-        return await self._queue.enqueue(conn, email.kind, idempotency_key, email.to_payload())
+        return await self._queued(conn, email, idempotency_key)
 
     async def queue_raw_in(
         self, conn: AsyncConnection, email: RawEmail, *, idempotency_key: str | None = None
     ) -> tuple[Job, bool]:
-        key = idempotency_key or f"email:{uuid.uuid4().hex}"
-        return await self._queue.enqueue(conn, email.kind, key, email.to_payload())
+        return await self._queued(conn, email, idempotency_key or f"email:{uuid.uuid4().hex}")
+
+    async def _queued(
+        self, conn: AsyncConnection, email: TransactionalEmail | RawEmail, key: str
+    ) -> tuple[Job, bool]:
+        """Enqueue, noting the message so what the provider reports about it lands on it."""
+        job, created = await self._queue.enqueue(conn, email.kind, key, email.to_payload())
+        await transactional_outcomes.remember(
+            conn,
+            job_id=job.id,
+            idempotency_key=key,
+            message_id=email.message_id,
+            now=job.created_at,
+        )
+        return job, created
 
     async def queue(
         self, email: TransactionalEmail, *, idempotency_key: str | None = None

@@ -510,6 +510,26 @@ Index(None, campaign_recipients.c.batch_id, campaign_recipients.c.state)
 Index(None, campaign_recipients.c.campaign_id, campaign_recipients.c.state)
 Index(None, campaign_recipients.c.subscriber_id)
 
+# Transactional mail's outcomes (PRV-6): each mail job's Message-ID (its local part: a digest
+# of the job's idempotency key, unique), so a provider event or a bounce about it lands on it.
+# Columns move one way, as a recipient's do.
+transactional_messages = Table(
+    "transactional_messages",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", BigId, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("message_key", String(255), nullable=False, comment="the Message-ID's local part"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("delivered_at", UTCDateTime(), nullable=True),
+    Column("bounced_at", UTCDateTime(), nullable=True),
+    Column("bounce_kind", String(8), nullable=True),
+    Column("bounce_code", String(32), nullable=True, comment="e.g. 550 or 5.1.1, no text"),
+    Column("complained_at", UTCDateTime(), nullable=True),
+    UniqueConstraint("message_key"),
+    UniqueConstraint("job_id"),
+    CheckConstraint("bounce_kind IN ('hard', 'soft')", name="bounce_kind"),
+)
+
 # Every operator intervention in a send (SND-13, SND-19): who retried, reconciled or resent,
 # when, why, and how many recipients it moved. Kept with the campaign; never rewritten.
 campaign_feedback_counts = Table(

@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tidings.api.admin.outbox import MessageOutcomePublic
 from tidings.api.deps import ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.domain.jobs import JobStatus
@@ -57,6 +58,10 @@ class AttemptPublic(BaseModel):
 
 class JobDetail(JobPublic):
     history: list[AttemptPublic]
+    outcome: MessageOutcomePublic | None = Field(
+        description="For a mail job: delivered, bounced or complained, as the provider or "
+        "the mailbox reported it (PRV-6); null for other jobs"
+    )
 
 
 @router.get("", summary="List jobs, newest first (filter by status, e.g. dead)")
@@ -73,15 +78,18 @@ async def list_jobs(
     return page_of(jobs, limit, JobPublic.of, key=lambda job: job.id)
 
 
-def _detail(job: Job, attempts: list[dict[str, Any]]) -> JobDetail:
+def _detail(
+    job: Job, attempts: list[dict[str, Any]], outcome: MessageOutcomePublic | None
+) -> JobDetail:
     history = [AttemptPublic(**{k: a[k] for k in AttemptPublic.model_fields}) for a in attempts]
-    return JobDetail(**JobPublic.of(job).model_dump(), history=history)
+    return JobDetail(**JobPublic.of(job).model_dump(), history=history, outcome=outcome)
 
 
-@router.get("/{job_id}", summary="One job with its attempt history")
+@router.get("/{job_id}", summary="One job with its attempt history (and a mail's outcome)")
 async def get_job(container: ContainerDep, job_id: JobId) -> JobDetail:
     job, attempts = await container.queue.get(job_id)
-    return _detail(job, attempts)
+    outcome = await container.message_outcomes.of_job(job_id)
+    return _detail(job, attempts, None if outcome is None else MessageOutcomePublic.of(outcome))
 
 
 @router.post("/{job_id}/replay", summary="Run a dead (or finished) job again")

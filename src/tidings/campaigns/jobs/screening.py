@@ -54,8 +54,13 @@ def recipient_values(row: RecipientRow, secret: str) -> RecipientValues:
     return RecipientValues(
         address=row.email,
         name=row.name,
+        # Naming the recipient row: an unsubscribe counts for this campaign (SND-27).
         unsubscribe_token=tokens.sign(
-            secret, "unsubscribe", row.subscription_id, row.subscription_created_at
+            secret,
+            "unsubscribe",
+            row.subscription_id,
+            row.subscription_created_at,
+            recipient_id=row.id,
         ),
         preferences_token=tokens.sign(
             secret, "preferences", row.subscriber_id, row.subscriber_created_at

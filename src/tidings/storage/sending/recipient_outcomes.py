@@ -24,12 +24,6 @@ from tidings.storage.tables import (
 )
 from tidings.storage.types import UTCDateTime
 
-BOUNCE_RANK = case(
-    (campaign_recipients.c.bounce_kind == "hard", 2),
-    (campaign_recipients.c.bounce_kind == "soft", 1),
-    else_=0,
-)
-
 
 async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: int) -> int | None:
     query = select(campaign_recipients.c.id).where(
@@ -97,13 +91,37 @@ class FirstOutcome:
     complained: bool = False
 
 
+def outcome_values(columns: Any, *, kind: str, at: datetime, code: str | None) -> dict[str, Any]:
+    """The SET of an UPDATE folding one reported event (`delivered`, `soft_bounce`,
+    `hard_bounce`, `complaint`, `unsubscribe`) into a row with outcome columns (a campaign's
+    recipient, a transactional message): each moves one way, so events arriving twice or out
+    of order leave the same row."""
+    if kind == "delivered":
+        return _earliest(columns.delivered_at, at)
+    if kind == "complaint":
+        return _earliest(columns.complained_at, at)
+    if kind == "unsubscribe":
+        return _earliest(columns.unsubscribed_at, at)
+    bounce = "hard" if kind == "hard_bounce" else "soft"
+    rank = 2 if bounce == "hard" else 1
+    current = case((columns.bounce_kind == "hard", 2), (columns.bounce_kind == "soft", 1), else_=0)
+    weaker, same = current.in_(list(range(rank))), current.in_([rank])
+    # Replace when stronger, or as strong and later: the same for any arrival order.
+    wins = or_(weaker, and_(same, columns.bounced_at < at))
+    return {
+        "bounce_kind": case((wins, bounce), else_=columns.bounce_kind),
+        "bounce_code": case((wins, code), else_=columns.bounce_code),
+        "bounced_at": case((wins, at), else_=columns.bounced_at),
+    }
+
+
 async def record_outcome(
     conn: AsyncConnection, recipient_id: int, *, kind: str, at: datetime, code: str | None
 ) -> FirstOutcome:
-    """Fold one reported event (`delivered`, `soft_bounce`, `hard_bounce`, `complaint`,
-    `unsubscribe`) into the recipient row; returns whether it first made the recipient
-    hard-bounced or complaining. The row is read locked (PostgreSQL), so two events for one
-    recipient in concurrent transactions cannot both count it."""
+    """Fold one reported event into the recipient row (`outcome_values`); returns whether it
+    first made the recipient hard-bounced or complaining. The row is read locked
+    (PostgreSQL), so two events for one recipient in concurrent transactions cannot both
+    count it."""
     row = campaign_recipients.c
     first = FirstOutcome()
     if kind in ("hard_bounce", "complaint"):
@@ -119,47 +137,35 @@ async def record_outcome(
                 hard_bounced=kind == "hard_bounce" and before.bounce_kind != "hard",
                 complained=kind == "complaint" and before.complained_at is None,
             )
-    values: dict[str, Any]
-    if kind == "delivered":
-        values = _earliest(row.delivered_at, at)
-    elif kind == "complaint":
-        values = _earliest(row.complained_at, at)
-    elif kind == "unsubscribe":
-        values = _earliest(row.unsubscribed_at, at)
-    else:
-        bounce = "hard" if kind == "hard_bounce" else "soft"
-        rank = 2 if bounce == "hard" else 1
-        weaker, same = BOUNCE_RANK.in_(list(range(rank))), BOUNCE_RANK.in_([rank])
-        # Replace when stronger, or as strong and later: the same for any arrival order.
-        wins = or_(weaker, and_(same, row.bounced_at < at))
-        values = {
-            "bounce_kind": case((wins, bounce), else_=row.bounce_kind),
-            "bounce_code": case((wins, code), else_=row.bounce_code),
-            "bounced_at": case((wins, at), else_=row.bounced_at),
-        }
+    values = outcome_values(row, kind=kind, at=at, code=code)
     await conn.execute(update(campaign_recipients).where(row.id == recipient_id).values(**values))
     return first
 
 
 async def attribute_unsubscribe(
-    conn: AsyncConnection, *, subscriber_id: int, newsletter_id: int, at: datetime
+    conn: AsyncConnection,
+    *,
+    subscriber_id: int,
+    newsletter_id: int,
+    recipient_id: int | None,
+    at: datetime,
 ) -> None:
-    """Count an unsubscribe through a mailed link against the newsletter's latest campaign
-    sent to the person (the one whose link they most likely used)."""
-    latest = (
-        select(campaign_recipients.c.id)
-        .join(campaigns, campaigns.c.id == campaign_recipients.c.campaign_id)
-        .where(
-            campaign_recipients.c.subscriber_id == subscriber_id,
-            campaigns.c.newsletter_id == newsletter_id,
-            campaign_recipients.c.state == "sent",
-        )
-        .order_by(campaign_recipients.c.campaign_id.desc())
-        .limit(1)
+    """Count an unsubscribe through a mailed link against its campaign: the recipient row
+    the link names, if it is this person's row of a campaign of this newsletter; else (a
+    link without one) the newsletter's latest campaign sent to the person."""
+    row = campaign_recipients.c
+    query = (
+        select(row.id)
+        .join(campaigns, campaigns.c.id == row.campaign_id)
+        .where(row.subscriber_id == subscriber_id, campaigns.c.newsletter_id == newsletter_id)
     )
-    recipient_id = (await conn.execute(latest)).scalar()
     if recipient_id is not None:
-        await record_outcome(conn, recipient_id, kind="unsubscribe", at=at, code=None)
+        query = query.where(row.id == recipient_id)
+    else:
+        query = query.where(row.state == "sent").order_by(row.campaign_id.desc()).limit(1)
+    found = (await conn.execute(query)).scalar()
+    if found is not None:
+        await record_outcome(conn, found, kind="unsubscribe", at=at, code=None)
 
 
 async def campaign_counts(conn: AsyncConnection, campaign_id: int) -> dict[str, dict[str, int]]:
