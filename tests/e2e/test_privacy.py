@@ -174,7 +174,7 @@ async def test_privacy_export_includes_mail_and_webhook_deliveries(site: Any) ->
         ("send_email", "done"),
     }
     subjects = sorted(message["subject"] for message in after["captured_mail"])
-    assert subjects == ["Confirm your subscription to The Weekly", "Issue 1"]
+    assert subjects == ["Confirm your subscription to The Weekly", "[Test] Issue 1"]
     assert all("Zeb.Quarx@example.org" in m["raw"] for m in after["captured_mail"])
     (delivery,) = after["webhook_deliveries"]
     assert (delivery["event_type"], delivery["status"]) == ("subscriber.created", "delivered")
