@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from tidings.cli.context import cannot_listen, err_console, fail, wait_for_stop_signal
-from tidings.devservers.dev_faults import Fault
 
 RATE_HELP = "Fraction of requests (0 to 1) that get it."
 
@@ -93,6 +92,7 @@ def dev_provider(
     --events-url it posts signed Mailgun events back, as Mailgun's webhooks do.
     """
     # The server (uvicorn and Starlette) is imported when it runs, not with the command tree.
+    from tidings.devservers.dev_faults import Fault
     from tidings.devservers.dev_server import DevProviderServer
 
     if store is not None:

@@ -19,8 +19,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import aioimaplib
-
 from tidings.domain.errors import TidingsError
 
 MAX_MESSAGES_PER_POLL = 500
@@ -89,6 +87,8 @@ class OpenMailbox:
             await self._command(self._client.expunge(), "EXPUNGE")
 
     async def _command(self, call: Any, name: str) -> Any:
+        import aioimaplib
+
         try:
             response = await asyncio.wait_for(call, self._account.timeout_seconds)
         except (TimeoutError, aioimaplib.Abort, OSError) as exc:
@@ -103,6 +103,8 @@ class OpenMailbox:
 @asynccontextmanager
 async def open_mailbox(account: MailboxAccount) -> AsyncIterator[OpenMailbox]:
     """Connect, log in and select `account`'s mailbox; log out at the end."""
+    import aioimaplib  # loaded by `tidings inbound --imap` only, never by a worker
+
     client: Any
     if account.tls:
         context = ssl.create_default_context(cafile=account.ca_file)

@@ -12,14 +12,13 @@ host), not from here.
 
 from __future__ import annotations
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from typing import TYPE_CHECKING
+
+# cryptography is loaded when a certificate is first read: a worker never reads one.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey as PublicKey
 
 MIN_MODULUS_BITS = 1024
-HASHES: dict[str, type[hashes.HashAlgorithm]] = {"sha1": hashes.SHA1, "sha256": hashes.SHA256}
-PublicKey = rsa.RSAPublicKey
 
 
 class BadCertificate(ValueError):
@@ -28,6 +27,10 @@ class BadCertificate(ValueError):
 
 def rsa_public_key(certificate: bytes) -> PublicKey:
     """The RSA public key of a PEM or DER X.509 certificate; `BadCertificate` otherwise."""
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     try:
         if certificate.lstrip().startswith(b"-----BEGIN CERTIFICATE-----"):
             parsed = x509.load_pem_x509_certificate(certificate.strip())
@@ -45,8 +48,13 @@ def rsa_public_key(certificate: bytes) -> PublicKey:
 
 def verify(public_key: PublicKey, signature: bytes, message: bytes, hash_name: str) -> bool:
     """True when `signature` is `message` signed (PKCS #1 v1.5, `hash_name`) by the key."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    algorithm = {"sha1": hashes.SHA1, "sha256": hashes.SHA256}[hash_name]
     try:
-        public_key.verify(signature, message, padding.PKCS1v15(), HASHES[hash_name]())
+        public_key.verify(signature, message, padding.PKCS1v15(), algorithm())
     except InvalidSignature:
         return False
     return True
