@@ -91,7 +91,7 @@ async def test_a_long_wait_gives_the_batch_back_without_spending_attempts(
         env = worker_env(
             container.settings.database.url,
             sink,
-            BULK_EMAIL_DOMAIN_RATES=f"{SLOW}=20",  # one every three seconds: over the 2 s a batch waits
+            BULK_EMAIL_DOMAIN_RATES=f"{SLOW}=20",  # one every 3 s: over the 2 s a batch waits
             QUEUE_MAX_ATTEMPTS="2",
             QUEUE_LEASE_SECONDS="15",
             EMAIL_SEND_DEADLINE_SECONDS="10",
