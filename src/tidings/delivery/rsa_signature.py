@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 # cryptography is loaded when a certificate is first read: a worker never reads one.
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey as PublicKey
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 MIN_MODULUS_BITS = 1024
 
@@ -25,7 +25,7 @@ class BadCertificate(ValueError):
     """The certificate is not DER/PEM X.509 with an RSA key."""
 
 
-def rsa_public_key(certificate: bytes) -> PublicKey:
+def rsa_public_key(certificate: bytes) -> RSAPublicKey:
     """The RSA public key of a PEM or DER X.509 certificate; `BadCertificate` otherwise."""
     from cryptography import x509
     from cryptography.exceptions import UnsupportedAlgorithm
@@ -46,7 +46,7 @@ def rsa_public_key(certificate: bytes) -> PublicKey:
     return key
 
 
-def verify(public_key: PublicKey, signature: bytes, message: bytes, hash_name: str) -> bool:
+def verify(public_key: RSAPublicKey, signature: bytes, message: bytes, hash_name: str) -> bool:
     """True when `signature` is `message` signed (PKCS #1 v1.5, `hash_name`) by the key."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes

@@ -18,7 +18,7 @@ import re
 import ssl
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,6 +27,9 @@ from tidings.delivery import rsa_signature
 from tidings.delivery.mailgun_events import MalformedEvent, SignatureRejected
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import EventKind, ReportedEvent
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 SOURCE = "ses"
 HASHES = {"1": "sha1", "2": "sha256"}
@@ -76,7 +79,7 @@ class SnsCertificates:
         self._client = httpx.AsyncClient(
             timeout=timeout_seconds, verify=verify, follow_redirects=False
         )
-        self._keys: OrderedDict[str, rsa_signature.PublicKey] = OrderedDict()
+        self._keys: OrderedDict[str, RSAPublicKey] = OrderedDict()
 
     def check_url(self, url: object, *, field: str) -> str:
         """`url` if it is https on an SNS host; else SignatureRejected."""
@@ -87,7 +90,7 @@ class SnsCertificates:
             raise SignatureRejected(f"{field} is not an https URL on an SNS host")
         return url
 
-    async def key_for(self, url: str) -> rsa_signature.PublicKey:
+    async def key_for(self, url: str) -> RSAPublicKey:
         if url in self._keys:
             self._keys.move_to_end(url)
             return self._keys[url]
