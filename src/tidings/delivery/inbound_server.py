@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import structlog
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP
 
+from tidings.delivery.served import Served
+
 log = structlog.get_logger("tidings.inbound")
 Deliver = Callable[[list[str], bytes], Awaitable[object]]
 
 
-class InboundServer:
+class InboundServer(Served):
     def __init__(
         self,
         *,
@@ -54,18 +55,6 @@ class InboundServer:
         server, self._server = self._server, None
         server.close()
         await server.wait_closed()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def _new_protocol(self) -> Any:
         protocol = LMTP if self.lmtp else SMTP

@@ -14,12 +14,11 @@ import socket
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import httpx
 import uvicorn
 
+from tidings.delivery.served import Served
 from tidings.devservers.dev_events import EventPoster
 from tidings.devservers.dev_faults import Fault, FaultPlan
 from tidings.devservers.dev_provider import DevProviderApp
@@ -30,7 +29,7 @@ from tidings.devservers.dev_store import DevStore
 KEEP_ALIVE_SECONDS = 75
 
 
-class DevProviderServer:
+class DevProviderServer(Served):
     """The dev server on `host:port`. `store` holds what it accepted; `faults` what it does
     wrong (replace them while it runs); `stats` counts requests by outcome."""
 
@@ -107,18 +106,6 @@ class DevProviderServer:
             timeout_graceful_shutdown=1,
         )
         return _Server(config), listener
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 class _Server(uvicorn.Server):

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
+from tidings.delivery.served import Served
 from tidings.domain.clock import Clock
 
 DEFAULT_RCPT_REPLIES: Mapping[str, str] = {
@@ -79,7 +79,7 @@ class ReceivedMessage:
     queue_id: str
 
 
-class SmtpSink:
+class SmtpSink(Served):
     """An SMTP server on `host:port` that stores messages and injects `faults`.
 
     Port 0 picks a free port; `port` then holds the bound one and a restart reuses it.
@@ -192,18 +192,6 @@ class SmtpSink:
         self.messages.clear()
         self.connections_accepted = 0
         self.data_commands = 0
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def _new_protocol(self) -> Any:
         self.connections_accepted += 1
