@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select, tuple_, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.feedback import AddressRecord
+from tidings.storage.bulk import among, insert_rows, pairs_among
 from tidings.storage.tables import address_feedback, address_history, inbound_events
 from tidings.storage.upsert import insert_for
 
@@ -55,17 +56,18 @@ async def record_event(conn: AsyncConnection, **values: Any) -> Recorded:
 
 async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[Recorded]:
     """`record_event` for many rows (distinct sources and keys) in a few statements: one
-    multi-row INSERT, and one look-up of those it did not insert."""
+    INSERT of them all, and one look-up of those it did not insert."""
     if not rows:
         return []
-    # executemany: SQLAlchemy batches it into multi-row INSERTs from one cached compilation.
-    inserted = await conn.execute(
-        insert_for(conn, inbound_events)
-        .on_conflict_do_nothing()
-        .returning(inbound_events.c.source, inbound_events.c.event_key),
+    inserted = await insert_rows(
+        conn,
+        inbound_events,
         rows,
+        finish=lambda statement: statement.on_conflict_do_nothing().returning(
+            inbound_events.c.source, inbound_events.c.event_key
+        ),
     )
-    new = {(source, key) for source, key in inserted}
+    new = {(row.source, row.event_key) for row in inserted}
     missing = [
         (row["source"], row["event_key"])
         for row in rows
@@ -73,11 +75,9 @@ async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> li
     ]
     seen: set[tuple[str, str]] = set()
     if missing:
-        pair = tuple_(inbound_events.c.source, inbound_events.c.event_key)
-        found = await conn.execute(
-            select(inbound_events.c.source, inbound_events.c.event_key).where(pair.in_(missing))
-        )
-        seen = {(source, key) for source, key in found}
+        columns = inbound_events.c.source, inbound_events.c.event_key
+        found = await conn.execute(select(*columns).where(pairs_among(conn, *columns, missing)))
+        seen = {(row.source, row.event_key) for row in found}
     return [
         "new" if (row["source"], row["event_key"]) in new
         else "duplicate" if (row["source"], row["event_key"]) in seen
@@ -91,7 +91,8 @@ async def hashes_with_records(conn: AsyncConnection, email_hashes: Iterable[str]
     wanted = list(set(email_hashes))
     if not wanted:
         return set()
-    query = select(address_feedback.c.email_hash).where(address_feedback.c.email_hash.in_(wanted))
+    column = address_feedback.c.email_hash
+    query = select(column).where(among(conn, column, wanted))
     return set((await conn.execute(query)).scalars())
 
 

@@ -4,27 +4,17 @@ Each function takes a whole chunk (about 1,000 rows), so importing 100,000 rows 
 hundred statements. The upserts only ever add or fill in: a blank in the file never clears a
 stored value.
 
-The one dialect branch for bulk work lives here (`_among`, `_insert_rows`). On PostgreSQL a
-chunk travels as one array per column (`= ANY(array)`, `INSERT ... SELECT FROM unnest(...)`):
-the statement text stays short whatever the row count, where a 1,000-row VALUES list or
-IN list costs more to build and parse, on both ends, than to execute. SQLite's `executemany`
-and IN lists are native and fast, so it gets those.
+A chunk travels as one array per column on PostgreSQL (`storage/bulk.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
-    Column,
-    Result,
-    Table,
-    any_,
-    bindparam,
     func,
     select,
     text,
@@ -33,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.consent import SubscriptionState, state_of
+from tidings.storage.bulk import among, insert_rows
 from tidings.storage.subscribers import has_label, state_clause
 from tidings.storage.tables import (
     labels,
@@ -42,44 +33,6 @@ from tidings.storage.tables import (
     subscriptions,
     suppressions,
 )
-from tidings.storage.upsert import insert_for
-
-
-def _among(conn: AsyncConnection, column: Column[Any], values: Collection[Any]) -> Any:
-    """`column IN values`, as `= ANY(array)` on PostgreSQL (one parameter, not 1,000)."""
-    if conn.dialect.name == "postgresql":
-        return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
-    return column.in_(list(values))
-
-
-async def _insert_rows(
-    conn: AsyncConnection,
-    table: Table,
-    rows: Sequence[dict[str, Any]],
-    *,
-    constants: dict[str, Any],
-    finish: Callable[[Any], Any],
-) -> Result[Any]:
-    """INSERT `rows` (dicts with the same keys), each with `constants` added. `finish` takes
-    the dialect's insert construct and adds ON CONFLICT / RETURNING."""
-    if conn.dialect.name != "postgresql":
-        statement = finish(insert_for(conn, table))
-        result: Result[Any] = await conn.execute(statement, [{**row, **constants} for row in rows])
-        return result
-    names = list(rows[0])
-    arrays = [
-        bindparam(f"rows_{name}", [row[name] for row in rows], type_=ARRAY(table.c[name].type))
-        for name in names
-    ]
-    unnested = func.unnest(*arrays).table_valued(*names).render_derived()
-    fixed = [
-        bindparam(f"fixed_{name}", value, type_=table.c[name].type)
-        for name, value in constants.items()
-    ]
-    source = select(*(unnested.c[name] for name in names), *fixed)
-    statement = insert_for(conn, table).from_select([*names, *constants], source)
-    result = await conn.execute(finish(statement))
-    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +70,7 @@ async def subscribers_by_key(
         subscribers.c.name,
         subscribers.c.tier,
         subscribers.c.attributes,
-    ).where(_among(conn, subscribers.c.email_key, email_keys))
+    ).where(among(conn, subscribers.c.email_key, email_keys))
     return {
         key: StoredSubscriber(subscriber_id, email, name, tier, attributes)
         for key, subscriber_id, email, name, tier, attributes in await conn.execute(query)
@@ -129,7 +82,7 @@ async def suppressed_hashes(conn: AsyncConnection, email_hashes: Collection[str]
     if not email_hashes:
         return set()
     query = select(suppressions.c.email_hash).where(
-        _among(conn, suppressions.c.email_hash, email_hashes)
+        among(conn, suppressions.c.email_hash, email_hashes)
     )
     return set((await conn.execute(query)).scalars())
 
@@ -146,7 +99,7 @@ async def subscriptions_of(
         subscriptions.c.id,
         subscriptions.c.confirmed_at.is_not(None),
         subscriptions.c.unsubscribed_at.is_not(None),
-    ).where(_among(conn, subscriptions.c.subscriber_id, subscriber_ids))
+    ).where(among(conn, subscriptions.c.subscriber_id, subscriber_ids))
     return {
         (subscriber_id, newsletter_id): StoredSubscription(
             subscription_id, bool(confirmed), bool(unsubscribed)
@@ -164,7 +117,7 @@ async def labels_of(conn: AsyncConnection, subscriber_ids: Collection[int]) -> d
     query = (
         select(subscriber_labels.c.subscriber_id, labels.c.name)
         .join(labels, labels.c.id == subscriber_labels.c.label_id)
-        .where(_among(conn, subscriber_labels.c.subscriber_id, subscriber_ids))
+        .where(among(conn, subscriber_labels.c.subscriber_id, subscriber_ids))
     )
     found: dict[int, set[str]] = {}
     for subscriber_id, name in await conn.execute(query):
@@ -197,7 +150,7 @@ async def upsert_subscribers(
             index_elements=["email_key"], set_=changes
         ).returning(subscribers.c.email_key, subscribers.c.id, subscribers.c.created_at)
 
-    result = await _insert_rows(
+    result = await insert_rows(
         conn,
         subscribers,
         rows,
@@ -234,16 +187,16 @@ async def add_labels(
     if not pairs:
         return
     names = sorted({name for _, name in pairs})
-    await _insert_rows(
+    await insert_rows(
         conn,
         labels,
         [{"name": name} for name in names],
         constants={"created_at": now},
         finish=lambda statement: statement.on_conflict_do_nothing(index_elements=["name"]),
     )
-    query = select(labels.c.name, labels.c.id).where(_among(conn, labels.c.name, names))
+    query = select(labels.c.name, labels.c.id).where(among(conn, labels.c.name, names))
     label_ids: dict[str, int] = {row.name: row.id for row in await conn.execute(query)}
-    await _insert_rows(
+    await insert_rows(
         conn,
         subscriber_labels,
         [
@@ -277,7 +230,7 @@ async def insert_subscriptions(
         constants |= {"confirmed_at": now, "consent_evidence": evidence}
     elif state == "unsubscribed":
         constants |= {"unsubscribed_at": now, "unsubscribe_count": 1, "last_unsubscribed_at": now}
-    result = await _insert_rows(
+    result = await insert_rows(
         conn,
         subscriptions,
         rows,
@@ -300,7 +253,7 @@ async def confirm_subscriptions(
     result = await conn.execute(
         update(subscriptions)
         .where(
-            _among(conn, subscriptions.c.id, subscription_ids),
+            among(conn, subscriptions.c.id, subscription_ids),
             subscriptions.c.confirmed_at.is_(None),
             subscriptions.c.unsubscribed_at.is_(None),
         )
@@ -320,7 +273,7 @@ async def unsubscribe_subscriptions(
     result = await conn.execute(
         update(subscriptions)
         .where(
-            _among(conn, subscriptions.c.id, subscription_ids),
+            among(conn, subscriptions.c.id, subscription_ids),
             subscriptions.c.unsubscribed_at.is_(None),
         )
         .values(

@@ -24,6 +24,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from tidings.storage.bulk import among
 from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
 from tidings.storage.upsert import insert_for
 
@@ -65,7 +66,7 @@ async def by_keys(conn: AsyncConnection, email_keys: Iterable[str]) -> dict[str,
     wanted = list(set(email_keys))
     if not wanted:
         return {}
-    query = select(subscribers).where(subscribers.c.email_key.in_(wanted))
+    query = select(subscribers).where(among(conn, subscribers.c.email_key, wanted))
     return {row.email_key: _row(row) for row in await conn.execute(query)}
 
 

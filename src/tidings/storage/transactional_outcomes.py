@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.bulk import among
 from tidings.storage.sending.recipient_outcomes import outcome_values
 from tidings.storage.tables import transactional_messages
 from tidings.storage.upsert import insert_for
@@ -69,7 +70,7 @@ async def known(conn: AsyncConnection, message_ids: Iterable[str]) -> set[str]:
     if not wanted:
         return set()
     column = transactional_messages.c.message_key
-    return set((await conn.execute(select(column).where(column.in_(wanted)))).scalars())
+    return set((await conn.execute(select(column).where(among(conn, column, wanted)))).scalars())
 
 
 async def record_outcome(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, literal, or_, select, tuple_, update
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.bulk import is_postgresql, pairs_among, unnested
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
@@ -42,7 +43,7 @@ async def recipients_of(
         return {}
     row = campaign_recipients.c
     query = select(row.id, row.campaign_id, row.subscriber_id).where(
-        tuple_(row.campaign_id, row.subscriber_id).in_(wanted)
+        pairs_among(conn, row.campaign_id, row.subscriber_id, wanted)
     )
     return {
         (int(r.campaign_id), int(r.subscriber_id)): int(r.id) for r in await conn.execute(query)
@@ -54,13 +55,33 @@ async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, d
     if not deliveries:
         return
     column = campaign_recipients.c.delivered_at
-    at = bindparam("at", type_=UTCDateTime())
-    statement = (
-        update(campaign_recipients)
-        .where(campaign_recipients.c.id == bindparam("recipient"))
-        .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
+    if not is_postgresql(conn):
+        at = bindparam("at", type_=UTCDateTime())
+        statement = (
+            update(campaign_recipients)
+            .where(campaign_recipients.c.id == bindparam("recipient"))
+            .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
+        )
+        await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
+        return
+    # One statement for the batch: UPDATE ... FROM unnest(ids, times), a row once (earliest).
+    earliest: dict[int, datetime] = {}
+    for rid, when in deliveries:
+        earliest[rid] = min(when, earliest.get(rid, when))
+    given = unnested(
+        {"id": campaign_recipients.c.id.type, "at": UTCDateTime()},
+        [{"id": rid, "at": when} for rid, when in earliest.items()],
+        prefix="delivered",
     )
-    await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
+    await conn.execute(
+        update(campaign_recipients)
+        .where(campaign_recipients.c.id == given.c.id)
+        .values(
+            delivered_at=case(
+                (or_(column.is_(None), column > given.c.at), given.c.at), else_=column
+            )
+        )
+    )
 
 
 async def recipient_by_id(
