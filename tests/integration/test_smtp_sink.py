@@ -119,14 +119,18 @@ async def test_disconnect_during_data_drops_before_replying(
 async def test_delay_slows_only_the_chosen_commands(
     sink: SmtpSink, client: aiosmtplib.SMTP
 ) -> None:
-    """Timeout handling is tested by making exactly one command slow."""
-    sink.faults = Faults(delay_seconds=0.2, delay_commands=frozenset({"DATA"}))
+    """Timeout handling is tested by making exactly one command slow. The bound is the
+    delay itself (MAIL or RCPT delayed would take at least that long), not a guess at how
+    fast a loaded machine answers."""
+    delay = 1.0
+    sink.faults = Faults(delay_seconds=delay, delay_commands=frozenset({"DATA"}))
     started = time.monotonic()
     await client.mail("news@example.com")
     await client.rcpt("a@example.com")
-    assert time.monotonic() - started < 0.15
-    await client.data(MESSAGE)
-    assert time.monotonic() - started >= 0.2
+    assert time.monotonic() - started < delay
+    data_started = time.monotonic()
+    await client.data(MESSAGE, timeout=delay * 5)
+    assert time.monotonic() - data_started >= delay
 
 
 async def test_fail_every_nth_refuses_a_deterministic_share(
