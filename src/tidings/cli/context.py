@@ -78,7 +78,10 @@ def bind_port(host: str, port: int, *, setting: str) -> socket.socket:
     starts; a port in use (or an address that cannot be had) is one line naming `setting`,
     exit code 2. Not listening yet: connections are refused until the server is ready."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: accepted connections inherit it, and asyncio sets
+    # TCP_NODELAY only on sockets that say TCP. Without it every answer after the first on a
+    # keep-alive connection waited 40 ms for a delayed ACK (Nagle), whatever the server did.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
