@@ -92,8 +92,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    # First: routes are matched in order, and provider events come by the thousand (PRV-6).
-    app.include_router(provider_events.router)
+    app.include_router(provider_events.router)  # served by ProviderEventsFirst, below
     app.include_router(health.router)
     if settings.metrics.on_api_port:
         app.include_router(health.metrics_router)
@@ -122,6 +121,8 @@ def create_app(
     )
     app.add_middleware(AuditTrail, audit=container.audit)  # inside RequestContext: its actor
     app.add_middleware(RequestContext, metrics=container.metrics, routes=routes)
+    # Outermost: provider events come by the thousand and need none of the above (PRV-6).
+    app.add_middleware(provider_events.ProviderEventsFirst, container=container)
     return app
 
 

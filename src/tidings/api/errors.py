@@ -53,6 +53,11 @@ def problem(
 
 async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TidingsError)
+    return tidings_problem(exc)
+
+
+def tidings_problem(exc: TidingsError) -> JSONResponse:
+    """The problem+json answer for a tidings error (its code, status and fields)."""
     status = status_for(exc)
     headers = retry_after(exc)
     if isinstance(exc, Unauthenticated):

@@ -4,23 +4,37 @@ Not behind an API key: the provider proves itself with the body's signature. 2xx
 the event is durably recorded; a forged, stale or replayed signature gets 401/409 and changes
 nothing (docs/deliverability.md).
 
-These routes take a campaign's aftermath, a million deliveries within the hour, so they skip
-what FastAPI does per request that they do not need (issue 22, docs/performance.md): no
-dependencies to solve, and the answer is encoded once here rather than validated against a
-response model (`EventReceived` documents it).
+These routes take a campaign's aftermath, a million deliveries within the hour, so they are
+served by `ProviderEventsFirst`, ahead of the stack every other route goes through (request
+context, audit trail, site hardening, routing, dependency solving, response models): it reads
+the body under the size cap, hands it to `ProviderEvents`, answers from bytes encoded once,
+renders errors as the rest of the API does (problem+json), and counts and logs the request
+as `RequestContext` does. Measured, it halves the API's CPU per request (issue 22,
+docs/performance.md). The routes below document the two endpoints in the OpenAPI document and
+serve them when the router is mounted without it.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tidings.api.errors import tidings_problem
+from tidings.api.middleware import count_request
 from tidings.audience.feedback import Outcome
 from tidings.bootstrap import Container
+from tidings.domain.errors import TidingsError
 
-router = APIRouter(prefix="/api/events", tags=["provider events"])
+PREFIX = "/api/events"
+router = APIRouter(prefix=PREFIX, tags=["provider events"])
+Intake = Callable[[bytes], Awaitable[Outcome]]
 
 
 class EventReceived(BaseModel):
@@ -40,17 +54,75 @@ DOCUMENTED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def answer(outcome: Outcome) -> Response:
-    return Response(ANSWERS[outcome], media_type="application/json")
+def _intake(container: Container, provider: str) -> Intake:
+    """`ProviderEvents.mailgun` or `.ses`, at the container's clock."""
+
+    async def receive(body: bytes) -> Outcome:
+        now: datetime = container.clock()
+        events = container.provider_events
+        return await (events.mailgun if provider == "mailgun" else events.ses)(body, now=now)
+
+    return receive
 
 
-async def capped_body(request: Request, container: Container) -> bytes:
-    """The request body, refused (413) as soon as it passes `inbound.max_event_bytes`."""
+class ProviderEventsFirst:
+    """Serve `POST /api/events/{mailgun,ses}` before the rest of the app (see the module)."""
+
+    def __init__(self, app: ASGIApp, container: Container) -> None:
+        self.app = app
+        self._container = container
+        self._routes = {
+            f"{PREFIX}/{provider}": _intake(container, provider) for provider in ("mailgun", "ses")
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        intake = self._routes.get(scope["path"]) if scope["type"] == "http" else None
+        if intake is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = uuid.uuid4().hex.encode()
+        try:
+            body = await _capped_body(receive, self._container)
+            if body is None:
+                return  # the provider hung up before sending it all: nothing to answer
+            answer = ANSWERS[await intake(body)]
+        except TidingsError as exc:
+            problem = tidings_problem(exc)
+            problem.headers["x-request-id"] = request_id.decode()
+            await problem(scope, receive, send)
+            status = problem.status_code
+        else:
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(answer)).encode()),
+                (b"x-request-id", request_id),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+            status = 200
+        count_request(self._container.metrics, "POST", scope["path"], status, started)
+
+
+async def _capped_body(receive: Receive, container: Container) -> bytes | None:
+    """The request body, refused (413) as soon as it passes `inbound.max_event_bytes`; None
+    if the client disconnected first."""
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
         container.provider_events.check_size(len(body))
-    return bytes(body)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+async def _served(request: Request, provider: str) -> Response:
+    container: Container = request.app.state.container
+    body = await _capped_body(request.receive, container)
+    outcome = await _intake(container, provider)(body or b"")
+    return Response(ANSWERS[outcome], media_type="application/json")
 
 
 @router.post(
@@ -66,9 +138,7 @@ async def capped_body(request: Request, container: Container) -> bytes:
     },
 )
 async def mailgun(request: Request) -> Response:
-    container: Container = request.app.state.container
-    body = await capped_body(request, container)
-    return answer(await container.provider_events.mailgun(body, now=container.clock()))
+    return await _served(request, "mailgun")
 
 
 @router.post(
@@ -84,6 +154,4 @@ async def mailgun(request: Request) -> Response:
     },
 )
 async def ses(request: Request) -> Response:
-    container: Container = request.app.state.container
-    body = await capped_body(request, container)
-    return answer(await container.provider_events.ses(body, now=container.clock()))
+    return await _served(request, "ses")
