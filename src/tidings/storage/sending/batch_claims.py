@@ -15,6 +15,7 @@ from sqlalchemy import Boolean, and_, case, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
+from tidings.storage.bulk import among
 from tidings.storage.clock import database_timestamp
 from tidings.storage.consent import mailable
 from tidings.storage.tables import (
@@ -169,7 +170,7 @@ async def move(
         _held(batch_id, token),
     ]
     if ids is not None:
-        conditions.append(campaign_recipients.c.id.in_(list(ids)))
+        conditions.append(among(conn, campaign_recipients.c.id, ids))
     result = await conn.execute(
         update(campaign_recipients)
         .where(*conditions)
@@ -234,7 +235,7 @@ async def mark_in_flight(
         return []
     ours = [
         campaign_recipients.c.batch_id == batch_id,
-        campaign_recipients.c.id.in_(list(ids)),
+        among(conn, campaign_recipients.c.id, ids),
         campaign_recipients.c.state == from_state.value,
         _held(batch_id, token),
     ]
@@ -255,20 +256,21 @@ async def mark_in_flight(
         for row in await conn.execute(
             select(campaign_recipients.c.id, campaign_recipients.c.subscriber_id, reason).where(
                 campaign_recipients.c.batch_id == batch_id,
-                campaign_recipients.c.id.in_(list(ids)),
+                among(conn, campaign_recipients.c.id, ids),
                 ~still_mailable,
             )
         )
     ]
     for why in {row.reason for row in found}:
+        left = [row.id for row in found if row.reason == why]
         excluded = await conn.execute(
             update(campaign_recipients)
-            .where(*ours, campaign_recipients.c.id.in_([r.id for r in found if r.reason == why]))
+            .where(*ours, among(conn, campaign_recipients.c.id, left))
             .values(state=RecipientState.EXCLUDED.value, reason=why, updated_at=now)
         )
         await _add_to_count(conn, batch_id, token, RecipientState.EXCLUDED, excluded.rowcount)
     if found:
-        ours.append(campaign_recipients.c.id.not_in([row.id for row in found]))
+        ours.append(~among(conn, campaign_recipients.c.id, [row.id for row in found]))
     await conn.execute(
         update(campaign_recipients)
         .where(*ours)
