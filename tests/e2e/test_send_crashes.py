@@ -35,7 +35,7 @@ async def test_workers_killed_at_random_points_lose_nobody_and_mail_nobody_twice
     during preparation and submission, restarted workers complete the campaign; every reader
     is `sent` (delivered exactly once) or `uncertain` (was in flight at a kill, never resent),
     and the uncertain ones are bounded by the in-flight window."""
-    audience = 20_000
+    audience = 8_000
     rng = random.Random(os.environ.get("TIDINGS_TEST_SEED", "kills"))
     async with campaign_ready(database_url, audience) as (container, sink, campaign_id):
         env = worker_env(container.settings.database.url, sink)
