@@ -163,7 +163,8 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
 async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     """BEN-2 runs end to end: a real worker sends a campaign to an SMTP sink process and to the
     batch-API server, each beside a bare client (two for the batch API: prebuilt bodies, and
-    requests built while sending), and the JSON names the sink and the ratios."""
+    requests built while sending), and the JSON names the sink, the ratios and the database's
+    growth."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -189,6 +190,11 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["ratio_to_bare_client"] > 0
         cpu = figures["tidings"]["worker_cpu_us_per_recipient"]  # None if the send outran a poll
         assert cpu is None or cpu > 0
+        # The send writes recipient rows, batches and jobs: PostgreSQL grows by them (SQLite
+        # may fit 60 recipients' rows in pages it already has).
+        assert figures["tidings"]["database_mb_with_audience"] > 0
+        growth = figures["tidings"]["database_growth_bytes_per_recipient"]
+        assert growth > 0 if database_url.startswith("postgresql") else growth >= 0
     building = http["bare_client_building_requests"]
     assert (building["messages"], building["requests_built"]) == (60, "while sending")
     assert http["bare_client"]["requests_built"] == "beforehand"

@@ -279,6 +279,8 @@ async def tidings_send(
             await seeding.seed_audience(
                 conn, newsletter_id=newsletter.id, count=count, now=container.sending.now()
             )
+        async with container.db.read() as conn:
+            seeded_bytes = await seeding.database_bytes(conn)
         draft = await container.campaigns.create(
             "bench",
             DraftFields(
@@ -332,6 +334,8 @@ async def tidings_send(
                 await process.wait()
         window = await container.sends.submission_window(draft.campaign.id)
         send = await container.sends.get_send(draft.campaign.id)
+        async with container.db.read() as conn:
+            sent_bytes = await seeding.database_bytes(conn)
     assert send is not None
     seconds = window.total_seconds() if window else wall
     return {
@@ -344,6 +348,11 @@ async def tidings_send(
         "per_second": round(count / seconds, 1) if seconds else None,
         "per_second_per_worker": round(count / seconds / workers, 1) if seconds else None,
         "worker_peak_rss_mb": rss,
+        # What the send itself added (preparation, recipient rows, batches, jobs): seeded
+        # audience before, the database once the campaign is submitted after.
+        "database_mb_with_audience": round(seeded_bytes / 2**20, 1),
+        "database_growth_mb": round((sent_bytes - seeded_bytes) / 2**20, 1),
+        "database_growth_bytes_per_recipient": round((sent_bytes - seeded_bytes) / count),
         # CPU the workers spent per recipient once the campaign was prepared: unlike the rate,
         # barely moved by other load on the machine, so it compares runs on a busy host.
         "worker_cpu_us_per_recipient": _cpu_per_recipient(cpu_at_prepared, cpu_done, count),

@@ -197,3 +197,15 @@ async def seed_sent_campaign(
         )
     )
     return int(campaign_id)
+
+
+async def database_bytes(conn: AsyncConnection) -> int:
+    """The database's size: `pg_database_size` on PostgreSQL; on SQLite the pages in use
+    (free pages left by deleted rows are not counted) times the page size."""
+    if conn.dialect.name == "postgresql":
+        query = text("SELECT pg_database_size(current_database())")
+        return int((await conn.execute(query)).scalar_one())
+    pages = (await conn.execute(text("PRAGMA page_count"))).scalar_one()
+    free = (await conn.execute(text("PRAGMA freelist_count"))).scalar_one()
+    page_size = (await conn.execute(text("PRAGMA page_size"))).scalar_one()
+    return (int(pages) - int(free)) * int(page_size)
