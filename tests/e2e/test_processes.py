@@ -195,6 +195,8 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["tidings"]["database_mb_with_audience"] > 0
         growth = figures["tidings"]["database_growth_bytes_per_recipient"]
         assert growth > 0 if database_url.startswith("postgresql") else growth >= 0
+        wal = figures["tidings"]["wal_bytes_per_recipient"]
+        assert wal > 0 if database_url.startswith("postgresql") else wal is None
     building = http["bare_client_building_requests"]
     assert (building["messages"], building["requests_built"]) == (60, "while sending")
     assert http["bare_client"]["requests_built"] == "beforehand"

@@ -281,6 +281,7 @@ async def tidings_send(
             )
         async with container.db.read() as conn:
             seeded_bytes = await seeding.database_bytes(conn)
+            seeded_wal = await seeding.wal_position(conn)
         draft = await container.campaigns.create(
             "bench",
             DraftFields(
@@ -336,7 +337,9 @@ async def tidings_send(
         send = await container.sends.get_send(draft.campaign.id)
         async with container.db.read() as conn:
             sent_bytes = await seeding.database_bytes(conn)
+            sent_wal = await seeding.wal_position(conn)
     assert send is not None
+    wal = None if seeded_wal is None or sent_wal is None else sent_wal - seeded_wal
     seconds = window.total_seconds() if window else wall
     return {
         "status": status,
@@ -353,6 +356,8 @@ async def tidings_send(
         "database_mb_with_audience": round(seeded_bytes / 2**20, 1),
         "database_growth_mb": round((sent_bytes - seeded_bytes) / 2**20, 1),
         "database_growth_bytes_per_recipient": round((sent_bytes - seeded_bytes) / count),
+        # Write-ahead log the send wrote (PostgreSQL; this server's other databases too).
+        "wal_bytes_per_recipient": None if wal is None else round(wal / count),
         # CPU the workers spent per recipient once the campaign was prepared: unlike the rate,
         # barely moved by other load on the machine, so it compares runs on a busy host.
         "worker_cpu_us_per_recipient": _cpu_per_recipient(cpu_at_prepared, cpu_done, count),

@@ -209,3 +209,12 @@ async def database_bytes(conn: AsyncConnection) -> int:
     free = (await conn.execute(text("PRAGMA freelist_count"))).scalar_one()
     page_size = (await conn.execute(text("PRAGMA page_size"))).scalar_one()
     return (int(pages) - int(free)) * int(page_size)
+
+
+async def wal_position(conn: AsyncConnection) -> int | None:
+    """PostgreSQL's current write-ahead log position in bytes (None on SQLite): the WAL a
+    piece of work wrote is the difference of two readings."""
+    if conn.dialect.name != "postgresql":
+        return None
+    query = text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
+    return int((await conn.execute(query)).scalar_one())
