@@ -52,6 +52,9 @@ class Worker:
         # kind until something says there may be more (NOTIFY, the poll, the reaper), so
         # rounds that only write outcomes do not query idle kinds.
         self._armed = set(registry.kinds())
+        # Kinds armed while a claim round was in flight: that round's empty answer predates
+        # what armed them (a NOTIFY at commit, a local enqueue), so it must not disarm them.
+        self._armed_during_round: set[str] = set()
         self._connection = RoundConnection(db)
         self._outcomes = OutcomeWriter(
             db, now, wake=self._wakeup.set, longest_pause_seconds=policy.lease_seconds / 10
@@ -61,6 +64,7 @@ class Worker:
         """Look for due jobs of every kind now instead of at the next poll (on NOTIFY, after
         the reaper released jobs)."""
         self._armed.update(self._registry.kinds())
+        self._armed_during_round.update(self._registry.kinds())
         self._wakeup.set()
 
     def arm(self, kind: str) -> None:
@@ -68,6 +72,7 @@ class Worker:
         handler): look for it now, not at the next poll. No NOTIFY needed, so SQLite too."""
         if kind in self._registry.kinds():
             self._armed.add(kind)
+            self._armed_during_round.add(kind)
             self._wakeup.set()
 
     async def claim_round(self) -> int:
@@ -87,6 +92,7 @@ class Worker:
         }
         if not taken and not any(slots > 0 for slots in free.values()):
             return 0
+        self._armed_during_round.clear()
         try:
             async with self._connection.round() as conn:
                 written, claimed = await store.settle_and_claim(
@@ -101,7 +107,11 @@ class Worker:
             raise
         self._outcomes.resolve(taken, written)
         found = Counter(job.kind for job in claimed)
-        self._armed.difference_update(kind for kind, slots in free.items() if found[kind] < slots)
+        self._armed.difference_update(
+            kind
+            for kind, slots in free.items()
+            if found[kind] < slots and kind not in self._armed_during_round
+        )
         registrations = {registration.kind: registration for registration in self._registry}
         for job in claimed:
             self._start(registrations[job.kind], job)
