@@ -51,7 +51,8 @@ async def recipients_of(
 
 
 async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, datetime]]) -> None:
-    """`record_outcome(kind="delivered")` for many rows in one executemany round trip."""
+    """`record_outcome(kind="delivered")` for many rows: one UPDATE ... FROM unnest on
+    PostgreSQL, one executemany round trip on SQLite."""
     if not deliveries:
         return
     column = campaign_recipients.c.delivered_at
