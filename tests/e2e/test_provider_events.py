@@ -105,6 +105,13 @@ def mailgun_event(
     )
 
 
+def reported(event: str, address: str, *, message: str) -> dict[str, Any]:
+    """An event as the provider reports it: `address` as it spells it, `message` the ID."""
+    return event_data(
+        event, address, event_id=uuid.uuid4().hex, occurred_at=datetime.now(UTC), message_id=message
+    )
+
+
 async def post_event(
     client: httpx.AsyncClient, data: dict[str, Any], *, key: str = KEY, **signing: Any
 ) -> httpx.Response:
@@ -489,6 +496,34 @@ async def test_deliveries_arriving_together_are_each_answered_as_if_alone(studio
             )
         ).scalars()
         assert all(at is not None for at in delivered)
+
+
+async def test_a_delivery_lands_on_its_row_however_the_provider_spells_the_address(
+    studio: Studio,
+) -> None:
+    """Providers may report the address in other capitals than it was sent to: the delivery
+    still lands on the reader's recipient row. A Message-ID made for another reader's address
+    ties the event to no row."""
+    client, container, _headers, campaign_id = studio
+    shouted = reader(1).upper()
+    sent_to_1 = message_id(str(campaign_id), reader(1), DOMAIN)
+    data = reported("delivered", shouted, message=sent_to_1)
+    answer = await post_event(client, data)
+    assert answer.json()["outcome"] == "applied", answer.text
+    assert (await recipient_row(container, campaign_id, reader(1))).delivered_at is not None
+    forged = reported("delivered", reader(2), message=sent_to_1)
+    answer = await post_event(client, forged)
+    assert answer.json()["outcome"] == "applied", answer.text
+    assert (await recipient_row(container, campaign_id, reader(2))).delivered_at is None
+    async with container.db.read() as conn:
+        linked = (
+            await conn.execute(
+                select(inbound_events.c.recipient_id).where(
+                    inbound_events.c.event_key == forged["id"]
+                )
+            )
+        ).scalar_one()
+    assert linked is None
 
 
 async def test_the_campaign_page_and_list_show_the_results(studio: Studio) -> None:

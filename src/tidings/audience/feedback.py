@@ -22,8 +22,8 @@ from tidings.audience.context import AudienceContext
 from tidings.audience.delivery_batch import GroupCommit
 from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
-from tidings.domain.audience import normalise_email
-from tidings.domain.email_headers import campaign_of_message_id
+from tidings.domain.audience import Address, normalise_email
+from tidings.domain.email_headers import campaign_of_message_id, names_a_campaign
 from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.feedback import (
     AddressRecord,
@@ -34,11 +34,11 @@ from tidings.domain.feedback import (
     stronger_reason,
     verdict,
 )
+from tidings.storage import delivered_events, transactional_outcomes
 from tidings.storage import feedback as queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
-from tidings.storage import transactional_outcomes
 from tidings.storage.sending import feedback_counts, recipient_outcomes
 from tidings.storage.subscribers import SubscriberRow
 
@@ -205,121 +205,80 @@ class Feedback:
         return status
 
     async def _apply_deliveries(self, events: list[ReportedEvent]) -> list[Outcome | Exception]:
-        """`_receive` for many `delivered` events in one transaction, with a handful of
-        set-based statements whatever their number; only an address with a bounce record
-        (whose verdict a delivery may change) takes the one-by-one path."""
-        keys = [_email_key(event.address) for event in events]
+        """`_receive` for many `delivered` events in one transaction, with one statement on
+        PostgreSQL whatever their number (`storage/delivered_events.py`); only what a delivery
+        may change beyond its rows (an address with a bounce record, a transactional message)
+        and a Message-ID made for another spelling of the address are taken one by one."""
         outcomes: list[Outcome | Exception] = [Outcome.DUPLICATE] * len(events)
+        batch: list[tuple[int, delivered_events.DeliveredEvent]] = []
+        alone: list[int] = []
+        first: set[tuple[str, str]] = set()
+        for index, event in enumerate(events):
+            if (event.source, event.event_key) in first:
+                continue  # the same event twice in one batch: the second is a duplicate
+            first.add((event.source, event.event_key))
+            address = _address(event.address)
+            campaign_id = None
+            if address is not None and event.message_id:
+                campaign_id = campaign_of_message_id(event.message_id, address.email)
+                if campaign_id is None and names_a_campaign(event.message_id):
+                    alone.append(index)  # perhaps made for the address as the reader wrote it
+                    continue
+            batch.append((index, self._delivered(event, address, campaign_id)))
         async with self._ctx.db.write() as conn:
-            found = await subscriber_queries.by_keys(conn, [key for key in keys if key])
-            campaign_ids: list[int | None] = []
-            for event, key in zip(events, keys, strict=True):
-                subscriber = found.get(key) if key else None
-                campaign_ids.append(
-                    campaign_of_message_id(event.message_id, subscriber.email)
-                    if subscriber is not None and event.message_id
-                    else None
-                )
-            pairs = [
-                (campaign_id, found[key].id)
-                for key, campaign_id in zip(keys, campaign_ids, strict=True)
-                if key in found and campaign_id is not None
-            ]
-            recipients = await recipient_outcomes.recipients_of(conn, pairs)
-            rows: list[dict[str, Any]] = []
-            targets: list[tuple[int, _Target]] = []
-            first: set[tuple[str, str]] = set()
-            now = self._ctx.now()
-            for index, (event, key, campaign_id) in enumerate(
-                zip(events, keys, campaign_ids, strict=True)
-            ):
-                if (event.source, event.event_key) in first:
-                    continue  # the same event twice in one batch: the second is a duplicate
-                first.add((event.source, event.event_key))
-                subscriber = found.get(key) if key else None
-                email_hash = (
-                    subscriber.email_hash
-                    if subscriber is not None
-                    else (self._ctx.email_hash(key) if key else None)
-                )
-                recipient_id = (
-                    recipients.get((campaign_id, subscriber.id))
-                    if subscriber is not None and campaign_id is not None
-                    else None
-                )
-                target = _Target(subscriber, email_hash, campaign_id, recipient_id)
-                targets.append((index, target))
-                rows.append(
-                    {
-                        "source": event.source,
-                        "event_key": event.event_key,
-                        "token": event.token,
-                        "kind": EventKind.DELIVERED.value,
-                        "status": (
-                            Outcome.APPLIED if subscriber is not None else Outcome.UNMATCHED
-                        ).value,
-                        "email_hash": email_hash,
-                        "campaign_id": campaign_id,
-                        "recipient_id": recipient_id,
-                        "occurred_at": event.occurred_at,
-                        "code": _storable(event.code),
-                        "diagnostic": _storable(event.diagnostic),
-                        "received_at": now,
-                        "payload": None,
-                    }
-                )
-            recorded = await queries.record_events(conn, rows)
-            applied: list[tuple[int, _Target]] = []
-            for (index, target), result in zip(targets, recorded, strict=True):
-                if result == "replayed":
+            records = await delivered_events.record_delivered(
+                conn, [given for _, given in batch], received_at=self._ctx.now()
+            )
+            for (index, _), record in zip(batch, records, strict=True):
+                if record.recorded == "replayed":
                     outcomes[index] = ReplayedEvent()
-                elif result == "new":
-                    matched = target.subscriber is not None
-                    outcomes[index] = Outcome.APPLIED if matched else Outcome.UNMATCHED
-                    if matched:
-                        applied.append((index, target))
-            await recipient_outcomes.record_deliveries(
-                conn,
-                [
-                    (target.recipient_id, events[index].occurred_at)
-                    for index, target in applied
-                    if target.recipient_id is not None
-                ],
-            )
-            await self._transactional_deliveries(
-                conn,
-                [
-                    events[index]
-                    for (index, target), result in zip(targets, recorded, strict=True)
-                    if result == "new" and target.campaign_id is None
-                ],
-            )
-            with_records = await queries.hashes_with_records(
-                conn, [target.email_hash for _, target in applied if target.email_hash]
-            )
-            for index, target in applied:
-                if target.email_hash in with_records:
-                    assert target.subscriber is not None
-                    await self._apply(
-                        conn, events[index], EventKind.DELIVERED, target, target.subscriber
-                    )
+                elif record.recorded == "new":
+                    outcomes[index] = await self._delivered_beyond_rows(conn, events[index], record)
+            for index in alone:
+                try:
+                    outcomes[index] = await self._receive(conn, events[index])
+                except ReplayedEvent as replayed:
+                    outcomes[index] = replayed
         return outcomes
 
-    async def _transactional_deliveries(
-        self, conn: AsyncConnection, events: list[ReportedEvent]
-    ) -> None:
-        """Deliveries of messages that are no campaign's: those of transactional mail land
-        on its row (one look-up for the batch; an update only for those that are)."""
-        reported = [event for event in events if event.message_id]
-        ours = await transactional_outcomes.known(
-            conn, [event.message_id for event in reported if event.message_id]
+    def _delivered(
+        self, event: ReportedEvent, address: Address | None, campaign_id: int | None
+    ) -> delivered_events.DeliveredEvent:
+        return delivered_events.DeliveredEvent(
+            source=event.source,
+            event_key=event.event_key,
+            token=event.token,
+            email_key=address.key if address else None,
+            email=address.email if address else None,
+            email_hash=self._ctx.email_hash(address.key) if address else None,
+            campaign_id=campaign_id,
+            message_key=transactional_outcomes.key_of(event.message_id)
+            if event.message_id
+            else None,
+            occurred_at=event.occurred_at,
+            code=_storable(event.code),
+            diagnostic=_storable(event.diagnostic),
         )
-        for event in reported:
-            assert event.message_id is not None
-            if transactional_outcomes.key_of(event.message_id) in ours:
-                await transactional_outcomes.record_outcome(
-                    conn, event.message_id, kind="delivered", at=event.occurred_at, code=None
+
+    async def _delivered_beyond_rows(
+        self, conn: AsyncConnection, event: ReportedEvent, record: delivered_events.DeliveredRecord
+    ) -> Outcome:
+        """What a new delivery changes besides its own rows: a transactional message's
+        outcome, and the verdict on an address with a bounce record (`_apply`)."""
+        if record.transactional and event.message_id:
+            await transactional_outcomes.record_outcome(
+                conn, event.message_id, kind="delivered", at=event.occurred_at, code=None
+            )
+        if record.subscriber_id is None:
+            return Outcome.UNMATCHED
+        if record.has_record:
+            subscriber = await subscriber_queries.get(conn, record.subscriber_id)
+            if subscriber is not None:
+                target = _Target(
+                    subscriber, record.email_hash, record.campaign_id, record.recipient_id
                 )
+                await self._apply(conn, event, EventKind.DELIVERED, target, subscriber)
+        return Outcome.APPLIED
 
     async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
         """The subscriber and campaign recipient the event is about, as far as known."""
@@ -482,11 +441,11 @@ def _storable(text: str | None) -> str | None:
     return None if text is None else text.replace("\x00", "\ufffd")
 
 
-def _email_key(address: str | None) -> str | None:
+def _address(address: str | None) -> Address | None:
     if address is None:
         return None
     try:
-        return normalise_email(address).key
+        return normalise_email(address)
     except InvalidInput:
         return None
 

@@ -114,13 +114,27 @@ def message_id(campaign_id: str, address: str, sending_domain: str) -> str:
     return f"<{campaign_id}.{digest[:MESSAGE_ID_HASH_LENGTH]}@{sending_domain}>"
 
 
-def campaign_of_message_id(found: str, address: str) -> int | None:
-    """The campaign id of a Message-ID `message_id` made for `address` (with or without its
-    angle brackets), or None: another message's id, or one forged for another address."""
+def _campaign_parts(found: str) -> tuple[str, str, str] | None:
+    """(campaign id, local part, domain) of something shaped like a campaign's Message-ID."""
     local, _, domain = found.strip().removeprefix("<").removesuffix(">").partition("@")
     campaign_id, _, _digest = local.partition(".")
     if not campaign_id.isdigit() or not domain:
         return None
+    return campaign_id, local, domain
+
+
+def names_a_campaign(found: str) -> bool:
+    """Whether `found` is shaped like a campaign's Message-ID, whoever it was made for."""
+    return _campaign_parts(found) is not None
+
+
+def campaign_of_message_id(found: str, address: str) -> int | None:
+    """The campaign id of a Message-ID `message_id` made for `address` (with or without its
+    angle brackets), or None: another message's id, or one forged for another address."""
+    parts = _campaign_parts(found)
+    if parts is None:
+        return None
+    campaign_id, local, domain = parts
     if message_id(campaign_id, address, domain) != f"<{local}@{domain}>":
         return None
     return int(campaign_id)

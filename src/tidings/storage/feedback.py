@@ -13,7 +13,7 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.feedback import AddressRecord
-from tidings.storage.bulk import among, insert_rows, pairs_among
+from tidings.storage.bulk import among
 from tidings.storage.tables import address_feedback, address_history, inbound_events
 from tidings.storage.upsert import insert_for
 
@@ -52,38 +52,6 @@ async def record_event(conn: AsyncConnection, **values: Any) -> Recorded:
         inbound_events.c.event_key == values["event_key"],
     )
     return "duplicate" if (await conn.execute(same)).first() is not None else "replayed"
-
-
-async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[Recorded]:
-    """`record_event` for many rows (distinct sources and keys) in a few statements: one
-    INSERT of them all, and one look-up of those it did not insert."""
-    if not rows:
-        return []
-    inserted = await insert_rows(
-        conn,
-        inbound_events,
-        rows,
-        finish=lambda statement: statement.on_conflict_do_nothing().returning(
-            inbound_events.c.source, inbound_events.c.event_key
-        ),
-    )
-    new = {(row.source, row.event_key) for row in inserted}
-    missing = [
-        (row["source"], row["event_key"])
-        for row in rows
-        if (row["source"], row["event_key"]) not in new
-    ]
-    seen: set[tuple[str, str]] = set()
-    if missing:
-        columns = inbound_events.c.source, inbound_events.c.event_key
-        found = await conn.execute(select(*columns).where(pairs_among(conn, *columns, missing)))
-        seen = {(row.source, row.event_key) for row in found}
-    return [
-        "new" if (row["source"], row["event_key"]) in new
-        else "duplicate" if (row["source"], row["event_key"]) in seen
-        else "replayed"
-        for row in rows
-    ]  # fmt: skip
 
 
 async def hashes_with_records(conn: AsyncConnection, email_hashes: Iterable[str]) -> set[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.bulk import is_postgresql, pairs_among, unnested
+from tidings.storage.bulk import pairs_among
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
@@ -51,38 +51,18 @@ async def recipients_of(
 
 
 async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, datetime]]) -> None:
-    """`record_outcome(kind="delivered")` for many rows: one UPDATE ... FROM unnest on
-    PostgreSQL, one executemany round trip on SQLite."""
+    """`record_outcome(kind="delivered")` for many rows in one executemany round trip (SQLite;
+    PostgreSQL does it inside `delivered_events`' one statement)."""
     if not deliveries:
         return
     column = campaign_recipients.c.delivered_at
-    if not is_postgresql(conn):
-        at = bindparam("at", type_=UTCDateTime())
-        statement = (
-            update(campaign_recipients)
-            .where(campaign_recipients.c.id == bindparam("recipient"))
-            .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
-        )
-        await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
-        return
-    # One statement for the batch: UPDATE ... FROM unnest(ids, times), a row once (earliest).
-    earliest: dict[int, datetime] = {}
-    for rid, when in deliveries:
-        earliest[rid] = min(when, earliest.get(rid, when))
-    given = unnested(
-        {"id": campaign_recipients.c.id.type, "at": UTCDateTime()},
-        [{"id": rid, "at": when} for rid, when in earliest.items()],
-        prefix="delivered",
-    )
-    await conn.execute(
+    at = bindparam("at", type_=UTCDateTime())
+    statement = (
         update(campaign_recipients)
-        .where(campaign_recipients.c.id == given.c.id)
-        .values(
-            delivered_at=case(
-                (or_(column.is_(None), column > given.c.at), given.c.at), else_=column
-            )
-        )
+        .where(campaign_recipients.c.id == bindparam("recipient"))
+        .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
     )
+    await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
 
 
 async def recipient_by_id(
