@@ -14,6 +14,7 @@ async def test_bench_events_reports_throughput_beside_a_bare_insert(database_url
     assert result["applied_rows"] == 40
     assert result["events_per_second"] > 0
     assert result["bare_insert_rows_per_second"] > 0
+    assert result["api_cpu_ms_per_event"] > 0  # the API process's CPU was read (Linux)
     ratio = result["events_per_second"] / result["bare_insert_rows_per_second"]
     assert abs(result["ratio_to_bare_insert"] - ratio) < 0.01
     assert result["within_target"] == (
