@@ -89,7 +89,8 @@ def _nul_problem() -> Response:
 
 class RouteTemplates:
     """Map a raw path to its route template (`/unsubscribe/{token}`), so tokens in paths
-    never reach logs or metric labels. Built lazily from the OpenAPI document's paths."""
+    never reach logs or metric labels. Built on first use from `paths`, in routing order (the
+    first template that matches wins, as the first route does)."""
 
     def __init__(self, paths: Callable[[], Iterable[str]]) -> None:
         self._paths = paths
@@ -99,7 +100,7 @@ class RouteTemplates:
         if self._compiled is None:
             self._compiled = [
                 (re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(t)) + "$"), t)
-                for t in self._paths()
+                for t in dict.fromkeys(self._paths())
             ]
         for pattern, template in self._compiled:
             if pattern.match(path):

@@ -74,7 +74,7 @@ def ui_router() -> APIRouter:
 
 def ui_route_templates() -> list[str]:
     """Every admin UI path template (`/admin/campaigns/{campaign_id}`), for request logs."""
-    templates = ["/admin/sign-in", "/admin/sign-in/code"]
+    templates = ["/", "/favicon.ico", "/admin/favicon.svg", "/admin/sign-in", "/admin/sign-in/code"]
     for guarded in guarded_routers():
         templates += ["/admin" + route.path for route in guarded.routes if hasattr(route, "path")]
     return templates
