@@ -16,7 +16,12 @@ import httpx
 import typer
 
 from tidings.cli.context import fail, free_port, out_console
-from tidings.cli.demo_campaign import create_newsletter, import_readers, send_a_campaign
+from tidings.cli.demo_campaign import (
+    READERS,
+    create_newsletter,
+    import_readers,
+    send_a_campaign,
+)
 from tidings.cli.demo_hearing import hear_back
 from tidings.cli.demo_signup import sign_up_through_the_form
 
@@ -46,6 +51,13 @@ def _wait_until_up(base: str, server: subprocess.Popen[bytes], deadline_s: float
 
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Leave the server running until Ctrl-C."),
+    readers: int = typer.Option(
+        READERS,
+        "--readers",
+        min=10,
+        max=1_000_000,
+        help="Generated readers to import and send the campaign to (one in five paid).",
+    ),
     directory: Path | None = typer.Option(
         None,
         "--dir",
@@ -55,7 +67,7 @@ def demo(
 ) -> None:
     """Start `tidings serve` on a fresh SQLite file and exercise it end to end: an API key, a
     newsletter, a reader who signs up through the public form and confirms through the emailed
-    link, 10,000 generated readers imported from CSV, then a campaign to all 10,001 sent
+    link, 10,000 generated readers (--readers) imported from CSV, then a campaign to all sent
     through the workers to a local SMTP sink and followed, every message checked; then the
     sink mails back a bounce and a complaint, `tidings inbound` reads them, both readers are
     suppressed and the campaign's statistics show it."""
@@ -142,8 +154,8 @@ def demo(
             fail("admin authentication did not behave as documented")
         newsletter = create_newsletter(base, token)
         form_reader = sign_up_through_the_form(base, newsletter, mail_dir)
-        import_readers(newsletter, env)
-        campaign_id = send_a_campaign(base, token, newsletter, mail_dir, env, form_reader)
+        import_readers(newsletter, env, readers)
+        campaign_id = send_a_campaign(base, token, newsletter, mail_dir, env, form_reader, readers)
         hear_back(base, token, campaign_id, env)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")

@@ -23,8 +23,7 @@ import httpx
 from tidings.cli.context import fail, out_console
 from tidings.domain.email_headers import message_id
 
-FREE_READERS = 8_000
-PAID_READERS = 2_000
+READERS = 10_000  # the default audience: four in five free, one in five paid
 SUBJECT = "Issue 1: hello from tidings"
 # Two readers the local SMTP sink answers for (dev-smtp --reports-to): a mailbox that does not
 # exist and a reader who marks the issue as spam (demo_hearing.py).
@@ -65,18 +64,25 @@ def create_newsletter(base: str, token: str) -> str:
     return "weekly"
 
 
-def generated_readers() -> list[tuple[str, str, str]]:
-    """(email, name, tier) of the imported readers."""
+def paid_readers(readers: int) -> int:
+    """How many of `readers` generated readers are paid members (one in five)."""
+    return readers // 5
+
+
+def generated_readers(readers: int) -> list[tuple[str, str, str]]:
+    """(email, name, tier) of the imported readers: the two who hear back, then free readers,
+    then paid members."""
+    paid = paid_readers(readers)
     rows = [(address, name, "free") for address, name in HEARING_READERS]
     rows += [
         (f"reader{n:05d}@example.org", f"Reader {n}", "free")
-        for n in range(FREE_READERS - len(HEARING_READERS))
+        for n in range(readers - paid - len(HEARING_READERS))
     ]
-    rows += [(f"member{n:05d}@example.org", f"Member {n}", "paid") for n in range(PAID_READERS)]
+    rows += [(f"member{n:05d}@example.org", f"Member {n}", "paid") for n in range(paid)]
     return rows
 
 
-def import_readers(newsletter: str, env: dict[str, str]) -> None:
+def import_readers(newsletter: str, env: dict[str, str], readers: int) -> None:
     """Generate the CSV in a temporary directory and import it with the CLI: importing
     `confirmed` rows is the operator asserting consent (no confirmation emails)."""
     with tempfile.TemporaryDirectory(prefix="tidings-demo-csv-") as scratch:
@@ -84,7 +90,7 @@ def import_readers(newsletter: str, env: dict[str, str]) -> None:
         with path.open("w", newline="", encoding="utf-8") as file:
             writer = csv.writer(file)
             writer.writerow(["email", "name", "tier", "status"])
-            writer.writerows((*row, "confirmed") for row in generated_readers())
+            writer.writerows((*row, "confirmed") for row in generated_readers(readers))
         out_console.print(
             f"  $ tidings subscribers import {path.name} --newsletter {newsletter}", markup=False
         )
@@ -108,17 +114,24 @@ def import_readers(newsletter: str, env: dict[str, str]) -> None:
     if done.returncode != 0:
         fail(f"the import failed: {done.stderr.strip() or done.stdout.strip()}")
     report = json.loads(done.stdout)
-    if report["created"] != FREE_READERS + PAID_READERS:
+    if report["created"] != readers:
         fail(f"the import created {report['created']} readers: {report}")
     out_console.print(
         f"[green]✓[/] {report['created']:,} generated confirmed readers imported "
-        f"({FREE_READERS:,} free, {PAID_READERS:,} paid) — an explicit consent assertion, so "
+        f"({readers - paid_readers(readers):,} free, {paid_readers(readers):,} paid) — an "
+        "explicit consent assertion, so "
         "no confirmation emails"
     )
 
 
 def send_a_campaign(
-    base: str, token: str, newsletter: str, mail_dir: Path, env: dict[str, str], form_reader: str
+    base: str,
+    token: str,
+    newsletter: str,
+    mail_dir: Path,
+    env: dict[str, str],
+    form_reader: str,
+    readers: int,
 ) -> int:
     """Draft the campaign over the admin API, send it from the CLI, follow it with the
     progress bar, and check what reached the sink."""
@@ -162,7 +175,7 @@ def send_a_campaign(
     if found.status_code != 200:
         fail(f"GET /api/admin/campaigns/{campaign_id}/status: {found.status_code} {found.text}")
     status: dict[str, Any] = found.json()
-    _verify(campaign_id, status, mail_dir, form_reader, base)
+    _verify(campaign_id, status, mail_dir, (form_reader, readers), base)
     return campaign_id
 
 
@@ -188,7 +201,7 @@ def _post(base: str, path: str, headers: dict[str, str], **body: Any) -> dict[st
     return answer
 
 
-_parser = BytesParser(policy=policy.compat32)  # ~8x faster than policy.default on 10,001
+_parser = BytesParser(policy=policy.compat32)  # ~8x faster than policy.default
 
 
 def _text(message: Message) -> str:
@@ -203,10 +216,16 @@ def _text(message: Message) -> str:
 
 
 def _verify(
-    campaign_id: int, status: dict[str, Any], mail_dir: Path, form_reader: str, base: str
+    campaign_id: int,
+    status: dict[str, Any],
+    mail_dir: Path,
+    audience: tuple[str, int],
+    base: str,
 ) -> None:
     """Every stored message of this campaign is read back: recipients counted (each reader
-    exactly once, nobody else), the paid block only in paid readers' copies, Message-IDs."""
+    exactly once, nobody else), the paid block only in paid readers' copies, Message-IDs.
+    `audience`: the reader who signed up through the form, and how many were generated."""
+    form_reader, readers = audience
     headers_only = BytesHeaderParser(policy=policy.compat32)
     to: Counter[str] = Counter()
     paid_copies = 0
@@ -225,7 +244,7 @@ def _verify(
         if (paid, free) != (address.startswith("member"), not address.startswith("member")):
             fail(f"{address} got the wrong version of the issue")
         paid_copies += paid
-    expected = {row[0] for row in generated_readers()} | {form_reader}
+    expected = {row[0] for row in generated_readers(readers)} | {form_reader}
     duplicates = sum(count - 1 for count in to.values())
     recipients = status["recipients"]
     out_console.rule("verification")
@@ -245,7 +264,7 @@ def _verify(
         or set(to) != expected
         or duplicates
         or recipients["sent"] != len(expected)
-        or paid_copies != PAID_READERS
+        or paid_copies != paid_readers(readers)
     ):
         missing = sorted(expected - set(to))[:3]
         strangers = sorted(set(to) - expected)[:3]
