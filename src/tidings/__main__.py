@@ -1,5 +1,5 @@
 """`python -m tidings` is the `tidings` command."""
 
-from tidings.cli.main import main
+from tidings.launch import main
 
 main()
