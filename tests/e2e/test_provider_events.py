@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 
 from tests.e2e.audience_helpers import snapshot
 from tests.factories import api_client, make_settings
@@ -277,6 +278,27 @@ async def test_malformed_oversized_and_unknown_input_is_answered_without_harm(
         'tidings_inbound_events_total{kind="hard_bounce",outcome="unmatched",source="mailgun"}'
     )
     assert f"{counted} 1.0" in metrics
+
+
+async def test_an_event_that_cannot_be_stored_is_answered_500_and_counted(studio: Studio) -> None:
+    """An event the database cannot take (here its table is gone) must reach the provider as
+    a 500, so it retries, and the operator's request metrics must show that 500."""
+    client, container, _headers, campaign_id = studio
+    async with container.db.write() as conn:
+        await conn.execute(text("DROP TABLE inbound_events"))
+    event = mailgun_event("failed", reader(1), campaign_id, severity="permanent")
+    with pytest.raises(DBAPIError):  # the in-process transport re-raises what the app did not
+        await post_event(client, event)
+    metrics = container.metrics.render().decode().splitlines()
+    counted = [
+        line
+        for line in metrics
+        if line.startswith("tidings_http_requests_total{")
+        and 'route="/api/events/mailgun"' in line
+        and 'status="500"' in line
+    ]
+    assert len(counted) == 1, metrics
+    assert counted[0].endswith(" 1.0"), counted
 
 
 async def test_the_generic_form_reports_events_from_any_provider(studio: Studio) -> None:

@@ -92,6 +92,9 @@ class ProviderEventsFirst:
             problem.headers["x-request-id"] = request_id.decode()
             await problem(scope, receive, send)
             status = problem.status_code
+        except Exception:  # answered 500 by the app's last-resort handler, outside this
+            count_request(self._container.metrics, "POST", scope["path"], 500, started)
+            raise
         else:
             headers = [
                 (b"content-type", b"application/json"),
