@@ -8,11 +8,11 @@ import asyncio
 import socket
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, make_settings, real_mail
 from tests.support.admin_ui import signed_in, ui_app
+from tests.support.cli import clean_env, tidings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -20,7 +20,6 @@ from tests.support.sending import (
     wait_for,
     workers,
 )
-from tidings.cli.main import app as cli
 from tidings.devservers.dev_faults import Fault
 from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.provider_health import provider_problem, unreachable_reason
@@ -88,12 +87,10 @@ async def test_an_unreachable_relay_is_named_in_status_page_and_dashboard(
         assert f"/admin/campaigns/{campaign_id}" in dashboard.text
         assert csrf
 
-        def cli_status() -> str:
-            env = {"TIDINGS_DATABASE_URL": settings.database.url}
-            result = CliRunner().invoke(cli, ["campaign", "status", str(campaign_id)], env=env)
-            return " ".join(result.output.split())  # the console wraps long lines
-
-        assert f"SMTP 127.0.0.1:{port} unreachable" in await asyncio.to_thread(cli_status)
+        env = clean_env(DATABASE_URL=settings.database.url)
+        ran = await asyncio.to_thread(tidings, "campaign", "status", str(campaign_id), env=env)
+        # The console wraps long lines.
+        assert f"SMTP 127.0.0.1:{port} unreachable" in " ".join(ran.output.split())
         states = (await container.send_status.status(campaign_id)).recipients
         assert states.sent == states.failed == states.uncertain == 0  # nobody lost
 
@@ -141,13 +138,11 @@ async def test_a_test_send_reports_what_happened_not_what_was_asked(sqlite_url: 
         async with workers(container):
             failing = await client.post(url, data=form)
 
-            def cli_test_send() -> tuple[int, str]:
-                args = ["campaign", "test-send", str(campaign_id), "--to", "me@example.org"]
-                env = {"TIDINGS_DATABASE_URL": settings.database.url}
-                result = CliRunner().invoke(cli, [*args, "--wait", "10"], env=env)
-                return result.exit_code, " ".join(result.output.split())
-
-            cli_code, cli_output = await asyncio.to_thread(cli_test_send)
+            args = ["campaign", "test-send", str(campaign_id), "--to", "me@example.org"]
+            env = clean_env(DATABASE_URL=settings.database.url)
+            # On a thread: the workers of this event loop carry the test send meanwhile.
+            ran = await asyncio.to_thread(tidings, *args, "--wait", "10", env=env)
+            cli_code, cli_output = ran.returncode, " ".join(ran.output.split())
         assert cli_code == 1
         assert f"smtp 127.0.0.1:{port} unreachable" in cli_output
         text = " ".join(failing.text.split())

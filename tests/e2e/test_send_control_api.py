@@ -10,10 +10,10 @@ from collections import Counter
 from email import message_from_bytes
 
 from sqlalchemy import func, select
-from typer.testing import CliRunner
 
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.admin_ui import composed_campaign, signed_in, ui_app
+from tests.support.cli import clean_env, tidings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -24,7 +24,6 @@ from tests.support.sending import (
     workers,
 )
 from tidings.bootstrap import Container
-from tidings.cli.main import app as cli
 from tidings.domain.jobs import JobStatus
 from tidings.storage.sending import interventions
 from tidings.storage.tables import campaign_batches, captured_messages
@@ -159,12 +158,11 @@ async def test_cli_pause_resume_and_cancel_asks_first(database_url: str) -> None
     settings = make_settings(database_url, queue=FAST_QUEUE)
     async with api_client(settings) as (client, container):
         campaign_id = await queued_send(client, container, 12)
-        runner = CliRunner()
-        env = {"TIDINGS_DATABASE_URL": container.settings.database.url}
+        env = clean_env(DATABASE_URL=container.settings.database.url)
 
         def cli_run(*args: str) -> tuple[int, str]:
-            result = runner.invoke(cli, ["campaign", *args, str(campaign_id)], env=env)
-            return result.exit_code, result.output
+            ran = tidings("campaign", *args, str(campaign_id), env=env)
+            return ran.returncode, ran.output
 
         code, output = await asyncio.to_thread(cli_run, "pause")
         assert code == 0, output
