@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ARRAY, Column, Result, Table, any_, bindparam, func, select, tuple_
+from sqlalchemy import ARRAY, Column, Result, Table, any_, bindparam, column, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import TableValuedAlias
@@ -34,15 +34,24 @@ def among(conn: AsyncConnection, column: Column[Any], values: Collection[Any]) -
 
 
 def unnested(
-    types: Mapping[str, TypeEngine[Any]], rows: Sequence[Mapping[str, Any]], *, prefix: str
+    types: Mapping[str, TypeEngine[Any]],
+    rows: Sequence[Mapping[str, Any]] | None,
+    *,
+    prefix: str,
+    ordinality: str | None = None,
 ) -> TableValuedAlias:
     """PostgreSQL only: `rows` as a derived table `unnest(array, ...) AS (name, ...)`, one
-    array parameter per column of `types`."""
+    array parameter `PREFIX_NAME` per column of `types`. With `rows` None the arrays are left
+    to bind at execution (a statement built once); `ordinality` names a column numbering the
+    rows from 1 (WITH ORDINALITY)."""
     arrays = [
-        bindparam(f"{prefix}_{name}", [row[name] for row in rows], type_=ARRAY(kind))
+        bindparam(f"{prefix}_{name}", type_=ARRAY(kind))
+        if rows is None
+        else bindparam(f"{prefix}_{name}", [row[name] for row in rows], type_=ARRAY(kind))
         for name, kind in types.items()
     ]
-    return func.unnest(*arrays).table_valued(*types).render_derived()
+    columns = [column(name, kind) for name, kind in types.items()]
+    return func.unnest(*arrays).table_valued(*columns, with_ordinality=ordinality).render_derived()
 
 
 def pairs_among(

@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     BigInteger,
     Select,
     String,
@@ -30,11 +29,9 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    column,
     exists,
     func,
     literal,
-    or_,
     select,
     update,
 )
@@ -42,7 +39,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage import feedback, subscribers, transactional_outcomes
-from tidings.storage.bulk import insert_rows, is_postgresql, pairs_among
+from tidings.storage.bulk import insert_rows, is_postgresql, pairs_among, unnested
 from tidings.storage.sending import recipient_outcomes
 from tidings.storage.tables import (
     address_feedback,
@@ -156,13 +153,7 @@ async def _at_once(
 @functools.cache
 def _statement() -> Select[Any]:
     """The PostgreSQL statement (built once; its compiled form is cached by SQLAlchemy)."""
-    given = (
-        func.unnest(
-            *(bindparam(f"given_{name}", type_=ARRAY(kind)) for name, kind in _GIVEN.items())
-        )
-        .table_valued(*(column(name, kind) for name, kind in _GIVEN.items()), with_ordinality="n")
-        .render_derived()
-    )
+    given = unnested(_GIVEN, None, prefix="given", ordinality="n")
     person = subscriber_table.c
     matched = (
         select(
@@ -225,16 +216,10 @@ def _statement() -> Select[Any]:
         .group_by(t.recipient_id)
         .subquery("earliest")
     )
-    delivered_at = recipient.delivered_at
     delivered = (
         update(campaign_recipients)
         .where(recipient.id == earliest.c.recipient_id)
-        .values(
-            delivered_at=case(
-                (or_(delivered_at.is_(None), delivered_at > earliest.c.at), earliest.c.at),
-                else_=delivered_at,
-            )
-        )
+        .values(**recipient_outcomes.outcome_values(recipient, kind="delivered", at=earliest.c.at))
         .cte("delivered")
     )
     transactional = exists().where(transactional_messages.c.message_key == t.message_key)

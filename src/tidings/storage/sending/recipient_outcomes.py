@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.bulk import pairs_among
@@ -55,12 +55,11 @@ async def record_deliveries(conn: AsyncConnection, deliveries: list[tuple[int, d
     PostgreSQL does it inside `delivered_events`' one statement)."""
     if not deliveries:
         return
-    column = campaign_recipients.c.delivered_at
     at = bindparam("at", type_=UTCDateTime())
     statement = (
         update(campaign_recipients)
         .where(campaign_recipients.c.id == bindparam("recipient"))
-        .values(delivered_at=case((or_(column.is_(None), column > at), at), else_=column))
+        .values(**outcome_values(campaign_recipients.c, kind="delivered", at=at))
     )
     await conn.execute(statement, [{"recipient": rid, "at": when} for rid, when in deliveries])
 
@@ -81,7 +80,7 @@ async def newsletter_of(conn: AsyncConnection, campaign_id: int) -> int | None:
     return (await conn.execute(query)).scalar()
 
 
-def _earliest(column: Any, at: datetime) -> dict[str, Any]:
+def _earliest(column: Any, at: datetime | ColumnElement[datetime]) -> dict[str, Any]:
     return {column.name: case((or_(column.is_(None), column > at), at), else_=column)}
 
 
@@ -93,7 +92,9 @@ class FirstOutcome:
     complained: bool = False
 
 
-def outcome_values(columns: Any, *, kind: str, at: datetime, code: str | None) -> dict[str, Any]:
+def outcome_values(
+    columns: Any, *, kind: str, at: datetime | ColumnElement[datetime], code: str | None = None
+) -> dict[str, Any]:
     """The SET of an UPDATE folding one reported event (`delivered`, `soft_bounce`,
     `hard_bounce`, `complaint`, `unsubscribe`) into a row with outcome columns (a campaign's
     recipient, a transactional message): each moves one way, so events arriving twice or out
