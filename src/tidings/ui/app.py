@@ -62,10 +62,8 @@ def ui_router() -> APIRouter:
     """Every admin UI route. Pages other than sign-in answer 303 to it without a session, and
     every form post without the session's CSRF token answers 403."""
     router = APIRouter(include_in_schema=False)
-    router.add_api_route("/", _root, methods=["GET"])
-    # Public: the sign-in page and the reader pages show it too, before any session.
-    router.add_api_route("/favicon.ico", favicon, methods=["GET"])
-    router.add_api_route("/admin/favicon.svg", favicon, methods=["GET"])
+    for path, endpoint in _UNGUARDED:
+        router.add_api_route(path, endpoint, methods=["GET"])
     router.include_router(auth.public)
     for guarded in guarded_routers():
         router.include_router(guarded, prefix="/admin", dependencies=[Depends(guard)])
@@ -74,7 +72,8 @@ def ui_router() -> APIRouter:
 
 def ui_route_templates() -> list[str]:
     """Every admin UI path template (`/admin/campaigns/{campaign_id}`), for request logs."""
-    templates = ["/", "/favicon.ico", "/admin/favicon.svg", "/admin/sign-in", "/admin/sign-in/code"]
+    templates = [path for path, _endpoint in _UNGUARDED]
+    templates += [route.path for route in auth.public.routes if hasattr(route, "path")]
     for guarded in guarded_routers():
         templates += ["/admin" + route.path for route in guarded.routes if hasattr(route, "path")]
     return templates
@@ -104,6 +103,11 @@ async def favicon(request: Request) -> Response:
         media_type="image/svg+xml",
         headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"},
     )
+
+
+# Outside the guard: the bare host sends the operator to /admin, and the sign-in page and the
+# reader pages show the icon before any session.
+_UNGUARDED = (("/", _root), ("/favicon.ico", favicon), ("/admin/favicon.svg", favicon))
 
 
 async def _script() -> Response:
