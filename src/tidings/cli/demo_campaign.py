@@ -119,8 +119,7 @@ def import_readers(newsletter: str, env: dict[str, str], readers: int) -> None:
     out_console.print(
         f"[green]✓[/] {report['created']:,} generated confirmed readers imported "
         f"({readers - paid_readers(readers):,} free, {paid_readers(readers):,} paid) — an "
-        "explicit consent assertion, so "
-        "no confirmation emails"
+        "explicit consent assertion, so no confirmation emails"
     )
 
 
@@ -175,7 +174,7 @@ def send_a_campaign(
     if found.status_code != 200:
         fail(f"GET /api/admin/campaigns/{campaign_id}/status: {found.status_code} {found.text}")
     status: dict[str, Any] = found.json()
-    _verify(campaign_id, status, mail_dir, (form_reader, readers), base)
+    _verify(campaign_id, status, mail_dir, form_reader, readers, base)
     return campaign_id
 
 
@@ -219,13 +218,12 @@ def _verify(
     campaign_id: int,
     status: dict[str, Any],
     mail_dir: Path,
-    audience: tuple[str, int],
+    form_reader: str,
+    readers: int,
     base: str,
 ) -> None:
     """Every stored message of this campaign is read back: recipients counted (each reader
-    exactly once, nobody else), the paid block only in paid readers' copies, Message-IDs.
-    `audience`: the reader who signed up through the form, and how many were generated."""
-    form_reader, readers = audience
+    exactly once, nobody else), the paid block only in paid readers' copies, Message-IDs."""
     headers_only = BytesHeaderParser(policy=policy.compat32)
     to: Counter[str] = Counter()
     paid_copies = 0
