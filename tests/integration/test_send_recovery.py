@@ -27,6 +27,7 @@ from tests.support.sending import (
     wait_for_send_status,
     workers,
 )
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendBatch, SendCampaign
 from tidings.domain.jobs import JobStatus
@@ -187,3 +188,38 @@ async def test_a_send_with_any_live_job_of_its_attempt_is_left_alone(database_ur
         revived, _ = await container.queue.get_by_key(send_key)
         assert (revived.id, revived.status, revived.attempts) == (original.id, "pending", 0)
         assert await recovery.sweep() == 0  # and now it is live again
+
+
+async def test_a_batch_job_that_runs_between_resume_and_dispatch_waits_for_the_dispatch(
+    database_url: str,
+) -> None:
+    """Resume puts the send back to `pending` and its dispatch revives batch jobs that
+    finished, not one running at that moment. A batch job that ran in between and finished
+    empty-handed left its batch unsent for good (a flaky auto-pause test showed it): it must
+    wait for the dispatch instead, and then the send completes."""
+    settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 2})
+    async with api_client(settings) as (client, container):
+        campaign_id = await queued_send(client, container, 4)
+        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+            await wait_for_send_status(container, campaign_id, "submitting")
+        await container.control.pause(campaign_id, actor="test:operator")
+        await container.control.resume(campaign_id, actor="test:operator")
+        async with container.db.read() as conn:
+            batch_jobs = select(jobs.c.status, jobs.c.updated_at).where(jobs.c.kind == SEND_BATCH)
+            before = {row.updated_at for row in await conn.execute(batch_jobs)}
+
+        async def each_batch_job_ran() -> list[str] | None:
+            async with container.db.read() as conn:
+                rows = (await conn.execute(batch_jobs)).all()
+            if any(row.updated_at in before for row in rows):
+                return None
+            return [str(row.status) for row in rows]
+
+        async with running(container, registry(container, kinds=(SEND_BATCH,))):
+            statuses = await wait_for(each_batch_job_ran, within_seconds=30)
+        assert len(statuses) == 2
+        assert "done" not in statuses  # each waits (pending, or claimed again) for the dispatch
+        assert await _mailed(container) == Counter()
+        async with workers(container):
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+        assert len(await _mailed(container)) == 4

@@ -68,6 +68,8 @@ class BatchError(StrEnum):
     BATCH_ERROR = "batch_error"  # an unexpected error; the job's retry sends the rest
 
 
+# How long a batch job waits for a resumed send's dispatch before it looks again.
+RESUMING_WAIT_SECONDS = 0.5
 # A chunk verdict that ends the batch without completing it: the batch's status and its code.
 UNFINISHED: dict[ChunkVerdict, tuple[BatchStatus, BatchError]] = {
     ChunkVerdict.ANSWER_LOST: (BatchStatus.SUBMITTING, BatchError.OUTCOME_UNCERTAIN),
@@ -152,7 +154,12 @@ class SendBatchHandler:
             send = await send_queries.get(conn, step.campaign_id)
             if send is None or send.attempt != step.attempt:
                 return None  # a job of an earlier attempt: the current one has its own
-            if await send_queries.status(conn, step.campaign_id) != CampaignStatus.SUBMITTING:
+            status = await send_queries.status(conn, step.campaign_id)
+            if status == CampaignStatus.PENDING:
+                # Resumed and not yet dispatched (SND-23): the dispatch revives batch jobs that
+                # finished, not one running now, so this one must not finish empty-handed.
+                raise Defer("the send is being resumed", seconds=RESUMING_WAIT_SECONDS)
+            if status != CampaignStatus.SUBMITTING:
                 return None
             outcome, _previous = await claim_queries.claim(
                 conn, step.batch_id, token=token, now=self._ctx.now(), worker=self._worker
