@@ -223,3 +223,32 @@ async def test_a_batch_job_that_runs_between_resume_and_dispatch_waits_for_the_d
         async with workers(container):
             assert await wait_for_campaign_status(container, campaign_id) == "submitted"
         assert len(await _mailed(container)) == 4
+
+
+async def test_a_resumed_send_whose_own_job_died_is_left_to_the_sweep(database_url: str) -> None:
+    """Batch jobs wait for a resumed send's dispatch only while its own job is alive: with it
+    dead they finish, so no job of the attempt is live and the sweep resumes the send,
+    instead of batch jobs waiting for a dispatch that will never come."""
+    settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 2})
+    async with api_client(settings) as (client, container):
+        campaign_id = await queued_send(client, container, 4)
+        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+            await wait_for_send_status(container, campaign_id, "submitting")
+        await container.control.pause(campaign_id, actor="test:operator")
+        await container.control.resume(campaign_id, actor="test:operator")
+        async with container.db.write() as conn:
+            await conn.execute(
+                update(jobs).where(jobs.c.kind == SEND_CAMPAIGN).values(status="dead")
+            )
+        batch_jobs = select(jobs.c.status).where(jobs.c.kind == SEND_BATCH)
+
+        async def batch_jobs_finished() -> bool:
+            async with container.db.read() as conn:
+                return set((await conn.execute(batch_jobs)).scalars()) == {"done"}
+
+        async with running(container, registry(container, kinds=(SEND_BATCH,))):
+            await wait_for(batch_jobs_finished, within_seconds=30)
+        assert await container.send_recovery().sweep() == 1
+        async with workers(container):
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+        assert len(await _mailed(container)) == 4

@@ -25,7 +25,7 @@ from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.jobs.domain_hold import DomainHold
-from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendBatch
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.jobs.renderings import Renderings
 from tidings.campaigns.jobs.screening import check_unique_addresses, recipient_values, screen
 from tidings.campaigns.submit.strategy import (
@@ -155,9 +155,14 @@ class SendBatchHandler:
             if send is None or send.attempt != step.attempt:
                 return None  # a job of an earlier attempt: the current one has its own
             status = await send_queries.status(conn, step.campaign_id)
-            if status == CampaignStatus.PENDING:
+            if status == CampaignStatus.PENDING and await self._ctx.queue.live_keys(
+                conn,
+                kinds=[SEND_CAMPAIGN],
+                key_patterns=[SendCampaign(step.campaign_id, step.attempt).idempotency_key],
+            ):
                 # Resumed and not yet dispatched (SND-23): the dispatch revives batch jobs that
-                # finished, not one running now, so this one must not finish empty-handed.
+                # finished, not one running now, so this one must not finish empty-handed. (With
+                # the send's own job gone, it finishes, and the sweep resumes the send.)
                 raise Defer("the send is being resumed", seconds=RESUMING_WAIT_SECONDS)
             if status != CampaignStatus.SUBMITTING:
                 return None
