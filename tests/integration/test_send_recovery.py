@@ -190,6 +190,17 @@ async def test_a_send_with_any_live_job_of_its_attempt_is_left_alone(database_ur
         assert await recovery.sweep() == 0  # and now it is live again
 
 
+async def _resumed_before_dispatch(client: httpx.AsyncClient, container: Container) -> int:
+    """A send of four readers in two batches, dispatched, paused and resumed, its batch jobs
+    queued and its dispatch not yet run again."""
+    campaign_id = await queued_send(client, container, 4)
+    async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+        await wait_for_send_status(container, campaign_id, "submitting")
+    await container.control.pause(campaign_id, actor="test:operator")
+    await container.control.resume(campaign_id, actor="test:operator")
+    return campaign_id
+
+
 async def test_a_batch_job_that_runs_between_resume_and_dispatch_waits_for_the_dispatch(
     database_url: str,
 ) -> None:
@@ -199,11 +210,7 @@ async def test_a_batch_job_that_runs_between_resume_and_dispatch_waits_for_the_d
     wait for the dispatch instead, and then the send completes."""
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 2})
     async with api_client(settings) as (client, container):
-        campaign_id = await queued_send(client, container, 4)
-        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-            await wait_for_send_status(container, campaign_id, "submitting")
-        await container.control.pause(campaign_id, actor="test:operator")
-        await container.control.resume(campaign_id, actor="test:operator")
+        campaign_id = await _resumed_before_dispatch(client, container)
         async with container.db.read() as conn:
             batch_jobs = select(jobs.c.status, jobs.c.updated_at).where(jobs.c.kind == SEND_BATCH)
             before = {row.updated_at for row in await conn.execute(batch_jobs)}
@@ -231,11 +238,7 @@ async def test_a_resumed_send_whose_own_job_died_is_left_to_the_sweep(database_u
     instead of batch jobs waiting for a dispatch that will never come."""
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 2})
     async with api_client(settings) as (client, container):
-        campaign_id = await queued_send(client, container, 4)
-        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-            await wait_for_send_status(container, campaign_id, "submitting")
-        await container.control.pause(campaign_id, actor="test:operator")
-        await container.control.resume(campaign_id, actor="test:operator")
+        campaign_id = await _resumed_before_dispatch(client, container)
         async with container.db.write() as conn:
             await conn.execute(
                 update(jobs).where(jobs.c.kind == SEND_CAMPAIGN).values(status="dead")
