@@ -63,9 +63,10 @@ def make_provider(sink: SmtpSink, **overrides: Any) -> SmtpProvider:
     return SmtpProvider(**options)
 
 
-@pytest.fixture
-async def sink() -> AsyncIterator[SmtpSink]:
-    async with SmtpSink(clock=utcnow) as running:
+@pytest.fixture(params=[True, False], ids=["pipelining", "one-at-a-time"])
+async def sink(request: pytest.FixtureRequest) -> AsyncIterator[SmtpSink]:
+    """Every behaviour holds whether the relay offers PIPELINING (RFC 2920) or not."""
+    async with SmtpSink(clock=utcnow, pipelining=request.param) as running:
         yield running
 
 

@@ -1,13 +1,15 @@
-"""The SMTP relay provider (PRV-1): a bounded pool of reused aiosmtplib connections.
+"""The SMTP relay provider (PRV-1): a bounded pool of reused connections.
 
-Each `send` runs one SMTP transaction (MAIL, one RCPT per recipient, DATA) on a pooled
-connection and classifies the outcome at the boundary (HOUSE rule 8): a refused recipient is
+aiosmtplib opens each connection (TLS, STARTTLS, EHLO, AUTH); `smtp_session` runs its
+transactions, pipelined where the relay offers it (RFC 2920). Each `send` runs one SMTP
+transaction (MAIL, one RCPT per recipient, DATA, the content) on a pooled connection and
+classifies the outcome at the boundary (HOUSE rule 8): a refused recipient is
 reported in `SendResult.rejected`; a refused or lost transaction raises `TemporaryFailure`
 (4xx, dropped connection, timeout) or `PermanentFailure` (5xx on MAIL or DATA).
 
 A pooled connection may have been closed by the relay while it sat idle. If that shows up
 before DATA was issued, nothing was handed over, so the transaction is replayed once on a
-fresh connection. Once DATA has started it never is: the relay may already have accepted the
+fresh connection. Once the content has started it never is: the relay may already have accepted the
 message, and sending it twice is worse than retrying it later. Nothing here logs: reply text
 echoes addresses. Exception details carry only the command, reply code and enhanced status.
 """
@@ -19,15 +21,7 @@ import re
 import ssl
 from typing import Literal
 
-from aiosmtplib import (
-    SMTP,
-    SMTPException,
-    SMTPHeloError,
-    SMTPRecipientRefused,
-    SMTPResponseException,
-    SMTPServerDisconnected,
-    SMTPTimeoutError,
-)
+from aiosmtplib import SMTP, SMTPException, SMTPHeloError, SMTPResponseException
 
 from tidings.delivery.provider import (
     Envelope,
@@ -37,6 +31,14 @@ from tidings.delivery.provider import (
     SendResult,
     TemporaryFailure,
     UncertainDelivery,
+)
+from tidings.delivery.smtp_session import (
+    START_INPUT,
+    Reply,
+    SessionLost,
+    SmtpSession,
+    content,
+    path,
 )
 
 Security = Literal["none", "starttls", "tls"]
@@ -108,7 +110,7 @@ class SmtpProvider:
         # A connection is either idle here or held by one sender inside the semaphore, and a
         # new one is opened only when none is idle, so at most `pool_size` ever exist.
         self._slots = asyncio.Semaphore(pool_size)
-        self._idle: list[SMTP] = []
+        self._idle: list[SmtpSession] = []
         self._closed = False
 
     @property
@@ -155,7 +157,9 @@ class SmtpProvider:
         idle, self._idle = self._idle, []
         await asyncio.gather(*(self._quit(connection) for connection in idle))
 
-    async def _send_on(self, connection: SMTP, envelope: Envelope, stage: _Stage) -> SendResult:
+    async def _send_on(
+        self, connection: SmtpSession, envelope: Envelope, stage: _Stage
+    ) -> SendResult:
         """One transaction; the connection goes back to the pool only in a known-clean state,
         and not after the relay deferred us (a 4xx such as 452, too many recipients on this
         connection): the next try goes out on a fresh connection."""
@@ -178,93 +182,97 @@ class SmtpProvider:
             self._checkin(connection)
         return result
 
-    async def _transact(self, connection: SMTP, envelope: Envelope, stage: _Stage) -> SendResult:
+    async def _transact(
+        self, connection: SmtpSession, envelope: Envelope, stage: _Stage
+    ) -> SendResult:
+        """MAIL, RCPT and DATA (one round trip where the relay pipelines), then the content.
+        Before the content nothing can have been accepted; from then on it may have been."""
         mail_options, encoding = self._mail_options(connection, envelope)
         try:
-            await connection.mail(envelope.sender, options=mail_options, encoding=encoding)
+            mail = b" ".join([b"MAIL FROM:" + path(envelope.sender, encoding), *mail_options])
         except ValueError:
             raise PermanentFailure("the sender address cannot be sent over SMTP") from None
-        except SMTPResponseException as exc:
-            if exc.code == SERVICE_CLOSING:
-                raise _DroppedBeforeData from None
-            await self._reset_or_drop(connection)
-            raise _transaction_failure("MAIL", exc) from None
-        # SMTPTimeoutError is an OSError too: a slow relay is not a dead connection.
-        except SMTPTimeoutError:
-            raise TemporaryFailure("timed out waiting for the MAIL reply") from None
-        except (SMTPServerDisconnected, OSError):
-            raise _DroppedBeforeData from None
-
-        accepted, rejected = await self._add_recipients(connection, envelope, encoding)
-        if not accepted:
-            await self._reset_or_drop(connection)
+        sendable: list[str] = []
+        rcpt_lines: list[bytes] = []
+        rejected: dict[str, Rejection] = {}
+        for recipient in envelope.recipients:
+            try:
+                rcpt_lines.append(b"RCPT TO:" + path(recipient, encoding))
+            except ValueError:
+                rejected[recipient] = Rejection(
+                    permanent=True, status=None, detail="address cannot be sent over SMTP"
+                )
+            else:
+                sendable.append(recipient)
+        if not sendable:
             return SendResult(accepted=[], rejected=rejected)
+        try:
+            replies = await connection.envelope(mail, rcpt_lines)
+        except TimeoutError:
+            # A slow relay is not a dead connection, but this one is no longer in step.
+            raise TemporaryFailure("timed out waiting for a reply before DATA") from None
+        except (SessionLost, OSError):
+            raise _DroppedBeforeData from None
+        if replies.mail.code == SERVICE_CLOSING:
+            raise _DroppedBeforeData
+        accepted = _recipient_outcomes(sendable, replies.recipients, rejected)
+        started = replies.data is not None and replies.data.code == START_INPUT
+        if not _is_success(replies.mail.code) or not accepted:
+            if started:  # a relay that opened DATA anyway gets an empty one, ended at once
+                await self._end_empty_data(connection)
+            await self._reset_or_drop(connection)
+            if not _is_success(replies.mail.code):
+                raise _transaction_failure("MAIL", replies.mail)
+            return SendResult(accepted=[], rejected=rejected)
+        if replies.data is None or not started:
+            refusal = replies.data or Reply(SERVICE_CLOSING, "")
+            if refusal.code == SERVICE_CLOSING:
+                raise _DroppedBeforeData
+            await self._reset_or_drop(connection)
+            raise _transaction_failure("DATA", refusal)
 
         # From here the relay may accept the message at any moment: never replay.
         stage.data_issued = True
         try:
-            reply = await connection.data(envelope.data)
-        except SMTPResponseException as exc:
-            await self._reset_or_drop(connection)
-            raise _transaction_failure("DATA", exc) from None
-        except SMTPTimeoutError:
+            reply = await connection.content(content(envelope.data))
+        except TimeoutError:
             connection.close()
             raise UncertainDelivery("timed out waiting for the DATA reply") from None
-        except (SMTPServerDisconnected, OSError):
+        except (SessionLost, OSError):
             connection.close()
             raise UncertainDelivery("connection lost during DATA") from None
-        queue_id = QUEUE_ID.search(reply.message)
+        if not _is_success(reply.code):
+            await self._reset_or_drop(connection)
+            raise _transaction_failure("DATA", reply)
+        queue_id = QUEUE_ID.search(reply.text)
         return SendResult(
             accepted=accepted,
             rejected=rejected,
             provider_message_id=queue_id.group(1) if queue_id else None,
         )
 
-    async def _add_recipients(
-        self, connection: SMTP, envelope: Envelope, encoding: str
-    ) -> tuple[list[str], dict[str, Rejection]]:
-        """RCPT each recipient; refusals are settled per recipient, never for the envelope."""
-        accepted: list[str] = []
-        rejected: dict[str, Rejection] = {}
-        for recipient in envelope.recipients:
-            try:
-                await connection.rcpt(recipient, encoding=encoding)
-            except ValueError:
-                rejected[recipient] = Rejection(
-                    permanent=True, status=None, detail="address cannot be sent over SMTP"
-                )
-            except SMTPRecipientRefused as exc:
-                if exc.code == SERVICE_CLOSING:
-                    raise _DroppedBeforeData from None
-                rejected[recipient] = Rejection(
-                    permanent=_is_permanent(exc.code),
-                    status=exc.code,
-                    detail=exc.message[:MAX_DETAIL_LENGTH],
-                )
-            except SMTPTimeoutError:
-                raise TemporaryFailure("timed out waiting for a RCPT reply") from None
-            except (SMTPServerDisconnected, OSError):
-                raise _DroppedBeforeData from None
-            else:
-                accepted.append(recipient)
-        return accepted, rejected
+    async def _end_empty_data(self, connection: SmtpSession) -> None:
+        try:
+            await connection.content(b".\r\n")
+        except (TimeoutError, SessionLost, OSError):
+            connection.close()
 
-    def _mail_options(self, connection: SMTP, envelope: Envelope) -> tuple[list[str], str]:
+    def _mail_options(self, connection: SmtpSession, envelope: Envelope) -> tuple[list[bytes], str]:
         """MAIL parameters the relay advertised: SIZE, 8BITMIME, and SMTPUTF8 when needed."""
-        options: list[str] = []
-        if connection.supports_extension("size"):
-            options.append(f"SIZE={len(envelope.data)}")
-        if not envelope.data.isascii() and connection.supports_extension("8bitmime"):
-            options.append("BODY=8BITMIME")
+        options: list[bytes] = []
+        if connection.supports("size"):
+            options.append(b"SIZE=%d" % len(envelope.data))
+        if not envelope.data.isascii() and connection.supports("8bitmime"):
+            options.append(b"BODY=8BITMIME")
         addresses = [envelope.sender, *envelope.recipients]
         if all(address.isascii() for address in addresses):
             return options, "ascii"
-        if not connection.supports_extension("smtputf8"):
+        if not connection.supports("smtputf8"):
             raise PermanentFailure("the relay does not support internationalised addresses")
-        options.append("SMTPUTF8")
+        options.append(b"SMTPUTF8")
         return options, "utf-8"
 
-    async def _checkout(self) -> tuple[SMTP, bool]:
+    async def _checkout(self) -> tuple[SmtpSession, bool]:
         """An idle connection that still looks alive (reused=True), else a new one."""
         while self._idle:
             connection = self._idle.pop()
@@ -273,14 +281,15 @@ class SmtpProvider:
             connection.close()
         return await self._connect(), False
 
-    def _checkin(self, connection: SMTP) -> None:
+    def _checkin(self, connection: SmtpSession) -> None:
         if connection.is_connected and not self._closed:
             self._idle.append(connection)
         else:
             connection.close()
 
-    async def _connect(self) -> SMTP:
-        """Open, secure, authenticate and greet one connection; every failure is temporary."""
+    async def _connect(self) -> SmtpSession:
+        """Open, secure, authenticate and greet one connection (aiosmtplib), then take it over
+        for its transactions; every failure is temporary."""
         connection = SMTP(
             hostname=self._host,
             port=self._port,
@@ -300,16 +309,18 @@ class SmtpProvider:
                     await connection.ehlo()
                 except SMTPHeloError:
                     await connection.helo()
+            return SmtpSession(connection, timeout=self._timeout)
         except SMTPResponseException as exc:
             # A refused greeting or login is the relay's or the configuration's problem, never
             # the message's: failing it permanently would bounce good addresses.
             connection.close()
+            summary = _reply_summary(exc.code, exc.message)
             raise ProviderUnreachable(
-                f"the relay refused the connection: {_reply_summary(exc)}",
+                f"the relay refused the connection: {summary}",
                 status=exc.code,
-                cause=f"refused {_reply_summary(exc)}",
+                cause=f"refused {summary}",
             ) from None
-        except (SMTPException, OSError) as exc:
+        except (SMTPException, SessionLost, OSError) as exc:
             connection.close()
             raise ProviderUnreachable(
                 f"cannot connect to the relay ({type(exc).__name__})", cause=type(exc).__name__
@@ -317,39 +328,64 @@ class SmtpProvider:
         except BaseException:
             connection.close()
             raise
-        return connection
 
-    async def _reset_or_drop(self, connection: SMTP) -> None:
+    async def _reset_or_drop(self, connection: SmtpSession) -> None:
         """RSET after a refused command so the connection can be reused; drop it if that fails."""
         if not connection.is_connected:
             return
         try:
-            await connection.rset()
-        except (SMTPException, OSError):
-            connection.close()
+            if _is_success((await connection.command(b"RSET")).code):
+                return
+        except (TimeoutError, SessionLost, OSError):
+            pass
+        connection.close()
 
-    async def _quit(self, connection: SMTP) -> None:
+    async def _quit(self, connection: SmtpSession) -> None:
         try:
             if connection.is_connected:
-                await connection.quit()
-        except (SMTPException, OSError):
+                await connection.command(b"QUIT")
+        except (TimeoutError, SessionLost, OSError):
             pass
         finally:
             connection.close()
+
+
+def _recipient_outcomes(
+    recipients: list[str], replies: list[Reply], rejected: dict[str, Rejection]
+) -> list[str]:
+    """The accepted recipients; each refused one into `rejected`, settled on its own (never
+    for the envelope). A 421 is the relay closing the channel, not a refusal."""
+    accepted: list[str] = []
+    for recipient, reply in zip(recipients, replies, strict=False):
+        if reply.code == SERVICE_CLOSING:
+            raise _DroppedBeforeData
+        if _is_success(reply.code):
+            accepted.append(recipient)
+        else:
+            rejected[recipient] = Rejection(
+                permanent=_is_permanent(reply.code),
+                status=reply.code,
+                detail=reply.text[:MAX_DETAIL_LENGTH],
+            )
+    return accepted
+
+
+def _is_success(code: int) -> bool:
+    return 200 <= code <= 299
 
 
 def _is_permanent(code: int) -> bool:
     return 500 <= code <= 599
 
 
-def _reply_summary(exc: SMTPResponseException) -> str:
+def _reply_summary(code: int, text: str) -> str:
     """The reply code and enhanced status (e.g. `451 4.3.0`): safe to log, unlike the text."""
-    enhanced = ENHANCED_STATUS.match(exc.message)
-    return f"{exc.code} {enhanced.group(0)}" if enhanced else str(exc.code)
+    enhanced = ENHANCED_STATUS.match(text)
+    return f"{code} {enhanced.group(0)}" if enhanced else str(code)
 
 
-def _transaction_failure(command: str, exc: SMTPResponseException) -> Exception:
-    detail = f"{command} refused: {_reply_summary(exc)}"
-    if _is_permanent(exc.code):
-        return PermanentFailure(detail, status=exc.code)
-    return TemporaryFailure(detail, status=exc.code)
+def _transaction_failure(command: str, reply: Reply) -> Exception:
+    detail = f"{command} refused: {_reply_summary(reply.code, reply.text)}"
+    if _is_permanent(reply.code):
+        return PermanentFailure(detail, status=reply.code)
+    return TemporaryFailure(detail, status=reply.code)

@@ -101,9 +101,11 @@ class SmtpSink(Served):
         implicit_tls: bool = False,
         server_name: str = "tidings-sink",
         on_message: Callable[[ReceivedMessage], None] | None = None,
+        pipelining: bool = True,
     ) -> None:
         self._clock = clock
         self.on_message = on_message  # told of each accepted message, after it is stored
+        self.pipelining = pipelining  # offered in EHLO (RFC 2920)
         self.host = host
         self.port = port
         self.faults = faults or Faults()
@@ -251,6 +253,16 @@ class _Handler:
 
     def __init__(self, sink: SmtpSink) -> None:
         self._sink = sink
+
+    async def handle_EHLO(
+        self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        """aiosmtpd reads commands one line at a time, so it handles pipelined commands as
+        they come; advertising it lets clients use it (RFC 2920), as real relays do."""
+        session.host_name = hostname
+        if self._sink.pipelining:
+            responses.insert(1, "250-PIPELINING")
+        return responses
 
     async def handle_MAIL(
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
