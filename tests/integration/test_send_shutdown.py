@@ -28,7 +28,7 @@ from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_CAMPAIGN, SendCampa
 from tidings.domain.jobs import JobStatus
 from tidings.outbound.capture import CaptureProvider
 from tidings.queue.job import Job
-from tidings.storage.sending import batches as batch_queries
+from tidings.storage.sending import batch_pages as page_queries
 from tidings.storage.sending.campaign_sends import SendRow
 from tidings.storage.tables import campaign_batches, captured_messages
 
@@ -69,14 +69,14 @@ async def prepare_with_stop_in_first_page(
     written, until the workers drained. Returns the send record and the send job with the
     outcomes of its attempts."""
     stop = asyncio.Event()
-    original = batch_queries.create_page_batch
+    original = page_queries.create_page_batch
 
     async def stop_then_write(*args: Any, **kwargs: Any) -> Any:
         stop.set()
         return await original(*args, **kwargs)
 
     with monkeypatch.context() as patched:
-        patched.setattr(batch_queries, "create_page_batch", stop_then_write)
+        patched.setattr(page_queries, "create_page_batch", stop_then_write)
         await run_until_stopped(container, registry(container, kinds=(SEND_CAMPAIGN,)), stop)
     send = await container.sends.get_send(campaign_id)
     assert send is not None

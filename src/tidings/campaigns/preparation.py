@@ -35,6 +35,7 @@ from tidings.domain.sending import (
     plan_pages,
 )
 from tidings.queue.job import Job
+from tidings.storage.sending import batch_pages as page_queries
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
 from tidings.storage.sending import candidates as candidate_queries
@@ -205,7 +206,9 @@ class Preparation:
 
     async def _write_page(self, job: Job, campaign_id: int, page: Page) -> None:
         """One page, one transaction; a database error is retried with the same page identity
-        (campaign, page number), accepting a batch that did commit only if it matches."""
+        (campaign, page number). A retry first looks for what an earlier try committed though
+        it never heard back (`_recovered`); the first try cannot find anything, since the
+        attempt's earlier work was discarded before selection."""
         for attempt in range(1, PAGE_TRIES + 1):
             try:
                 async with self._ctx.queue.fenced(job) as conn:
@@ -213,11 +216,10 @@ class Preparation:
                         # Paused or cancelled (SND-23): stop at this page boundary; what is
                         # written waits for resume (which starts the preparation over).
                         raise PreparationInterrupted("the send was paused or cancelled")
-                    existing = await batch_queries.get_page(conn, campaign_id, page.page)
-                    if existing is not None:  # committed, though we never heard back
-                        await self._check_recovered(conn, campaign_id, page, existing)
-                        return
-                    result = await batch_queries.create_page_batch(
+                    recovered = None
+                    if attempt > 1:
+                        recovered = await self._recovered(conn, campaign_id, page)
+                    result = recovered or await page_queries.create_page_batch(
                         conn, campaign_id, page, now=self._ctx.now()
                     )
                 break
@@ -247,6 +249,21 @@ class Preparation:
                 batch_id=result.batch_id,
                 page=page.page,
             )
+
+    async def _recovered(
+        self, conn: AsyncConnection, campaign_id: int, page: Page
+    ) -> page_queries.PageResult | None:
+        """What an earlier try of this page committed, or None if nothing: its batch (accepted
+        only if it matches the page and holds the rows it counts) with the page's exclusions,
+        or only exclusions for a page where nothing was sendable."""
+        existing = await batch_queries.get_page(conn, campaign_id, page.page)
+        exclusions = await page_queries.page_exclusions(conn, campaign_id, page)
+        if existing is not None:
+            await self._check_recovered(conn, campaign_id, page, existing)
+            return page_queries.PageResult(existing.id, existing.recipient_count, exclusions)
+        if exclusions:
+            return page_queries.PageResult(None, 0, exclusions)
+        return None
 
     async def _check_recovered(
         self, conn: AsyncConnection, campaign_id: int, page: Page, existing: batch_queries.BatchRow

@@ -1,5 +1,5 @@
-"""Named queries for campaign batches: one page of candidates becomes at most one batch in one
-transaction (SND-4, SND-6), the verification reads (SND-7, SND-14) and bounded discard (SND-8)."""
+"""Named queries for campaign batches: the batch reads, the verification reads (SND-7, SND-14)
+and bounded discard (SND-8). A page becomes a batch in `batch_pages`."""
 
 from __future__ import annotations
 
@@ -7,15 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, exists, func, insert, literal, or_, select, text, update
+from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, Page, RecipientState
+from tidings.domain.sending import BatchCounts, BatchStatus
 from tidings.storage.tables import (
     campaign_batches,
-    campaign_candidates,
     campaign_recipients,
-    subscribers,
 )
 
 
@@ -46,123 +44,8 @@ class BatchRow:
     finished_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class PageResult:
-    batch_id: int | None  # None when every candidate of the page was excluded
-    recipient_count: int
-    exclusions: list[tuple[int | None, int, str]]  # (subscriber id, position, reason)
-
-
 def _row(row: Any) -> BatchRow:
     return BatchRow(**dict(row._mapping))
-
-
-def sendable_address() -> Any:
-    """What preparation can tell about an address: present, one @ with text on both sides,
-    within the length limit. Anything else is an `invalid_address` exclusion."""
-    email = subscribers.c.email
-    return and_(email.is_not(None), email.like("%_@_%"), func.length(email) <= 320)
-
-
-def _in_page(campaign_id: int, page: Page) -> Any:
-    return and_(
-        campaign_candidates.c.campaign_id == campaign_id,
-        campaign_candidates.c.position.between(page.first, page.last),
-    )
-
-
-async def create_page_batch(
-    conn: AsyncConnection, campaign_id: int, page: Page, *, now: datetime
-) -> PageResult:
-    """Write one page in the caller's one transaction: its batch, then ONE INSERT … SELECT
-    that makes every candidate of the page a recipient row of the batch or an exclusion
-    (gone since selection, or no usable address), then `recipient_count` counted from the
-    rows stored. A page of only exclusions leaves no batch.
-
-    On PostgreSQL the page's commit does not wait for its WAL to reach the disk (a thousand
-    pages, a thousand flushes). Nothing is lost by it: `prepared_at` is written later by an
-    ordinary commit, whose flush carries every earlier page with it (the WAL is written in
-    order), and a crash before that leaves an unprepared attempt, discarded and rebuilt
-    (SND-8); nothing is sent from a batch before `prepared_at`."""
-    if conn.dialect.name == "postgresql":
-        await conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
-    batch_id = (
-        await conn.execute(
-            insert(campaign_batches)
-            .values(
-                campaign_id=campaign_id,
-                page=page.page,
-                segment=page.segment,
-                sending_domain=page.domain,
-                first_position=page.first,
-                last_position=page.last,
-                status=BatchStatus.PENDING.value,
-                recipient_count=0,
-                created_at=now,
-                updated_at=now,
-            )
-            .returning(campaign_batches.c.id)
-        )
-    ).scalar_one()
-    found = subscribers.c.id.is_not(None)
-    sendable = and_(found, sendable_address())
-    rows = (
-        select(
-            literal(campaign_id),
-            case((sendable, literal(batch_id)), else_=None),
-            subscribers.c.id,
-            campaign_candidates.c.position,
-            case(
-                (sendable, literal(RecipientState.PENDING.value)),
-                else_=literal(RecipientState.EXCLUDED.value),
-            ),
-            case(
-                (~found, literal(Exclusion.MEMBER_NOT_FOUND.value)),
-                (~sendable, literal(Exclusion.INVALID_ADDRESS.value)),
-                else_=None,
-            ),
-            literal(now, campaign_recipients.c.updated_at.type),
-        )
-        .select_from(campaign_candidates)
-        .outerjoin(subscribers, subscribers.c.id == campaign_candidates.c.subscriber_id)
-        .where(_in_page(campaign_id, page))
-    )
-    columns = [
-        "campaign_id",
-        "batch_id",
-        "subscriber_id",
-        "position",
-        "state",
-        "reason",
-        "updated_at",
-    ]
-    await conn.execute(insert(campaign_recipients).from_select(columns, rows))
-    # Counted from the rows stored (drivers differ in reporting INSERT … SELECT row counts).
-    inserted = (
-        await conn.execute(select(func.count()).where(campaign_recipients.c.batch_id == batch_id))
-    ).scalar_one()
-    excluded = await conn.execute(
-        select(
-            campaign_recipients.c.subscriber_id,
-            campaign_recipients.c.position,
-            campaign_recipients.c.reason,
-        ).where(
-            campaign_recipients.c.campaign_id == campaign_id,
-            campaign_recipients.c.state == RecipientState.EXCLUDED.value,
-            campaign_recipients.c.batch_id.is_(None),
-            campaign_recipients.c.position.between(page.first, page.last),
-        )
-    )
-    exclusions = [(row[0], row[1], str(row[2])) for row in excluded]
-    if inserted == 0:
-        await conn.execute(delete(campaign_batches).where(campaign_batches.c.id == batch_id))
-        return PageResult(None, 0, exclusions)
-    await conn.execute(
-        update(campaign_batches)
-        .where(campaign_batches.c.id == batch_id)
-        .values(recipient_count=inserted)
-    )
-    return PageResult(batch_id, int(inserted), exclusions)
 
 
 async def get_page(conn: AsyncConnection, campaign_id: int, page: int) -> BatchRow | None:
