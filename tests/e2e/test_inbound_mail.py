@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 
+import aiosmtplib
 import pytest
 from sqlalchemy import select
 
@@ -292,3 +293,23 @@ async def test_the_dev_smtp_sink_mails_bounces_and_complaints_back(database_url:
         assert (await outcome_of(stage, readers[0]))[:2] == ("hard_bounce", "hard")
         assert (await outcome_of(stage, readers[2]))[:2] == (None, "soft")
         assert (await outcome_of(stage, reader(1)))[0] is None
+
+
+async def test_stopping_the_receiver_closes_a_connection_an_mta_left_open() -> None:
+    """`tidings inbound` stopping (SIGTERM, a deploy) while an MTA sits connected: the
+    connection is closed, not left to outlive the server (asyncio's `Server.close` only
+    stops listening), and the MTA sees it go."""
+
+    async def refuse(recipients: list[str], data: bytes) -> None:
+        raise AssertionError("nothing is delivered in this test")
+
+    server = InboundServer(accepts=lambda address: True, deliver=refuse)
+    async with server:
+        client = aiosmtplib.SMTP(hostname="127.0.0.1", port=server.port, timeout=10)
+        await client.connect()
+        await client.ehlo()
+        assert server.open_connections == 1
+    assert server.open_connections == 0
+    with pytest.raises(aiosmtplib.SMTPServerDisconnected):
+        await client.noop()
+    client.close()

@@ -18,13 +18,13 @@ import structlog
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP
 
-from tidings.delivery.served import Served
+from tidings.delivery.served import SmtpServed
 
 log = structlog.get_logger("tidings.inbound")
 Deliver = Callable[[list[str], bytes], Awaitable[object]]
 
 
-class InboundServer(Served):
+class InboundServer(SmtpServed):
     def __init__(
         self,
         *,
@@ -36,35 +36,30 @@ class InboundServer(Served):
         max_bytes: int = 262_144,
         server_name: str = "tidings-inbound",
     ) -> None:
+        super().__init__()
         self.host = host
         self.port = port
         self.lmtp = lmtp
         self._handler = _Handler(accepts, deliver)
         self._max_bytes = max_bytes
         self._server_name = server_name
-        self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_protocol, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        server, self._server = self._server, None
-        server.close()
-        await server.wait_closed()
-
     def _new_protocol(self) -> Any:
         protocol = LMTP if self.lmtp else SMTP
-        return protocol(
-            self._handler,
-            hostname=self._server_name,
-            ident="tidings inbound",
-            data_size_limit=self._max_bytes,
-            enable_SMTPUTF8=True,
-            loop=asyncio.get_running_loop(),
+        return self._track(
+            protocol(
+                self._handler,
+                hostname=self._server_name,
+                ident="tidings inbound",
+                data_size_limit=self._max_bytes,
+                enable_SMTPUTF8=True,
+                loop=asyncio.get_running_loop(),
+            )
         )
 
 

@@ -15,7 +15,6 @@ import asyncio
 import itertools
 import os
 import ssl
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +23,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
-from tidings.delivery.served import Served
+from tidings.delivery.served import SmtpServed
 from tidings.domain.clock import Clock
 
 DEFAULT_RCPT_REPLIES: Mapping[str, str] = {
@@ -79,7 +78,7 @@ class ReceivedMessage:
     queue_id: str
 
 
-class SmtpSink(Served):
+class SmtpSink(SmtpServed):
     """An SMTP server on `host:port` that stores messages and injects `faults`.
 
     Port 0 picks a free port; `port` then holds the bound one and a restart reuses it.
@@ -103,6 +102,7 @@ class SmtpSink(Served):
         on_message: Callable[[ReceivedMessage], None] | None = None,
         pipelining: bool = True,
     ) -> None:
+        super().__init__()
         self._clock = clock
         self.on_message = on_message  # told of each accepted message, after it is stored
         self.pipelining = pipelining  # offered in EHLO (RFC 2920)
@@ -117,11 +117,8 @@ class SmtpSink(Served):
         self._tls_context = tls_context
         self._implicit_tls = implicit_tls
         self._server_name = server_name
-        self._server: asyncio.Server | None = None
         self._arrived = asyncio.Condition()
         self._sequence = itertools.count(1)
-        # aiosmtpd is untyped; its protocol objects stay behind this one weak set.
-        self._protocols: weakref.WeakSet[Any] = weakref.WeakSet()
         self._handler = _Handler(self)
 
     async def start(self) -> None:
@@ -138,46 +135,10 @@ class SmtpSink(Served):
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
-        """Stop listening and close every client connection (pooled clients see them die)."""
-        if self._server is None:
-            return
-        server, self._server = self._server, None
-        server.close()
-        self.drop_connections()
-        sessions = [
-            protocol._handler_coroutine
-            for protocol in list(self._protocols)
-            if protocol._handler_coroutine is not None
-        ]
-        await asyncio.gather(*sessions, return_exceptions=True)
-        await server.wait_closed()
-
     async def serve_forever(self) -> None:
         await self.start()
         assert self._server is not None
         await self._server.serve_forever()
-
-    def drop_connections(self) -> int:
-        """Close every client connection now, as a relay's idle timeout would; returns how many.
-
-        Synchronous on purpose: a client sending right after this has not yet noticed.
-        """
-        dropped = 0
-        for protocol in list(self._protocols):
-            if protocol.transport is not None and not protocol.transport.is_closing():
-                protocol.transport.close()
-                dropped += 1
-        return dropped
-
-    @property
-    def open_connections(self) -> int:
-        """Client connections neither side has closed yet."""
-        return sum(
-            1
-            for protocol in list(self._protocols)
-            if protocol.transport is not None and not protocol.transport.is_closing()
-        )
 
     async def wait_for(self, count: int, timeout_seconds: float = 5.0) -> list[ReceivedMessage]:
         """Wait until at least `count` messages have arrived; TimeoutError if they do not."""
@@ -209,8 +170,7 @@ class SmtpSink(Served):
             authenticator=self._authenticate if self._credentials else None,
             loop=asyncio.get_running_loop(),
         )
-        self._protocols.add(protocol)
-        return protocol
+        return self._track(protocol)
 
     def _authenticate(
         self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
