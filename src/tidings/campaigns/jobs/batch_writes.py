@@ -22,11 +22,11 @@ from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.submit.strategy import InFlight, RecipientOutcome
 from tidings.domain.errors import TidingsError
-from tidings.domain.sending import CampaignStatus, RecipientState
+from tidings.domain.sending import RecipientState
 from tidings.queue.job import Job
 from tidings.storage.errors import is_outage
 from tidings.storage.sending import batch_claims as claim_queries
-from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import chunk_writes
 
 log = structlog.get_logger("tidings.campaigns")
 T = TypeVar("T")
@@ -39,11 +39,6 @@ class SendHalted(TidingsError):
     nothing more of it is handed over; the batch is given back."""
 
     code = "send_halted"
-
-
-async def _sending(conn: AsyncConnection, campaign_id: int) -> bool:
-    """Read in the write that would put more recipients in flight: is the send still on?"""
-    return await send_queries.status(conn, campaign_id) == CampaignStatus.SUBMITTING
 
 
 @dataclass(frozen=True)
@@ -107,7 +102,8 @@ class BatchWrites:
         settled: Sequence[RecipientOutcome] = (),
     ) -> frozenset[int]:
         """The next chunk in flight (`ids`), with the previous chunk's outcomes (`settled`)
-        in the same transaction: half the writes of doing them apart, and still never more
+        in the same transaction (one statement on PostgreSQL, `chunk_writes`): fewer writes than
+        doing them apart, and still never more
         than one chunk `sending`. Per recipient the rows become `sending` (a crash before
         their own settle leaves them `uncertain`); for a batch call the batch row is marked
         handed over and the rows stay `pending`. Consent is re-checked in the same write
@@ -116,19 +112,18 @@ class BatchWrites:
 
         async def make(conn: AsyncConnection) -> list[claim_queries.Withdrawn] | None:
             now = self.context.now()
-            await self._settle(conn, settled, in_flight.row_state, now)
-            if not await _sending(conn, self.campaign_id):
-                return None
-            withdrawn = await claim_queries.mark_in_flight(
+            withdrawn = await chunk_writes.settle_and_mark(
                 conn,
                 self.batch_id,
-                ids,
+                campaign_id=self.campaign_id,
                 newsletter_id=self.newsletter_id,
+                settled=[(o.recipient_id, o.state, o.reason) for o in settled],
+                ids=ids,
+                in_flight=in_flight.row_state,
                 token=self.token,
                 now=now,
-                to_state=in_flight.row_state,
             )
-            if in_flight is InFlight.WHOLE_BATCH:
+            if withdrawn is not None and in_flight is InFlight.WHOLE_BATCH:
                 await claim_queries.mark_handed_over(conn, self.batch_id, token=self.token, at=now)
             return withdrawn
 
