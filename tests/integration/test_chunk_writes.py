@@ -59,6 +59,7 @@ class Batch:
         marked: list[int],
         *,
         holder: str = "ours",
+        in_flight: RecipientState = RecipientState.SENDING,
     ) -> Any:
         async with self.container.db.write() as conn:
             return await settle_and_mark(
@@ -68,7 +69,7 @@ class Batch:
                 newsletter_id=self.newsletter_id,
                 settled=settled,
                 ids=marked,
-                in_flight=RecipientState.SENDING,
+                in_flight=in_flight,
                 token=holder,
                 now=self.container.sending.now(),
             )
@@ -193,3 +194,20 @@ async def test_a_paused_send_has_its_outcomes_settled_and_nothing_marked(batch: 
     assert await batch.write([(first[0], SENT, None), (first[1], SENT, None)], batch.ids(3)) is None
     assert (await batch.states())[:3] == [("sent", None), ("sent", None), ("pending", None)]
     assert (await batch.counts())[0] == 2
+
+
+async def test_a_batch_call_excludes_who_left_and_leaves_the_rest_pending(batch: Batch) -> None:
+    """A batch call keeps its rows `pending` while it is out (the batch row is marked handed
+    over instead): the re-check still excludes a reader who left, and touches no other row."""
+    gone = batch.rows[2].subscriber_id
+    async with batch.container.db.write() as conn:
+        await conn.execute(delete(subscribers).where(subscribers.c.id == gone))
+    everyone = [row.id for row in batch.rows]
+    withdrawn = await batch.write([], everyone, in_flight=PENDING)
+    assert [(row.id, row.reason) for row in withdrawn] == [
+        (batch.rows[2].id, Exclusion.MEMBER_NOT_FOUND.value)
+    ]
+    states = await batch.states()
+    assert states[2] == ("excluded", "member_not_found")
+    assert states[:2] + states[3:] == [("pending", None)] * (len(everyone) - 1)
+    assert await batch.counts() == (None, None, None, 1)

@@ -269,6 +269,8 @@ async def mark_in_flight(
             .values(state=RecipientState.EXCLUDED.value, reason=why, updated_at=now)
         )
         await _add_to_count(conn, batch_id, token, RecipientState.EXCLUDED, excluded.rowcount)
+    if from_state == to_state:  # a batch call's rows stay `pending`: only exclusions change
+        return found
     if found:
         ours.append(~among(conn, campaign_recipients.c.id, [row.id for row in found]))
     await conn.execute(

@@ -118,7 +118,8 @@ def _statement() -> Select[Any]:
     - `settled`: each outcome onto its row, from `in_flight`;
     - `sending`: whether the send is still submitting;
     - `found`: (only while sending) the chunk's rows whose reader left, with the reason;
-    - `excluded` / `marked`: those rows excluded, the rest moved to `in_flight`;
+    - `excluded` / `marked`: those rows excluded, the rest moved to `in_flight` (unless that
+      is `pending`, as for a batch call: then they are left as they are);
     - `counted`: the batch's counts raised by what was settled and excluded (SND-14);
     then one row per withdrawn reader (or one empty row), each carrying `sending`."""
     r = campaign_recipients
@@ -186,6 +187,7 @@ def _statement() -> Select[Any]:
             *ours,
             r.c.id.not_in(select(found.c.id)),
             select(sending.c.sending).scalar_subquery(),
+            in_flight != RecipientState.PENDING.value,  # a batch call's rows stay as they are
         )
         .values(state=in_flight, reason=null(), updated_at=now)
         .returning(r.c.id)
