@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from tests.factories import make_settings
 from tests.support.sending import (
@@ -211,3 +211,35 @@ async def test_a_batch_call_excludes_who_left_and_leaves_the_rest_pending(batch:
     assert states[2] == ("excluded", "member_not_found")
     assert states[:2] + states[3:] == [("pending", None)] * (len(everyone) - 1)
     assert await batch.counts() == (None, None, None, 1)
+
+
+async def test_outcomes_change_recipient_rows_in_place_on_postgresql(batch: Batch) -> None:
+    """No index covers a column an outcome changes, and prepared pages keep room: each state
+    change is a heap-only update on PostgreSQL (a row version and no index entries; before,
+    one entry in each of five indexes). Counted by the server for this transaction."""
+    if batch.container.db.dialect != "postgresql":
+        pytest.skip("heap-only tuples are PostgreSQL's")
+    first, second = batch.ids(*range(1, 11)), batch.ids(*range(11, 21))
+    async with batch.container.db.write() as conn:
+        now = batch.container.sending.now()
+        common = {
+            "campaign_id": batch.campaign_id,
+            "newsletter_id": batch.newsletter_id,
+            "in_flight": RecipientState.SENDING,
+            "token": "ours",
+            "now": now,
+        }
+        await settle_and_mark(conn, batch.id, settled=[], ids=first, **common)
+        outcomes = [(recipient, SENT, None) for recipient in first]
+        await settle_and_mark(conn, batch.id, settled=outcomes, ids=second, **common)
+        updated, heap_only = (
+            await conn.execute(
+                text(
+                    "SELECT pg_stat_get_xact_tuples_updated(c.oid),"
+                    " pg_stat_get_xact_tuples_hot_updated(c.oid)"
+                    " FROM pg_class c WHERE c.relname = 'campaign_recipients'"
+                )
+            )
+        ).one()
+    assert (updated, heap_only) == (30, 30)
+    assert await batch.states() == [("sent", None)] * 10 + [("sending", None)] * 10

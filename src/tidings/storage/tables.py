@@ -475,6 +475,12 @@ campaign_batches = Table(
 )
 Index(None, campaign_batches.c.campaign_id, campaign_batches.c.status)
 
+# A recipient row is written at preparation and changed about twice afterwards (its outcome,
+# then what the provider reports): a page kept half free holds those versions beside it
+# (`tidings bench send`, batch HTTP: WAL per recipient 974 bytes with full pages, 816 at 70,
+# 596 at 50, and the database grew less, 411 bytes per recipient against 442).
+RECIPIENT_FILLFACTOR = 50
+
 campaign_recipients = Table(
     "campaign_recipients",
     metadata,
@@ -505,9 +511,15 @@ campaign_recipients = Table(
     ),
     CheckConstraint("bounce_kind IN ('hard', 'soft')", name="bounce_kind"),
     CheckConstraint("batch_id IS NOT NULL OR state = 'excluded'", name="unbatched_is_excluded"),
+    # Room on each page for a row's next version: see RECIPIENT_FILLFACTOR.
+    postgresql_with={"fillfactor": RECIPIENT_FILLFACTOR},
 )
-Index(None, campaign_recipients.c.batch_id, campaign_recipients.c.state)
-Index(None, campaign_recipients.c.campaign_id, campaign_recipients.c.state)
+# No index names `state` (nor any column an outcome or an event changes): an update that
+# touches no indexed column and finds room on its page is a heap-only tuple on PostgreSQL,
+# written once with no index entries, where each state change used to add one to each of
+# five indexes. A batch's rows are found by batch_id, a campaign's by the unique
+# (campaign_id, subscriber_id), and the state is filtered on those rows.
+Index(None, campaign_recipients.c.batch_id)
 Index(None, campaign_recipients.c.subscriber_id)
 
 # Transactional mail's outcomes (PRV-6): each mail job's Message-ID (its local part: a digest
