@@ -26,7 +26,7 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container
 from tidings.domain.sending import Page
-from tidings.storage.sending import batch_pages
+from tidings.storage.sending import batch_pages, batches
 from tidings.storage.tables import (
     campaign_batches,
     campaign_candidates,
@@ -181,3 +181,27 @@ async def test_a_page_committed_without_an_answer_is_taken_as_written_on_the_ret
             rows = list(await conn.execute(select(captured_messages.c.recipients)))
         mailed = [address for (recipients,) in rows for address in recipients]
         assert len(mailed) == len(set(mailed)) == expected["sent"]
+
+
+async def test_an_unprepared_attempt_is_discarded_whole_batches_at_a_time(studio: Studio) -> None:
+    """SND-8's start-over: each step removes whole batches, about `limit` recipients' worth
+    and at least one, with their recipients; then the exclusions no batch holds; then reports
+    0 with nothing of the attempt left. (Readers 3 and 25 are gone: pages of 19, 19 and 20.)"""
+    client, container, headers = studio
+    campaign_id = await create_campaign(client, headers)
+    await _candidates(container, campaign_id, range(1, 61))
+    async with container.db.write() as conn:
+        await conn.execute(delete(subscribers).where(subscribers.c.id.in_([3, 25])))
+    for number in (1, 2, 3):
+        first = 20 * number - 19
+        page = Page(page=number, segment="free", first=first, last=first + 19, domain="x.org")
+        await _write(container, campaign_id, page)
+    steps = []
+    for _ in range(5):
+        async with container.db.write() as conn:
+            steps.append(await batches.discard_some(conn, campaign_id, limit=25))
+    # 19 + 19 recipients and their 2 batches (the second starts before 25), then 20 and 1,
+    # then the 2 exclusions.
+    assert steps == [40, 21, 2, 0, 0]
+    async with container.db.read() as conn:
+        assert await _stored(conn, campaign_id) == ([], 0)
