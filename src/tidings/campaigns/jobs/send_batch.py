@@ -332,6 +332,7 @@ class SendBatchHandler:
                 token=writes.token,
                 now=self._ctx.now(),
                 from_state=self._strategy.in_flight.row_state,
+                counted=False,  # `finish` writes the counts from the rows, just below
             )
             counts = await claim_queries.counts(conn, batch.id)
             if unfinished is None:

@@ -161,9 +161,11 @@ async def move(
     to_state: RecipientState,
     ids: Sequence[int] | None = None,
     reason: str | None = None,
+    counted: bool = True,
 ) -> int:
     """Move recipients (all of the batch, or `ids`) from `from_states` to `to_state`, only
-    while `token` still holds the batch. Returns rows moved."""
+    while `token` still holds the batch. Returns rows moved. With `counted` False the batch's
+    counts are left alone: the caller writes them from the rows in the same transaction."""
     conditions = [
         campaign_recipients.c.batch_id == batch_id,
         campaign_recipients.c.state.in_([state.value for state in from_states]),
@@ -177,7 +179,7 @@ async def move(
         .values(state=to_state.value, reason=reason, updated_at=now)
     )
     moved = int(result.rowcount)
-    if not any(state in _COUNT_COLUMNS for state in from_states):
+    if counted and not any(state in _COUNT_COLUMNS for state in from_states):
         await _add_to_count(conn, batch_id, token, to_state, moved)
     return moved
 
@@ -289,9 +291,11 @@ async def settle(
     token: str,
     now: datetime,
     from_state: RecipientState = RecipientState.SENDING,
+    counted: bool = True,
 ) -> int:
     """Record each in-flight recipient's own outcome (SND-12), only from `from_state` and
-    only under the batch claim: one statement per distinct (state, reason)."""
+    only under the batch claim: one statement per distinct (state, reason). `counted` as
+    for `move`."""
     groups: dict[tuple[RecipientState, str | None], list[int]] = {}
     for recipient_id, state, reason in outcomes:
         groups.setdefault((state, reason), []).append(recipient_id)
@@ -306,6 +310,7 @@ async def settle(
             from_states=[from_state],
             to_state=state,
             reason=reason,
+            counted=counted,
         )
     return settled
 
