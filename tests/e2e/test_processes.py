@@ -197,6 +197,10 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert growth > 0 if database_url.startswith("postgresql") else growth >= 0
         wal = figures["tidings"]["wal_bytes_per_recipient"]
         assert wal > 0 if database_url.startswith("postgresql") else wal is None
+        # Each batch writes at least its claim and its outcome, each a transaction of its own.
+        assert figures["tidings"]["batches"] >= 1
+        writes = figures["tidings"]["write_transactions_per_batch"]
+        assert writes >= 2 if database_url.startswith("postgresql") else writes is None
     building = http["bare_client_building_requests"]
     assert (building["messages"], building["requests_built"]) == (60, "while sending")
     assert http["bare_client"]["requests_built"] == "beforehand"

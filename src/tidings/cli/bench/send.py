@@ -300,6 +300,8 @@ async def tidings_send(
             "TIDINGS_LOG_FORMAT": "json",
             **worker_env,
         }
+        async with container.db.read() as conn:
+            xid_before = await seeding.next_transaction_id(conn)
         processes = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -338,6 +340,8 @@ async def tidings_send(
         async with container.db.read() as conn:
             sent_bytes = await seeding.database_bytes(conn)
             sent_wal = await seeding.wal_position(conn)
+            xid_after = await seeding.next_transaction_id(conn)
+            batches = await seeding.batch_count(conn, draft.campaign.id)
     assert send is not None
     wal = None if seeded_wal is None or sent_wal is None else sent_wal - seeded_wal
     seconds = window.total_seconds() if window else wall
@@ -358,6 +362,14 @@ async def tidings_send(
         "database_growth_bytes_per_recipient": round((sent_bytes - seeded_bytes) / count),
         # Write-ahead log the send wrote (PostgreSQL; this server's other databases too).
         "wal_bytes_per_recipient": None if wal is None else round(wal / count),
+        # Writing transactions from the workers' start to the end (PostgreSQL; preparation,
+        # batches, the queue's own, and this server's other databases too) per batch.
+        "batches": batches,
+        "write_transactions_per_batch": (
+            None
+            if xid_before is None or xid_after is None or not batches
+            else round((xid_after - xid_before) / batches, 2)
+        ),
         # CPU the workers spent per recipient once the campaign was prepared: unlike the rate,
         # barely moved by other load on the machine, so it compares runs on a busy host.
         "worker_cpu_us_per_recipient": _cpu_per_recipient(cpu_at_prepared, cpu_done, count),

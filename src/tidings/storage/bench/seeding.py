@@ -218,3 +218,18 @@ async def wal_position(conn: AsyncConnection) -> int | None:
         return None
     query = text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
     return int((await conn.execute(query)).scalar_one())
+
+
+async def next_transaction_id(conn: AsyncConnection) -> int | None:
+    """PostgreSQL's next transaction id (None on SQLite), read without taking one: ids go
+    only to transactions that write, so two readings count the writing transactions
+    committed or rolled back between them (this server's other databases too)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    query = text("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def batch_count(conn: AsyncConnection, campaign_id: int) -> int:
+    query = select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
+    return int((await conn.execute(query)).scalar_one())
