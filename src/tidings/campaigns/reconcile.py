@@ -183,7 +183,7 @@ class Reconciler:
 
         status = CampaignStatus(str(await send_queries.status(conn, campaign_id)))
         if status == CampaignStatus.SUBMITTING:
-            if await batch_queries.count_unsettled(conn, campaign_id):
+            if await batch_queries.any_unsettled(conn, campaign_id):
                 return done(status, "the send goes on; it is finalised when its batches settle")
             finalise = FinaliseCampaign(campaign_id, send.attempt)
             await self._ctx.queue.enqueue(

@@ -110,7 +110,7 @@ class FinaliseCampaignHandler:
 
     async def _finalise(self, job: Job, campaign_id: int) -> None:
         async with self._ctx.queue.fenced(job) as conn:
-            if await batch_queries.count_unsettled(conn, campaign_id):
+            if await batch_queries.any_unsettled(conn, campaign_id):
                 return  # whoever settles the last batch queues finalise again
             now = self._ctx.now()
             try:

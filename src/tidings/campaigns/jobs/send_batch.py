@@ -449,7 +449,7 @@ class SendBatchHandler:
         step. Of two workers finishing the last batches together, at least the later one
         sees both outcomes; the idempotency key makes two requests one job."""
         async with self._ctx.db.read() as conn:  # a read first: most batches are not last
-            if await batch_queries.count_unsettled(conn, step.campaign_id):
+            if await batch_queries.any_unsettled(conn, step.campaign_id):
                 return
         async with self._ctx.db.write() as conn:
             finalise = FinaliseCampaign(step.campaign_id, step.attempt)

@@ -229,9 +229,11 @@ def unsettled_clause(campaign_id: int) -> Any:
     )
 
 
-async def count_unsettled(conn: AsyncConnection, campaign_id: int) -> int:
-    query = select(func.count()).select_from(campaign_batches).where(unsettled_clause(campaign_id))
-    return int((await conn.execute(query)).scalar_one())
+async def any_unsettled(conn: AsyncConnection, campaign_id: int) -> bool:
+    """Whether any batch still owes work: asked after every batch's outcome, so it stops at
+    the first one found (a count would read all of a large campaign's open batches)."""
+    query = select(exists().where(unsettled_clause(campaign_id)))
+    return bool((await conn.execute(query)).scalar_one())
 
 
 async def unfinished_ids(conn: AsyncConnection, campaign_id: int) -> list[int]:
