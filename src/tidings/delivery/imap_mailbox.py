@@ -116,6 +116,7 @@ async def open_mailbox(account: MailboxAccount) -> AsyncIterator[OpenMailbox]:
     try:
         await client.wait_hello_from_server()
     except (TimeoutError, OSError, ssl.SSLError) as exc:
+        _hang_up(client)
         raise MailboxUnavailable(
             f"cannot reach the IMAP server {account.host}:{account.port} ({type(exc).__name__})"
         ) from None
@@ -132,6 +133,16 @@ async def open_mailbox(account: MailboxAccount) -> AsyncIterator[OpenMailbox]:
         # The server may have gone first: then there is nothing to log out of.
         with contextlib.suppress(TimeoutError, OSError, aioimaplib.Abort):
             await asyncio.wait_for(client.logout(), account.timeout_seconds)
+        _hang_up(client)
+
+
+def _hang_up(client: Any) -> None:
+    """Close the connection from our side. aioimaplib's logout leaves that to the server, whose
+    close can arrive after a `--once` run's event loop has ended: the socket then outlives the
+    loop (an unclosed-transport warning later, a descriptor held until then)."""
+    transport = getattr(client.protocol, "transport", None)
+    if transport is not None:
+        transport.close()
 
 
 def _text(line: object) -> str:
