@@ -143,6 +143,11 @@ class SlotTable:
     def pattern(self) -> re.Pattern[str]:
         return re.compile(rf"tds{self.nonce}(\d{{3,}})z")
 
+    @property
+    def uses_attributes(self) -> bool:
+        """Whether a slot shows a custom field: if none does, a send need not read them."""
+        return any(slot.field == ATTRIBUTES_FIELD for slot in self.slots)
+
     def token(self, slot: Slot) -> str:
         index = self._index.get(slot)
         if index is None:

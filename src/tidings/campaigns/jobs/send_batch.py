@@ -51,6 +51,7 @@ from tidings.domain.sending import (
 )
 from tidings.outbound.domain_rates import DomainRates
 from tidings.queue.job import Job
+from tidings.rendering import SegmentRendering
 from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
@@ -89,6 +90,7 @@ class Claimed(NamedTuple):
 
     draft: CampaignDraft
     batch: BatchRow
+    rendering: SegmentRendering
     rows: list[RecipientRow]
     deliver_at: datetime | None
 
@@ -204,12 +206,20 @@ class SendBatchHandler:
                         "reached the provider. Reconcile it before any retry.",
                     )
                     return None
-            rows = await claim_queries.load(conn, batch.id, draft.newsletter.id)
+            # Rendered once per segment and worker (CMP-3); its slots say whether the
+            # readers' custom fields are needed at all.
+            rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
+            rows = await claim_queries.load(
+                conn,
+                batch.id,
+                draft.newsletter.id,
+                attributes=rendering.slots.uses_attributes,
+            )
             deliver_at = await self._deliver_at(conn, batch)
-        return Claimed(draft, batch, rows, deliver_at)
+        return Claimed(draft, batch, rendering, rows, deliver_at)
 
     async def _submit(self, job: Job, step: SendBatch, claimed: Claimed) -> None:
-        draft, batch, rows, deliver_at = claimed
+        draft, batch, rendering, rows, deliver_at = claimed
         check_count(
             "batch_recipient_read",
             expected=batch.recipient_count,
@@ -219,7 +229,6 @@ class SendBatchHandler:
         pending = [row for row in rows if row.state == RecipientState.PENDING.value]
         exclusions, sendable = screen(pending)
         check_unique_addresses(batch, sendable)
-        rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
         recipients = [
             Recipient(row.id, recipient_values(row, self._ctx.secret())) for row in sendable
         ]

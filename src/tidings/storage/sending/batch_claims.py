@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Boolean, and_, case, exists, func, select, update
+from sqlalchemy import Boolean, and_, case, exists, func, null, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
@@ -115,10 +115,13 @@ def _held(batch_id: int, token: str) -> Any:
     return exists().where(_holding(batch_id, token))
 
 
-async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list[RecipientRow]:
+async def load(
+    conn: AsyncConnection, batch_id: int, newsletter_id: int, *, attributes: bool = True
+) -> list[RecipientRow]:
     """The batch's recipients in position order, with AUD-4's consent rule evaluated per row
     in SQL (set-based, the same definition selection used). No row is locked: unsubscribe
-    never waits on a send (AUD-7)."""
+    never waits on a send (AUD-7). With `attributes` False each row's custom fields are None,
+    not read nor decoded (a segment with no `{{ attribs.… }}` slot)."""
     query = (
         select(
             campaign_recipients.c.id,
@@ -132,7 +135,7 @@ async def load(conn: AsyncConnection, batch_id: int, newsletter_id: int) -> list
             func.coalesce(
                 and_(subscriptions.c.id.is_not(None), mailable()), False, type_=Boolean()
             ).label("mailable"),
-            subscribers.c.attributes,
+            subscribers.c.attributes if attributes else null().label("attributes"),
         )
         .select_from(campaign_recipients)
         .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)

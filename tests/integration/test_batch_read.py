@@ -1,0 +1,51 @@
+"""A batch's recipients as a worker reads them to send (SND-10): custom fields (AUD-12) are
+read only when the segment shows one, and the rest of each row is the same either way."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, update
+
+from tests.factories import make_settings
+from tests.support.sending import (
+    FAST_QUEUE,
+    create_campaign,
+    registry,
+    running,
+    studio_with,
+    wait_for_send_status,
+)
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
+from tidings.storage.sending import batch_claims
+from tidings.storage.tables import campaign_batches, subscribers
+
+CITY = {"city": "Lisbon"}
+
+
+@pytest.mark.parametrize("attributes", [True, False], ids=["slot-shows-one", "no-slot"])
+async def test_custom_fields_are_read_only_when_a_slot_shows_one(
+    database_url: str, attributes: bool
+) -> None:
+    settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
+    async with studio_with(settings, 20) as (client, container, headers):
+        campaign_id = await create_campaign(client, headers)
+        response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+        assert response.status_code == 202, response.text
+        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+            await wait_for_send_status(container, campaign_id, "submitting")
+        async with container.db.write() as conn:
+            await conn.execute(update(subscribers).values(attributes=CITY))
+            batch_id, count = (
+                await conn.execute(
+                    select(campaign_batches.c.id, campaign_batches.c.recipient_count)
+                    .where(campaign_batches.c.campaign_id == campaign_id)
+                    .order_by(campaign_batches.c.page)
+                    .limit(1)
+                )
+            ).one()
+        async with container.db.read() as conn:
+            both = await batch_claims.load(conn, batch_id, 1)
+            rows = await batch_claims.load(conn, batch_id, 1, attributes=attributes)
+    assert len(rows) == count > 1
+    assert [row.attributes for row in rows] == [CITY if attributes else None] * count
+    assert [row[:-1] for row in rows] == [row[:-1] for row in both]
