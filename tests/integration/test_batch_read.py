@@ -9,13 +9,9 @@ from sqlalchemy import select, update
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
-    registry,
-    running,
+    prepared_send,
     studio_with,
-    wait_for_send_status,
 )
-from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.storage.sending import batch_claims
 from tidings.storage.tables import campaign_batches, subscribers
 
@@ -28,11 +24,7 @@ async def test_custom_fields_are_read_only_when_a_slot_shows_one(
 ) -> None:
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
     async with studio_with(settings, 20) as (client, container, headers):
-        campaign_id = await create_campaign(client, headers)
-        response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-        assert response.status_code == 202, response.text
-        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-            await wait_for_send_status(container, campaign_id, "submitting")
+        campaign_id = await prepared_send(client, container, headers)
         async with container.db.write() as conn:
             await conn.execute(update(subscribers).values(attributes=CITY))
             batch_id, count = (

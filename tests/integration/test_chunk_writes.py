@@ -14,14 +14,10 @@ from sqlalchemy import delete, select, text, update
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
-    registry,
-    running,
+    prepared_send,
     studio_with,
-    wait_for_send_status,
 )
 from tidings.bootstrap import Container
-from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.domain.sending import Exclusion, RecipientState
 from tidings.storage.sending.chunk_writes import settle_and_mark
 from tidings.storage.tables import (
@@ -98,11 +94,7 @@ class Batch:
 async def batch(database_url: str) -> AsyncIterator[Batch]:
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
     async with studio_with(settings, 40) as (client, container, headers):
-        campaign_id = await create_campaign(client, headers)
-        response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-        assert response.status_code == 202, response.text
-        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-            await wait_for_send_status(container, campaign_id, "submitting")
+        campaign_id = await prepared_send(client, container, headers)
         async with container.db.write() as conn:
             batch_id = (
                 await conn.execute(

@@ -9,13 +9,9 @@ from sqlalchemy import select, update
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
-    registry,
-    running,
+    prepared_send,
     studio_with,
-    wait_for_send_status,
 )
-from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.domain.send_status import is_resendable_failure
 from tidings.domain.sending import RecipientState
 from tidings.storage.sending import send_repairs
@@ -44,10 +40,7 @@ async def test_the_sql_and_the_domain_agree_on_resendable_failures(database_url:
     again; if it missed one, a deferred reader would never get the issue."""
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
     async with studio_with(settings, len(REASONS)) as (client, container, headers):
-        campaign_id = await create_campaign(client, headers)
-        await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-            await wait_for_send_status(container, campaign_id, "submitting")
+        campaign_id = await prepared_send(client, container, headers)
         async with container.db.write() as conn:
             ids = (
                 await conn.execute(

@@ -16,12 +16,11 @@ from structlog.testing import capture_logs
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
-    create_campaign,
+    prepared_send,
     registry,
     running,
     studio_with,
     wait_for_campaign_status,
-    wait_for_send_status,
 )
 from tidings.bootstrap import Container
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
@@ -47,13 +46,7 @@ async def studio(database_url: str) -> AsyncIterator[Studio]:
 
 async def _prepared(studio: Studio) -> int:
     """A campaign sent and prepared (its batches queued, none run yet)."""
-    client, container, headers = studio
-    campaign_id = await create_campaign(client, headers)
-    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-    assert response.status_code == 202, response.text
-    async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
-        await wait_for_send_status(container, campaign_id, "submitting")
-    return campaign_id
+    return await prepared_send(*studio)
 
 
 async def test_a_resumed_send_with_a_batch_created_after_preparation_stops_before_dispatch(

@@ -65,6 +65,21 @@ async def queued_send(client: httpx.AsyncClient, container: Container, readers: 
     return campaign_id
 
 
+async def prepared_send(
+    client: httpx.AsyncClient, container: Container, headers: dict[str, str]
+) -> int:
+    """A campaign to the studio's readers, sent and prepared (its batches written, the send
+    `submitting`), with no batch taken yet. Returns the campaign id."""
+    from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
+
+    campaign_id = await create_campaign(client, headers)
+    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+    assert response.status_code == 202, response.text
+    async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+        await wait_for_send_status(container, campaign_id, "submitting")
+    return campaign_id
+
+
 async def wait_for_campaign_status(
     container: Container, campaign_id: int, *, within_seconds: float = 60.0
 ) -> str:
