@@ -22,6 +22,9 @@ CITY = {"city": "Lisbon"}
 async def test_custom_fields_are_read_only_when_a_slot_shows_one(
     database_url: str, attributes: bool
 ) -> None:
+    """A segment without an `{{ attribs.… }}` slot sends without its readers' custom fields
+    (no column read, no dict built per reader); one with a slot gets every reader's fields.
+    Everything else about each row, the consent verdict included, is the same either way."""
     settings = make_settings(database_url, queue=FAST_QUEUE, bulk_email={"batch_size": 20})
     async with studio_with(settings, 20) as (client, container, headers):
         campaign_id = await prepared_send(client, container, headers)
