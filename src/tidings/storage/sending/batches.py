@@ -164,9 +164,11 @@ async def discard_some(conn: AsyncConnection, campaign_id: int, *, limit: int) -
     their recipients found by `batch_id`; once no batch is left, the exclusions preparation
     made, which no batch holds. Returns rows removed (0 = done).
 
-    A step finds its rows through the batches it removes, never by scanning the campaign's
-    rows: a scan would pass every row earlier steps deleted (dead until vacuum), which made
-    discarding a million recipients grow with the square of their number."""
+    A batch step finds its rows through the batches it removes, not by scanning the
+    campaign's rows: a scan passes every row earlier steps deleted (dead until vacuum), which
+    made discarding a million recipients grow with the square of their number. The last
+    steps, for the exclusions, still select by campaign: they pass only what those same steps
+    deleted."""
     listed = (
         select(
             campaign_batches.c.id,
