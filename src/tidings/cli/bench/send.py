@@ -382,6 +382,9 @@ def _cpu_per_recipient(
     if before is None or None in before or None in after or not count:
         return None
     spent = sum(a or 0.0 for a in after) - sum(b or 0.0 for b in before)
+    if spent <= 0:
+        # Under one clock tick (10 ms): a send this small is below what /proc can measure.
+        return None
     return round(spent / count * 1_000_000, 1)
 
 
