@@ -162,9 +162,9 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
 
 async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     """BEN-2 runs end to end: a real worker sends a campaign to an SMTP sink process and to the
-    batch-API server, each beside a bare client (two for the batch API: prebuilt bodies, and
-    requests built while sending), and the JSON names the sink, the ratios and the database's
-    growth."""
+    batch-API server, each beside a bare client (three for the batch API: prebuilt bodies,
+    requests built while sending, and those built from the database's rows with the least SQL),
+    and the JSON names the sink, the ratios, the database's growth and the memory floor."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -205,3 +205,18 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     assert (building["messages"], building["requests_built"]) == (60, "while sending")
     assert http["bare_client"]["requests_built"] == "beforehand"
     assert http["ratio_to_bare_client_building_requests"] > 0
+    # The floor with a database: the same 60 readers read from the send's rows and marked
+    # again, by bare psycopg (PostgreSQL only).
+    least = http["bare_client_with_database"]
+    if database_url.startswith("postgresql"):
+        assert (least["messages"], least["batches"]) == (60, http["tidings"]["batches"])
+        assert http["ratio_to_bare_client_with_database"] > 0
+    else:
+        assert least is None and http["ratio_to_bare_client_with_database"] is None
+    # The memory floor: the worker's libraries alone, connected; the worker holds more.
+    floor_rss = result["bare_process"]["peak_rss_mb"]
+    assert "sqlalchemy.ext.asyncio" in result["bare_process"]["libraries"]
+    for figures in (smtp, http):
+        (above,) = figures["tidings"]["worker_peak_rss_mb_above_bare_process"]
+        (peak,) = figures["tidings"]["worker_peak_rss_mb"]
+        assert above == round(peak - floor_rss, 1) and above > 0

@@ -7,23 +7,27 @@ says which sink ran."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 from aiosmtplib import SMTP
+from sqlalchemy.engine import make_url
 
 from tidings.audience.newsletters import NewsletterFields
 from tidings.bootstrap import running
 from tidings.campaigns.commands import DraftFields
+from tidings.cli.bench.bare_process import peak_rss_mb
 from tidings.cli.context import free_port
 from tidings.config import load_settings
 from tidings.delivery.form_data import encode_multipart
@@ -36,8 +40,10 @@ from tidings.rendering.bench import sample_recipient
 from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.render import SegmentRendering, render_segment
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
-from tidings.storage.bench import seeding
+from tidings.rendering.slots import RecipientValues
+from tidings.storage.bench import floor, seeding
 from tidings.storage.bench.scratch import scratch_database
+from tidings.storage.database import async_url
 
 POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
 DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
@@ -178,9 +184,16 @@ class BatchRequests:
 
     def build(self, start: int) -> tuple[str, bytes]:
         """(Content-Type, body) of the batch starting at reader `start`."""
+        return self.build_for(self._people[start : start + BATCH_SIZE], f"bare-{start}")
+
+    def build_for(
+        self, people: Iterable[tuple[RecipientValues, datetime]], key: str
+    ) -> tuple[str, bytes]:
+        """(Content-Type, body) of one request to `people` (each with its creation time, which
+        its link tokens sign)."""
         template, rendering = self._template, self._rendering
         recipients = []
-        for person, created in self._people[start : start + BATCH_SIZE]:
+        for person, created in people:
             number = int(person.subscriber_id)
             values = person._replace(
                 unsubscribe_token=tokens.sign(BENCH_SECRET, "unsubscribe", number, created),
@@ -200,7 +213,7 @@ class BatchRequests:
             text=template.text,
             headers=template.headers,
             recipients=recipients,
-            idempotency_key=f"bare-{start}",
+            idempotency_key=key,
         )
         return encode_multipart(self._encoder.form_fields(message))
 
@@ -243,6 +256,64 @@ async def bare_http_client(
     }
 
 
+async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
+    """The floor with a database (PostgreSQL): the requests built the same way from the rows
+    a finished send left in `url`, each batch's rows marked in flight and returned by one
+    statement and marked sent by another (`storage.bench.floor`), on one connection per
+    request in flight. None on SQLite."""
+    if make_url(url).get_backend_name() != "postgresql":
+        return None
+    requests = BatchRequests(0)
+    async with await psycopg.AsyncConnection.connect(floor.conninfo(url), autocommit=True) as conn:
+        queue = await floor.batch_ids(conn)
+    batches, count = len(queue), 0
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
+    ) as client:
+
+        async def poster() -> None:
+            nonlocal count
+            async with await psycopg.AsyncConnection.connect(
+                floor.conninfo(url), autocommit=True
+            ) as conn:
+                while queue:
+                    batch_id = queue.pop()
+                    readers = await floor.take(conn, batch_id)
+                    people = [(_values(reader), reader.created_at) for reader in readers]
+                    content_type, body = requests.build_for(people, f"floor-{batch_id}")
+                    response = await client.post(
+                        f"/v3/{BENCH_DOMAIN}/messages",
+                        content=body,
+                        headers={"content-type": content_type},
+                    )
+                    response.raise_for_status()
+                    await floor.settle(conn, batch_id)
+                    count += len(readers)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(poster() for _ in range(BATCHES_IN_FLIGHT)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "batches": batches,
+        "requests_built": "while sending, from the rows",
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+    }
+
+
+def _values(reader: floor.Reader) -> RecipientValues:
+    return RecipientValues(
+        address=reader.email,
+        name=reader.name,
+        unsubscribe_token="",
+        preferences_token="",
+        subscriber_id=str(reader.subscriber_id),
+        recipient_id=str(reader.recipient_id),
+        attributes=reader.attributes,
+    )
+
+
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU the process has used so far (Linux /proc; None elsewhere)."""
     try:
@@ -252,14 +323,22 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _peak_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+async def bare_process(url: str) -> dict[str, Any]:
+    """The memory floor for a worker (`bare_process`): its libraries loaded, connected, nothing
+    sent."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings.cli.bench.bare_process",
+        async_url(url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    output, errors = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"the bare process failed: {errors.decode(errors='replace')[-500:]}")
+    figures: dict[str, Any] = json.loads(output)
+    return figures
 
 
 async def tidings_send(
@@ -327,7 +406,7 @@ async def tidings_send(
                         cpu_at_prepared = [_cpu_seconds(process.pid) for process in processes]
                 await asyncio.sleep(0.2)
             wall = time.perf_counter() - started
-            rss = [_peak_rss_mb(process.pid) for process in processes]
+            rss = [peak_rss_mb(process.pid) for process in processes]
             cpu_done = [_cpu_seconds(process.pid) for process in processes]
         finally:
             for process in processes:
@@ -474,6 +553,7 @@ async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, 
                     "TIDINGS_BULK_EMAIL_CONCURRENCY": str(BATCHES_IN_FLIGHT),
                 },
             )
+            least = await bare_database_client(port, scratch)
     return {
         "server": "tidings dev-provider (Mailgun-compatible)",
         "bare_client": bare,
@@ -482,6 +562,13 @@ async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, 
         "ratio_to_bare_client": _ratio(ours, bare),
         # What the database and the accounting cost, beside the same requests built in-line.
         "ratio_to_bare_client_building_requests": _ratio(ours, building),
+        # The least any send with a database could do (PostgreSQL): its distance to the client
+        # building requests is what touching the rows costs, a worker's to it the guarantees.
+        "bare_client_with_database": least,
+        "ratio_of_bare_client_with_database_to_building_requests": (
+            None if least is None else _ratio(least, building)
+        ),
+        "ratio_to_bare_client_with_database": None if least is None else _ratio(ours, least),
     }
 
 
@@ -497,6 +584,9 @@ async def bench_send(
 ) -> dict[str, Any]:
     configure_logging("warning", "json")
     result: dict[str, Any] = {"benchmark": "send", "database": url.split(":", 1)[0]}
+    async with scratch_database(url) as scratch:
+        # A worker's memory beside what its libraries alone take, connected, nothing sent.
+        result["bare_process"] = floor_process = await bare_process(scratch)
     if "smtp" in providers:
         result["smtp"] = await smtp_figures(
             url,
@@ -523,4 +613,12 @@ async def bench_send(
             )
     if "http" in providers:
         result["http"] = await http_figures(url, recipients=recipients, workers=workers)
+    floor_rss = floor_process["peak_rss_mb"]
+    for provider in ("smtp", "smtp_dkim", "http"):
+        if provider in result:
+            ours = result[provider]["tidings"]
+            ours["worker_peak_rss_mb_above_bare_process"] = [
+                None if rss is None or floor_rss is None else round(rss - floor_rss, 1)
+                for rss in ours["worker_peak_rss_mb"]
+            ]
     return result
