@@ -90,7 +90,7 @@ class Claimed(NamedTuple):
 
     draft: CampaignDraft
     batch: BatchRow
-    rendering: SegmentRendering
+    rendering: SegmentRendering | Exception  # what rendering the segment raised, if it failed
     rows: list[RecipientRow]
     deliver_at: datetime | None
 
@@ -208,7 +208,12 @@ class SendBatchHandler:
                     return None
             # Rendered once per segment and worker (CMP-3); its slots say whether the
             # readers' custom fields are needed at all.
-            rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
+            try:
+                rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
+            except Exception as exc:
+                # The claim stands and `_submit` raises it: like any error while sending the
+                # batch, it is recorded on the batch as the batch is released for a retry.
+                return Claimed(draft, batch, exc, [], None)
             rows = await claim_queries.load(
                 conn,
                 batch.id,
@@ -220,6 +225,8 @@ class SendBatchHandler:
 
     async def _submit(self, job: Job, step: SendBatch, claimed: Claimed) -> None:
         draft, batch, rendering, rows, deliver_at = claimed
+        if isinstance(rendering, Exception):
+            raise rendering
         check_count(
             "batch_recipient_read",
             expected=batch.recipient_count,
