@@ -129,7 +129,10 @@ def send(
 ) -> None:
     """Campaign recipients per second (BEN-2) through real worker processes to a local SMTP
     sink and to the local batch-API server, each beside a bare client (aiosmtplib, httpx)
-    sending the same messages to the same server in the same run."""
+    sending the same messages to the same server in the same run; also the peak memory of a
+    process that only loads the worker's libraries, and on PostgreSQL a bare psycopg client
+    building the batch requests from the send's rows with the least SQL (the floor with a
+    database)."""
     from tidings.cli.bench.send import bench_send
 
     unknown = set(provider) - {"smtp", "http"}
