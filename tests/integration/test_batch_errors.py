@@ -5,7 +5,7 @@ readers once the cause is gone."""
 from __future__ import annotations
 
 from jinja2 import DictLoader
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.factories import make_settings
 from tests.support.sending import (
@@ -19,6 +19,9 @@ from tests.support.sending import (
 )
 from tests.support.waiting import wait_for
 from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH
+from tidings.campaigns.jobs.send_batch import BatchError
+from tidings.domain.sending import BatchStatus
+from tidings.storage.sending import batch_claims, batches
 from tidings.storage.tables import campaign_batches, captured_messages
 
 
@@ -74,3 +77,52 @@ async def test_a_segment_that_fails_to_render_is_recorded_on_its_batch_then_sent
                 for address in addresses
             ]
         assert len(mailed) == len(set(mailed)) == 4
+
+
+async def test_a_batch_retried_after_an_error_owes_work_until_it_ends(database_url: str) -> None:
+    """A batch released with an error and claimed again by its job's retry is `submitting`
+    with no error code: it still owes work, so no other batch finishing meanwhile finalises
+    the campaign (a `submitting` batch with an error code is one awaiting an operator)."""
+    settings = make_settings(database_url, queue=FAST_QUEUE)
+    async with studio_with(settings, 4) as (client, container, headers):
+        campaign_id = await prepared_send(client, container, headers)
+        now = container.sending.now()
+        async with container.db.write() as conn:
+            batch_id = (
+                await conn.execute(
+                    select(campaign_batches.c.id)
+                    .where(campaign_batches.c.campaign_id == campaign_id)
+                    .order_by(campaign_batches.c.page)
+                    .limit(1)
+                )
+            ).scalar_one()
+            # The other segment's batch has ended: this one alone can owe work.
+            await conn.execute(
+                update(campaign_batches)
+                .where(
+                    campaign_batches.c.campaign_id == campaign_id,
+                    campaign_batches.c.id != batch_id,
+                )
+                .values(status=BatchStatus.FAILED.value)
+            )
+            first = await batch_claims.claim(conn, batch_id, token="first-attempt", now=now)
+            released = await batch_claims.release(
+                conn,
+                batch_id,
+                token="first-attempt",
+                now=now,
+                error_code=BatchError.BATCH_ERROR,
+                error="The worker sending this batch stopped on an unexpected ValueError",
+            )
+            again = await batch_claims.claim(conn, batch_id, token="second-attempt", now=now)
+            row = (
+                await conn.execute(
+                    select(campaign_batches.c.status, campaign_batches.c.error_code).where(
+                        campaign_batches.c.id == batch_id
+                    )
+                )
+            ).one()
+            owes_work = await batches.any_unsettled(conn, campaign_id)
+    assert (first, released, again) == (("claimed", None), True, ("claimed", None))
+    assert (row.status, row.error_code) == ("submitting", None)
+    assert owes_work

@@ -73,6 +73,11 @@ async def claim(
             claimed_at=now,
             claimed_by=worker[:100],
             handed_over_at=None,  # a retried batch starts with no call in flight
+            # nor with the error its last attempt was released with: `submitting` with an
+            # error code means "awaits an operator" (SND-13), which would let the campaign
+            # be finalised, as uncertain, while this attempt sends.
+            error_code=None,
+            error=None,
             updated_at=now,
         )
     )
