@@ -188,7 +188,9 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["tidings"]["sent"] == 60
         assert figures["bare_client"]["messages"] == 60
         assert figures["ratio_to_bare_client"] > 0
-        cpu = figures["tidings"]["worker_cpu_us_per_recipient"]  # None if the send outran a poll or a clock tick
+        cpu = figures["tidings"][
+            "worker_cpu_us_per_recipient"
+        ]  # None if the send outran a poll or a clock tick
         assert cpu is None or cpu > 0
         # The send writes recipient rows, batches and jobs: PostgreSQL grows by them (SQLite
         # may fit 60 recipients' rows in pages it already has).
@@ -212,11 +214,13 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert (least["messages"], least["batches"]) == (60, http["tidings"]["batches"])
         assert http["ratio_to_bare_client_with_database"] > 0
     else:
-        assert least is None and http["ratio_to_bare_client_with_database"] is None
+        assert least is None
+        assert http["ratio_to_bare_client_with_database"] is None
     # The memory floor: the worker's libraries alone, connected; the worker holds more.
     floor_rss = result["bare_process"]["peak_rss_mb"]
     assert "sqlalchemy.ext.asyncio" in result["bare_process"]["libraries"]
     for figures in (smtp, http):
         (above,) = figures["tidings"]["worker_peak_rss_mb_above_bare_process"]
         (peak,) = figures["tidings"]["worker_peak_rss_mb"]
-        assert above == round(peak - floor_rss, 1) and above > 0
+        assert above == round(peak - floor_rss, 1)
+        assert above > 0

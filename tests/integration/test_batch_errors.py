@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
+    first_batch,
     prepared_send,
     recipient_states,
     registry,
@@ -88,14 +89,7 @@ async def test_a_batch_retried_after_an_error_owes_work_until_it_ends(database_u
         campaign_id = await prepared_send(client, container, headers)
         now = container.sending.now()
         async with container.db.write() as conn:
-            batch_id = (
-                await conn.execute(
-                    select(campaign_batches.c.id)
-                    .where(campaign_batches.c.campaign_id == campaign_id)
-                    .order_by(campaign_batches.c.page)
-                    .limit(1)
-                )
-            ).scalar_one()
+            batch_id = await first_batch(conn, campaign_id)
             # The other segment's batch has ended: this one alone can owe work.
             await conn.execute(
                 update(campaign_batches)

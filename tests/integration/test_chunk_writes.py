@@ -14,6 +14,7 @@ from sqlalchemy import delete, select, text, update
 from tests.factories import make_settings
 from tests.support.sending import (
     FAST_QUEUE,
+    first_batch,
     prepared_send,
     studio_with,
 )
@@ -96,14 +97,7 @@ async def batch(database_url: str) -> AsyncIterator[Batch]:
     async with studio_with(settings, 40) as (client, container, headers):
         campaign_id = await prepared_send(client, container, headers)
         async with container.db.write() as conn:
-            batch_id = (
-                await conn.execute(
-                    select(campaign_batches.c.id)
-                    .where(campaign_batches.c.campaign_id == campaign_id)
-                    .order_by(campaign_batches.c.page)
-                    .limit(1)
-                )
-            ).scalar_one()
+            batch_id = await first_batch(conn, campaign_id)
             await conn.execute(
                 update(campaign_batches)
                 .where(campaign_batches.c.id == batch_id)

@@ -18,7 +18,13 @@ from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
 from tidings.storage.bench import seeding
-from tidings.storage.tables import campaign_recipients, campaigns, newsletters, subscribers
+from tidings.storage.tables import (
+    campaign_batches,
+    campaign_recipients,
+    campaigns,
+    newsletters,
+    subscribers,
+)
 
 TERMINAL = frozenset({"submitted", "failed"})
 FAST_QUEUE = {
@@ -286,3 +292,14 @@ async def wait_for_sent(container: Container, campaign_id: int, count: int) -> N
 async def mailed_at_least(sink: Any, count: int) -> bool:
     """Whether the SMTP sink has received `count` messages (a condition for `wait_for`)."""
     return len(sink.messages) >= count
+
+
+async def first_batch(conn: Any, campaign_id: int) -> int:
+    """The id of the campaign's first batch (by page)."""
+    query = (
+        select(campaign_batches.c.id)
+        .where(campaign_batches.c.campaign_id == campaign_id)
+        .order_by(campaign_batches.c.page)
+        .limit(1)
+    )
+    return int((await conn.execute(query)).scalar_one())
