@@ -4,7 +4,9 @@ from pathlib import Path
 
 from tests.factories import make_settings
 from tests.support.clock import Clock
-from tidings.bootstrap import build
+from tests.support.sending import batch_provider_settings
+from tidings.bootstrap import build, mailgun_provider
+from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import Envelope, SendResult
 from tidings.outbound.capture import CaptureProvider
 from tidings.storage import migrate
@@ -55,5 +57,22 @@ async def test_the_clock_given_to_build_is_the_one_every_part_reads(tmp_path: Pa
         await migrate.upgrade(container.db)
         created = await container.api_keys.create("clocked")
         assert created.key.created_at == clock.now
+    finally:
+        await container.close()
+
+
+async def test_provider_clients_share_one_tls_context(tmp_path: Path) -> None:
+    """Loading the trust store costs each HTTP client 0.8 MB of a worker (issue 27): the
+    transactional Mailgun client and the batch clients of every sending domain share one
+    context."""
+    settings = batch_provider_settings(f"sqlite:///{tmp_path / 'x.db'}", "https://api.example")
+    container = build(settings)
+    try:
+        transactional = container.email_provider()
+        assert isinstance(transactional, MailgunProvider)
+        warming = mailgun_provider(settings.mailgun, "warm.example.org")
+        assert transactional.tls_context is not None
+        assert warming.tls_context is transactional.tls_context
+        await warming.close()
     finally:
         await container.close()
