@@ -339,7 +339,7 @@ class Container:
         )
         registry.register(
             DELIVER_WEBHOOK,
-            WebhookJobHandler(self.queue, self.webhook_client(), self.clock),
+            WebhookJobHandler(self.queue, self.webhook_client, self.clock),
             concurrency=queue.webhook_concurrency,
         )
         return registry

@@ -39,7 +39,7 @@ async def test_a_stalled_webhook_worker_writes_nothing_after_its_job_is_reclaime
             (job,) = await job_store.claim(
                 conn, kinds=[DELIVER_WEBHOOK], limit=1, now=now, lease=timedelta(seconds=30)
             )
-        handler = WebhookJobHandler(container.queue, container.webhook_client(), container.clock)
+        handler = WebhookJobHandler(container.queue, container.webhook_client, container.clock)
         attempt = asyncio.create_task(handler(job))
         # The request is out and the receiver is stalling (or the handler failed early).
         await wait_for(lambda: asyncio.sleep(0, result=bool(receiver.requests) or attempt.done()))
@@ -79,7 +79,7 @@ async def test_a_webhook_worker_holding_its_claim_records_the_410_and_disables(
                 now=container.clock(),
                 lease=timedelta(seconds=30),
             )
-        handler = WebhookJobHandler(container.queue, container.webhook_client(), container.clock)
+        handler = WebhookJobHandler(container.queue, container.webhook_client, container.clock)
         with pytest.raises(GiveUp):
             await handler(job)
         async with container.db.read() as conn:

@@ -76,3 +76,15 @@ async def test_provider_clients_share_one_tls_context(tmp_path: Path) -> None:
         await warming.close()
     finally:
         await container.close()
+
+
+async def test_a_worker_builds_the_webhook_client_at_its_first_delivery(tmp_path: Path) -> None:
+    """Its TLS context alone is 0.8 MB of every worker (issue 27): an install that has no
+    webhooks never pays it. The handlers are ready without it; asking builds it once."""
+    container = build(make_settings(f"sqlite:///{tmp_path / 'x.db'}"))
+    try:
+        container.handler_registry()
+        assert container._webhook_client is None
+        assert container.webhook_client() is container.webhook_client()
+    finally:
+        await container.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from secrets import token_hex
@@ -320,8 +320,10 @@ class WebhookJobHandler:
     goes through the queue's fenced write (DLV-2): a worker that stalled past its lease while
     another reclaimed the job gets `ClaimLost` and writes nothing."""
 
-    def __init__(self, queue: JobQueue, client: WebhookClient, now: Clock) -> None:
+    def __init__(self, queue: JobQueue, client: Callable[[], WebhookClient], now: Clock) -> None:
         self._queue = queue
+        # Asked for at the first delivery: a worker of an install without webhooks never
+        # builds the client (its TLS context alone is 0.8 MB).
         self._client = client
         self._now = now
 
@@ -351,7 +353,7 @@ class WebhookJobHandler:
             **sign_headers(delivery.event_id, now, body, secrets),
             "content-type": "application/json",
         }
-        response = await self._client.post(endpoint.url, body, headers)
+        response = await self._client().post(endpoint.url, body, headers)
         if response.outcome is Outcome.BUSY:
             raise Defer("destination host busy", seconds=HOST_BUSY_RETRY_SECONDS)
         status = {
