@@ -8,6 +8,7 @@ import contextlib
 import socket
 import struct
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -42,7 +43,7 @@ def make_batch(count: int = 3, *, prefix: str = "reader", **overrides: Any) -> B
         BatchRecipient(
             address=f"{prefix}{n}@example.com",
             message_id=message_id("cmp1", f"{prefix}{n}@example.com", DOMAIN),
-            variables={"name": f"Reader {n}", "token": f"tok{n:04d}"},
+            variables=(f"Reader {n}", f"tok{n:04d}"),
         )
         for n in range(count)
     ]
@@ -51,6 +52,7 @@ def make_batch(count: int = 3, *, prefix: str = "reader", **overrides: Any) -> B
         "subject": "Hello %recipient.name%",
         "html": "<p>Hi %recipient.name%</p>",
         "text": "Hi %recipient.name%",
+        "variable_names": ("name", "token"),
         "headers": {
             "List-Unsubscribe": (
                 "<https://example.com/u/%recipient.token%>,\r\n <mailto:u@example.com>"
@@ -109,6 +111,26 @@ async def test_a_thousand_recipients_go_in_one_call_each_with_its_message_id_and
     assert stored_batch.headers["List-Unsubscribe-Post"].source == "List-Unsubscribe=One-Click"
 
 
+async def test_every_value_reaches_the_provider_exactly_as_given(
+    dev_provider: DevProviderServer, provider: MailgunProvider
+) -> None:
+    """The recipient variables are JSON written value by value: quotes, backslashes, line and
+    paragraph separators, control characters and non-ASCII text arrive unchanged."""
+    names = ['Zoë "Q" O\\Brien', "Line\u2028Para\u2029", "tab\tbell\u0007", "</script>&amp;"]
+    batch = make_batch(len(names))
+    batch = replace(
+        batch,
+        recipients=[
+            recipient._replace(variables=(name, recipient.variables[1]))
+            for recipient, name in zip(batch.recipients, names, strict=True)
+        ],
+    )
+    await provider.send_batch(batch)
+    stored = {recipient.address: recipient for recipient in dev_provider.store.recipients}
+    for sent, name in zip(batch.recipients, names, strict=True):
+        assert stored[sent.address].subject == f"Hello {name}"
+
+
 async def test_the_provider_is_a_batch_provider_with_mailguns_limit(
     provider: MailgunProvider,
 ) -> None:
@@ -138,8 +160,16 @@ async def test_a_batch_over_the_maximum_is_refused_before_any_call(
         {"headers": {"Message-ID": "<fixed@example.com>"}},
         {"headers": {"X-Note": "one\nX-Injected: two"}},
         {"deliver_at": datetime(2030, 1, 1, 12, 0)},  # noqa: DTZ001 - naive on purpose
+        {"variable_names": ("name", "message_id")},
+        {"variable_names": ("name",)},
     ],
-    ids=["message-id-header", "header-injection", "naive-deliver-at"],
+    ids=[
+        "message-id-header",
+        "header-injection",
+        "naive-deliver-at",
+        "reserved-variable",
+        "values-not-matching-names",
+    ],
 )
 async def test_a_batch_mailgun_would_mangle_is_refused_before_any_call(
     dev_provider: DevProviderServer, provider: MailgunProvider, change: dict[str, Any]

@@ -126,11 +126,12 @@ class PerRecipientProvider(Protocol):
 
 class BatchRecipient(NamedTuple):
     """One recipient of a batch: its own `<...>` Message-ID and the values of its
-    `%recipient.NAME%` placeholders."""
+    `%recipient.NAME%` placeholders, in the order of the batch's `variable_names` (a tuple,
+    not a dict per recipient: a batch holds a thousand)."""
 
     address: str
     message_id: str
-    variables: Mapping[str, str]
+    variables: Sequence[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ class BatchMessage:
     html: str
     text: str
     headers: Mapping[str, str]
+    variable_names: Sequence[str]  # what each recipient's `variables` are the values of
     recipients: Sequence[BatchRecipient]
     idempotency_key: str
     deliver_at: datetime | None = None

@@ -45,6 +45,12 @@ class BatchTemplate:
     fields: tuple[tuple[str, Slot, bool], ...]  # (variable, slot, HTML-escaped?)
     uses_name: bool = False  # a slot shows the reader's name: clean it once per recipient
 
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        """The variables `batch_variables` gives values for, in its order: the unsubscribe
+        token (List-Unsubscribe's) first, then each slot's."""
+        return (UNSUBSCRIBE_VARIABLE, *(name for name, _slot, _escaped in self.fields))
+
 
 def _placeholders(
     text: str,
@@ -90,17 +96,28 @@ def batch_template(rendering: SegmentRendering) -> BatchTemplate:
         html=html_body,
         text=text_body,
         headers=headers,
-        fields=tuple((name, slot, escaped) for name, (slot, escaped) in fields.items()),
+        # The unsubscribe token has its own variable already (the header's).
+        fields=tuple(
+            (name, slot, escaped)
+            for name, (slot, escaped) in fields.items()
+            if name != UNSUBSCRIBE_VARIABLE
+        ),
         uses_name=any(slot.field in NAME_FIELDS for slot, _escaped in fields.values()),
     )
 
 
-def batch_variables(template: BatchTemplate, recipient: RecipientValues) -> dict[str, str]:
-    """One recipient's values for every placeholder of `template`."""
+def batch_variables(template: BatchTemplate, recipient: RecipientValues) -> tuple[str, ...]:
+    """One recipient's values for every placeholder of `template`, in the order of its
+    `variable_names`."""
     check_recipient(recipient)
     clean_name = clean_display_name(recipient.name) if template.uses_name else None
-    values = {UNSUBSCRIBE_VARIABLE: recipient.unsubscribe_token}
-    for name, slot, escaped in template.fields:
-        value = resolve(slot, recipient, clean_name)
-        values[name] = html.escape(value) if escaped else value
-    return values
+    return (
+        recipient.unsubscribe_token,
+        *(
+            html.escape(value) if escaped else value
+            for value, escaped in (
+                (resolve(slot, recipient, clean_name), escaped)
+                for _name, slot, escaped in template.fields
+            )
+        ),
+    )

@@ -107,6 +107,7 @@ class PerBatchSubmit:
             html=template.html,
             text=template.text,
             headers=template.headers,
+            variable_names=template.variable_names,
             recipients=[
                 BatchRecipient(
                     address=recipient.values.address,

@@ -212,6 +212,7 @@ class BatchRequests:
             html=template.html,
             text=template.text,
             headers=template.headers,
+            variable_names=template.variable_names,
             recipients=recipients,
             idempotency_key=key,
         )
