@@ -12,7 +12,7 @@ from collections.abc import Callable
 import structlog
 
 from tidings.queue.store import NOTIFY_CHANNEL
-from tidings.storage.database import Database
+from tidings.storage.database import Database, libpq_url
 
 log = structlog.get_logger("tidings.queue")
 
@@ -23,7 +23,7 @@ async def listen_for_jobs(db: Database, wake: Callable[[], None], stop: asyncio.
         return
     import psycopg  # here, not at the top: a SQLite deployment never loads the driver (9 MB)
 
-    conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    conninfo = libpq_url(db.engine.url)
     while not stop.is_set():
         try:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:

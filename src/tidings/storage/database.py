@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -37,6 +37,12 @@ def async_url(url: str) -> str:
     if backend in {"postgresql", "postgres"}:
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     raise ValueError(f"unsupported database backend: {backend}")
+
+
+def libpq_url(url: str | URL) -> str:
+    """The same PostgreSQL database as a libpq connection string, for psycopg used directly
+    (LISTEN, benchmarks): the URL without SQLAlchemy's driver name."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class Database:

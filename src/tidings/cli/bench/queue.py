@@ -16,7 +16,7 @@ from tidings.config import QueueSettings
 from tidings.queue.service import JobQueue
 from tidings.storage import migrate
 from tidings.storage.bench.scratch import scratch_database
-from tidings.storage.database import Database, create_database
+from tidings.storage.database import Database, create_database, libpq_url
 
 ENQUEUE_CHUNK = 1000  # jobs per transaction in the batch enqueue
 SINGLE_ENQUEUES = 500  # jobs enqueued one per transaction (at most; part of the drained jobs)
@@ -78,12 +78,11 @@ async def _pgqueuer(configured_url: str, jobs: int, workers: int, probes: int) -
     import psycopg
     from pgqueuer import PsycopgDriver
     from pgqueuer.queries import Queries
-    from sqlalchemy.engine import make_url
 
     from tidings.cli.bench import pgqueuer_worker
 
     async with scratch_database(configured_url) as url:
-        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        dsn = libpq_url(url)
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as connection:
             queries = Queries(driver=PsycopgDriver(connection))
             await queries.install()

@@ -43,7 +43,7 @@ from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER
 from tidings.rendering.slots import RecipientValues
 from tidings.storage.bench import floor, seeding
 from tidings.storage.bench.scratch import scratch_database
-from tidings.storage.database import async_url
+from tidings.storage.database import async_url, libpq_url
 
 POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
 DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
@@ -265,7 +265,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
     if make_url(url).get_backend_name() != "postgresql":
         return None
     requests = BatchRequests(0)
-    async with await psycopg.AsyncConnection.connect(floor.conninfo(url), autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
         queue = await floor.batch_ids(conn)
     batches, count = len(queue), 0
     async with httpx.AsyncClient(
@@ -275,7 +275,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
         async def poster() -> None:
             nonlocal count
             async with await psycopg.AsyncConnection.connect(
-                floor.conninfo(url), autocommit=True
+                libpq_url(url), autocommit=True
             ) as conn:
                 while queue:
                     batch_id = queue.pop()

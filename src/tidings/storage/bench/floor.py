@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from tidings.domain.sending import RecipientState
 
@@ -43,11 +42,6 @@ class Reader(NamedTuple):
     name: str | None
     created_at: datetime
     attributes: dict[str, Any] | None
-
-
-def conninfo(url: str) -> str:
-    """libpq's form of a tidings database URL."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def batch_ids(conn: psycopg.AsyncConnection[Any]) -> list[int]:

@@ -12,6 +12,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from tidings.storage.database import libpq_url
+
 
 @asynccontextmanager
 async def scratch_database(configured_url: str) -> AsyncIterator[str]:
@@ -23,7 +25,7 @@ async def scratch_database(configured_url: str) -> AsyncIterator[str]:
             yield f"sqlite:///{Path(directory) / 'bench.db'}"
         return
     name = f"tidings_scratch_{uuid.uuid4().hex[:12]}"
-    server = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    server = libpq_url(url)
     async with await psycopg.AsyncConnection.connect(server, autocommit=True) as conn:
         await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
