@@ -684,9 +684,11 @@ def sns_certificates(settings: Settings, resources: AsyncExitStack) -> SnsCertif
     ses = settings.ses
     if not ses.topic_arns:
         return None
-    verify = provider_tls_context()
-    if ses.ca_file is not None:
-        verify = ssl.create_default_context(cafile=str(ses.ca_file))
+    verify = (
+        provider_tls_context()
+        if ses.ca_file is None
+        else ssl.create_default_context(cafile=str(ses.ca_file))
+    )
     certificates = SnsCertificates(host_pattern=ses.certificate_host_pattern, verify=verify)
     resources.push_async_callback(certificates.close)
     return certificates

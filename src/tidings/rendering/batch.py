@@ -111,13 +111,8 @@ def batch_variables(template: BatchTemplate, recipient: RecipientValues) -> tupl
     `variable_names`."""
     check_recipient(recipient)
     clean_name = clean_display_name(recipient.name) if template.uses_name else None
-    return (
-        recipient.unsubscribe_token,
-        *(
-            html.escape(value) if escaped else value
-            for value, escaped in (
-                (resolve(slot, recipient, clean_name), escaped)
-                for _name, slot, escaped in template.fields
-            )
-        ),
-    )
+    values = [recipient.unsubscribe_token]
+    for _name, slot, escaped in template.fields:
+        value = resolve(slot, recipient, clean_name)
+        values.append(html.escape(value) if escaped else value)
+    return tuple(values)
