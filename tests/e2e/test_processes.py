@@ -188,9 +188,8 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         assert figures["tidings"]["sent"] == 60
         assert figures["bare_client"]["messages"] == 60
         assert figures["ratio_to_bare_client"] > 0
-        cpu = figures["tidings"][
-            "worker_cpu_us_per_recipient"
-        ]  # None if the send outran a poll or a clock tick
+        # None if the send outran a poll or used under one clock tick.
+        cpu = figures["tidings"]["worker_cpu_us_per_recipient"]
         assert cpu is None or cpu > 0
         # The send writes recipient rows, batches and jobs: PostgreSQL grows by them (SQLite
         # may fit 60 recipients' rows in pages it already has).
