@@ -363,6 +363,9 @@ campaigns = Table(
     Column("scheduled_at", UTCDateTime(), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # In the newsletter's public archive and feeds (API-4): off by default for a filtered
+    # audience, so an issue for paid readers is never published without the operator's say.
+    Column("archive_public", Boolean(), nullable=False, server_default="0"),
     CheckConstraint(
         "status IN ('draft', 'scheduled', 'pending', 'submitting', 'paused', 'submitted', "
         "'failed', 'cancelled')",
@@ -665,6 +668,7 @@ Index(None, audit_log.c.action)
 # source and event id: a repeat changes nothing) and the replay guard (a signature token is
 # accepted once). Kept `inbound.retention_days`; unparsed ones hold their raw body for the
 # operator. `email_hash` lets a privacy delete find the rows about one person.
+INBOUND_STATUSES = ("applied", "unmatched", "unparsed", "ignored", "unverified")
 inbound_events = Table(
     "inbound_events",
     metadata,
@@ -682,9 +686,14 @@ inbound_events = Table(
     Column("diagnostic", Text(), nullable=True, comment="stored for the operator, never logged"),
     Column("payload", Text(), nullable=True, comment="the raw body of an unparsed event"),
     Column("received_at", UTCDateTime(), nullable=False),
+    # An unverified report (PRV-6) waits for the operator: applied or discarded, by whom.
+    Column("reviewed", String(16), nullable=True),
+    Column("reviewed_at", UTCDateTime(), nullable=True),
+    Column("reviewed_by", String(100), nullable=True, comment="an audit actor label"),
     UniqueConstraint("source", "event_key"),
     UniqueConstraint("source", "token"),
-    CheckConstraint("status IN ('applied', 'unmatched', 'unparsed', 'ignored')", name="status"),
+    CheckConstraint(f"status IN {INBOUND_STATUSES!r}", name="status"),
+    CheckConstraint("reviewed IS NULL OR reviewed IN ('applied', 'discarded')", name="reviewed"),
 )
 Index(None, inbound_events.c.received_at)
 Index(None, inbound_events.c.email_hash)
