@@ -390,7 +390,10 @@ def configured_email_provider(
     dkim = settings.dkim
     if dkim.selector and dkim.domain and dkim.private_key_file:
         signer = DkimSigner.from_file(
-            selector=dkim.selector, domain=dkim.domain, path=dkim.private_key_file
+            selector=dkim.selector,
+            domain=dkim.domain,
+            path=dkim.private_key_file,
+            expiry=dkim.expiry,
         )
         return DkimSigningProvider(provider, signer)
     return provider

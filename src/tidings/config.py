@@ -115,6 +115,18 @@ class HttpSettings(_Section):
         return tuple(origin.lower().rstrip("/") for origin in _split(self.cors_origins))
 
 
+def duration(value: Any) -> Any:
+    """`24h`, `90m`, `2d`, `30s` or a number of seconds as a timedelta; ISO 8601 text and
+    anything else left to pydantic."""
+    if not isinstance(value, str) or value.strip().upper().startswith("P"):
+        return value
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd]?)", value.strip().lower())
+    if match is None:
+        raise ValueError("expected a duration such as 24h, 90m, 2d or 86400 (seconds)")
+    unit = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    return timedelta(**{unit[match[2]]: float(match[1])})
+
+
 def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -463,14 +475,7 @@ class BulkEmailSettings(_Section):
     @field_validator("resume_max_age", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        # `24h`, `90m`, `2d`, `30s`, seconds, or ISO 8601 (left to pydantic).
-        if not isinstance(value, str) or value.strip().upper().startswith("P"):
-            return value
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd]?)", value.strip().lower())
-        if match is None:
-            raise ValueError("expected a duration such as 24h, 90m, 2d or 86400 (seconds)")
-        unit = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-        return timedelta(**{unit[match[2]]: float(match[1])})
+        return duration(value)
 
     @field_validator("domain_rates", mode="before")
     @classmethod
@@ -877,7 +882,26 @@ class DkimSettings(_Section):
         default=None,
         description=(
             "PEM file holding the RSA private key (`openssl genrsa -out dkim.pem 2048`), "
-            "readable by tidings only."
+            "readable by tidings only: a file group or others may read is refused at boot "
+            "(`chmod 600 FILE`) unless `dkim.require_safe_key` is off."
+        ),
+    )
+    require_safe_key: bool = Field(
+        default=True,
+        description=(
+            "Refuse a `private_key_file` that its group or others may read or write (as "
+            "OpenDKIM's RequireSafeKeys does). Turn off only where the file system cannot "
+            "express it (some secret mounts): anyone who can read the key can sign mail as "
+            "your domain."
+        ),
+    )
+    expiry: timedelta | None = Field(
+        default=None,
+        gt=timedelta(0),
+        description=(
+            "How long a signature stays valid (`x=` in the signature: `7d`, `48h`, seconds). "
+            "Unset: no expiry. A few days covers retries and delayed delivery; a replayed "
+            "copy of an old message then no longer passes DKIM."
         ),
     )
 
@@ -892,6 +916,25 @@ class DkimSettings(_Section):
         if missing and len(missing) < len(given):
             raise ValueError(
                 "DKIM signing needs all of " + ", ".join(given) + "; missing " + ", ".join(missing)
+            )
+        return self
+
+    @field_validator("expiry", mode="before")
+    @classmethod
+    def _expiry(cls, value: Any) -> Any:
+        return duration(value)
+
+    @model_validator(mode="after")
+    def _safe_key(self) -> DkimSettings:
+        path = self.private_key_file
+        if path is None or not self.require_safe_key:
+            return self
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            raise ValueError(
+                f"dkim.private_key_file {path} may be read by group or others "
+                f"(mode {mode & 0o777:o}); run `chmod 600 {path}` "
+                "(or turn dkim.require_safe_key off)"
             )
         return self
 
