@@ -242,3 +242,67 @@ async def test_no_proof_of_work_is_asked_for_by_default(site: Any) -> None:
     client, _ = site
     assert (await client.get("/api/altcha/challenge")).status_code == 404
     assert "<script" not in (await client.get("/subscribe/weekly/embed")).text
+
+
+def _re_encodings(payload: str) -> dict[str, str]:
+    """The same solution written differently: each decodes to the same challenge and number."""
+    fields = json.loads(base64.b64decode(payload))
+    salt = fields["salt"]
+
+    def encoded(value: dict[str, Any], **dump: Any) -> str:
+        return base64.b64encode(json.dumps(value, **dump).encode()).decode()
+
+    compact = encoded(fields, separators=(",", ":"))
+    return {
+        "whitespace": encoded(fields, indent=3),
+        "key order": encoded(dict(reversed(list(fields.items())))),
+        "extra field": encoded(fields | {"took": 812}),
+        "number as text": encoded(fields | {"number": str(fields["number"])}),
+        "salt without its trailing &": encoded(fields | {"salt": salt.rstrip("&")}),
+        "salt with a trailing &": encoded(fields | {"salt": salt + "&"}),
+        "base64 with extra padding": payload + "==",
+        "base64 with line breaks": "\n".join(
+            compact[start : start + 8] for start in range(0, len(compact), 8)
+        ),
+    }
+
+
+async def test_a_re_encoded_solution_is_refused_as_already_used(database_url: str) -> None:
+    """A bot must pay for every signup: re-encoding one solved challenge (JSON whitespace, key
+    order, an extra field, another base64 form) must not make it count again (issue 35 item 6,
+    the reviewer's replay of one solution written eight ways)."""
+    settings = make_settings(
+        database_url, audience={**LIMITS, "altcha": True, "altcha_max_number": 2000}
+    )
+    async with api_client(settings) as (client, container):
+        await create_newsletter(client, await admin_headers(container))
+        payload = _solved((await client.get("/api/altcha/challenge")).json())
+        variants = _re_encodings(payload)
+        assert len(set(variants.values()) | {payload}) == len(variants) + 1
+        solved = json.loads(base64.b64decode(payload))
+        for variant in variants.values():  # each one a genuine copy of the same solution
+            copy = json.loads(base64.b64decode(variant))
+            assert (copy["challenge"], int(copy["number"])) == (
+                solved["challenge"],
+                solved["number"],
+            )
+        first = await client.post(
+            "/api/subscribe",
+            json={"email": "ann@example.org", "newsletter": "weekly", "altcha": payload},
+        )
+        assert first.status_code == 202
+        accepted = []
+        for number, (how, variant) in enumerate(variants.items()):
+            replay = await client.post(
+                "/api/subscribe",
+                json={
+                    "email": f"bot{number}@example.org",
+                    "newsletter": "weekly",
+                    "altcha": variant,
+                },
+            )
+            assert replay.status_code in (202, 422), how
+            if replay.status_code == 202:
+                accepted.append(how)
+        assert accepted == []
+        assert await _sent(container) == ["ann@example.org"]

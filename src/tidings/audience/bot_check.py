@@ -4,8 +4,10 @@ With `audience.altcha` on, a signup (the forms and `POST /api/subscribe`) must c
 solution of a fresh challenge from `GET /api/altcha/challenge`: a browser spends a fraction
 of a second finding it, a bot posting thousands of signups spends that each time. Challenges
 are HMAC-signed with a key derived from the site secret and expire after a few minutes; a
-solution is accepted once, by any process: its hash is spent in the database's rate-limit
-table (a bucket that allows one hit, kept until the challenge has expired). The check does
+challenge is accepted once, by any process: its canonical content (the algorithm and the
+challenge hash the signature covers, not the payload's bytes, which JSON whitespace, key order,
+extra fields or base64 padding could vary) is spent in the database's rate-limit table (a
+bucket that allows one hit, kept until the challenge has expired). The check does
 not depend on the address, so it keeps the no-enumeration rule (AUD-5): a bad or missing
 solution gets the same refusal for everyone.
 """
@@ -74,24 +76,28 @@ class BotCheck:
             ok = False
         if not ok:
             raise InvalidInput(REFUSED, field="altcha")
-        expires = _expiry(payload)
-        if expires is None:
+        spent = _spent_content(payload)
+        if spent is None:
             raise InvalidInput(REFUSED, field="altcha")
-        # One bucket per solution, its window the challenge's expiry: every process counts the
+        canonical, expires = spent
+        # One bucket per challenge, its window the challenge's expiry: every process counts the
         # same row, and the prune keeps it until the challenge is dead anyway.
-        bucket = "altcha:" + hashlib.sha256(payload.encode()).hexdigest()
+        bucket = "altcha:" + hashlib.sha256(canonical.encode()).hexdigest()
         async with self.context.db.write() as conn:
             uses = await ratelimits.hit(conn, bucket, expires)
         if uses > 1:
             raise InvalidInput(REFUSED, field="altcha")
 
 
-def _expiry(payload: str) -> datetime | None:
-    """The expiry our challenge put in the salt (`...?expires=<unix seconds>`), verified
-    already by the signature check."""
+def _spent_content(payload: str) -> tuple[str, datetime] | None:
+    """What a verified payload is spent by, and until when: the challenge hash our signature
+    covers (one per issued challenge, its salt random; any encoding of its solution names the
+    same one), and the expiry our challenge put in the salt (`...?expires=<unix seconds>`)."""
     try:
-        salt = json.loads(base64.b64decode(payload))["salt"]
-        found = parse_qs(str(salt).partition("?")[2]).get("expires")
-        return datetime.fromtimestamp(int(found[0]), tz=UTC) if found else None
-    except (ValueError, TypeError, KeyError):
+        fields = json.loads(base64.b64decode(payload))
+        canonical = f"{fields['algorithm']}:{str(fields['challenge']).lower()}"
+        found = parse_qs(str(fields["salt"]).partition("?")[2]).get("expires")
+        expires = datetime.fromtimestamp(int(found[0]), tz=UTC) if found else None
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
+    return None if expires is None else (canonical, expires)
