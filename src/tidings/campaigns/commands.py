@@ -22,6 +22,8 @@ class DraftFields:
     sender_name: str | None = None
     reply_to: str | None = None
     scheduled_at: datetime | None = None
+    # In the public archive (API-4); None: public only when the audience filter is empty.
+    archive_public: bool | None = None
 
     def values(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -40,6 +42,8 @@ class DraftChanges:
     sender_name: str | Unset | None = UNSET
     reply_to: str | Unset | None = UNSET
     scheduled_at: datetime | Unset | None = UNSET
+    # Editable in any state; left unset, a new audience filter decides it again.
+    archive_public: bool | Unset | None = UNSET
 
     def values(self) -> dict[str, Any]:
         """Only the fields the edit sets."""

@@ -57,9 +57,12 @@ EDITABLE_FIELDS = frozenset(
         "sender_name",
         "reply_to",
         "scheduled_at",
+        "archive_public",
     }
 )
 CLONED_FIELDS = EDITABLE_FIELDS - {"scheduled_at"}
+# Fields that may not be null in an edit: the required ones and the archive flag.
+NOT_NULL_FIELDS = REQUIRED_FIELDS | {"archive_public"}
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,11 @@ def _validated(values: dict[str, Any]) -> dict[str, Any]:
     )
     if values.get("reply_to"):
         check_address("reply_to", values["reply_to"])
+    archive_public = values.get("archive_public")
     return {
         **values,
+        # Paid issues stay paid: with no decision made, only an unfiltered issue is public.
+        "archive_public": not audience.clauses if archive_public is None else archive_public,
         "audience_filter": str(audience),
         "preheader": content.preheader,
         "body_format": content.body_format,
@@ -156,10 +162,18 @@ class CampaignDrafts:
 
     async def update(self, campaign_id: int, edit: DraftChanges) -> CampaignDraft:
         changes = edit.values()
-        for key in REQUIRED_FIELDS & {k for k, v in changes.items() if v is None}:
+        for key in NOT_NULL_FIELDS & {k for k, v in changes.items() if v is None}:
             raise InvalidInput(f"{key} cannot be null", field=key)
+        if changes.keys() == {"archive_public"}:
+            return await self.set_archive_public(campaign_id, changes["archive_public"])
         current = await self.get(campaign_id)
         merged = {key: getattr(current.campaign, key) for key in EDITABLE_FIELDS}
+        if "archive_public" not in changes and "audience_filter" in changes:
+            # A new audience decides again, so narrowing a public issue to paid readers
+            # takes it out of the archive unless the same edit says otherwise.
+            audience = str(parse_filter(changes["audience_filter"]))
+            if audience != current.campaign.audience_filter:
+                merged["archive_public"] = None
         merged.update(changes)
         fields = _validated(merged)
         async with self._ctx.db.write() as conn:
@@ -169,6 +183,20 @@ class CampaignDrafts:
         if row is None:
             raise Conflict("only a draft campaign can be edited")
         return self._draft(row, current.newsletter)
+
+    async def set_archive_public(self, campaign_id: int, public: bool) -> CampaignDraft:
+        """Publish a campaign in its newsletter's archive, or withdraw it: in any state, so an
+        issue already sent can be published or withdrawn (API-4)."""
+        async with self._ctx.db.write() as conn:
+            row = await queries.set_archive_public(
+                conn, campaign_id, public, updated_at=self._ctx.now()
+            )
+            if row is None:
+                raise NotFound(f"no campaign with id {campaign_id}")
+            newsletter = await newsletter_queries.get_by_id(conn, row.newsletter_id)
+        assert newsletter is not None
+        log.info("campaign.archive_changed", campaign_id=campaign_id, archive_public=public)
+        return self._draft(row, newsletter)
 
     async def get(self, campaign_id: int) -> CampaignDraft:
         async with self._ctx.db.read() as conn:
@@ -235,7 +263,7 @@ class CampaignDrafts:
             newsletter_name=newsletter.name,
             archive_url=(
                 issue_url(self._ctx.public_url, newsletter.slug, campaign.id)
-                if newsletter.archive
+                if newsletter.archive and campaign.archive_public
                 else None
             ),
         )

@@ -27,6 +27,10 @@ FromFile = typer.Option(
 )
 
 
+def _archive_option(help_text: str) -> Any:
+    return typer.Option(None, "--archive/--no-archive", help=help_text)
+
+
 def _body(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
@@ -48,6 +52,7 @@ def _show(draft: Any, as_json: bool) -> None:
                     "subject": row.subject,
                     "audience_filter": row.audience_filter,
                     "segments": list(draft.segments),
+                    "archive_public": row.archive_public,
                 }
             )
         )
@@ -57,6 +62,9 @@ def _show(draft: Any, as_json: bool) -> None:
     )
     out_console.print(
         f"audience: {row.audience_filter or 'everyone'}; versions: {', '.join(draft.segments)}"
+    )
+    out_console.print(
+        "archive: " + ("public" if row.archive_public else "not in the archive"), markup=False
     )
 
 
@@ -72,6 +80,10 @@ def create(
     audience: str = typer.Option(
         "", "--audience", help="Filter, e.g. tier:paid, label:beta or attr:city=Paris."
     ),
+    archive: bool | None = _archive_option(
+        "Publish in the newsletter's archive and feeds (--no-archive: keep it out). "
+        "Default: public only when --audience is empty."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Create a draft campaign from a Markdown or HTML file."""
@@ -83,7 +95,13 @@ def create(
         async with container_for(ctx) as container:
             draft = await container.campaigns.create(
                 newsletter,
-                DraftFields(subject=subject, preheader=preheader, audience_filter=audience, **body),
+                DraftFields(
+                    subject=subject,
+                    preheader=preheader,
+                    audience_filter=audience,
+                    archive_public=archive,
+                    **body,
+                ),
             )
         _show(draft, as_json)
 
@@ -102,14 +120,19 @@ def edit(
         None, "--preheader", help="New preview text.", callback=header_text
     ),
     audience: str | None = typer.Option(None, "--audience", help="New audience filter."),
+    archive: bool | None = _archive_option(
+        "Publish in the newsletter's archive and feeds (--no-archive: withdraw); alone, in any "
+        "state. Not given with a new --audience: public only when the audience is empty."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Change a draft (only drafts can be edited)."""
+    """Change a draft (only drafts can be edited), or any campaign's place in the archive."""
     changes: dict[str, Any] = {**_body(from_file)}
     for key, value in (
         ("subject", subject),
         ("preheader", preheader),
         ("audience_filter", audience),
+        ("archive_public", archive),
     ):
         if value is not None:
             changes[key] = value

@@ -27,6 +27,7 @@ class CampaignRow:
     scheduled_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    archive_public: bool
 
 
 def _row(row: Any) -> CampaignRow:
@@ -67,6 +68,20 @@ async def update_draft(
     return None if row is None else _row(row)
 
 
+async def set_archive_public(
+    conn: AsyncConnection, campaign_id: int, public: bool, *, updated_at: datetime
+) -> CampaignRow | None:
+    """Put a campaign in its newsletter's archive or take it out, in any state (API-4)."""
+    result = await conn.execute(
+        update(campaigns)
+        .where(campaigns.c.id == campaign_id)
+        .values(archive_public=public, updated_at=updated_at)
+        .returning(campaigns)
+    )
+    row = result.first()
+    return None if row is None else _row(row)
+
+
 async def delete_draft(conn: AsyncConnection, campaign_id: int) -> bool:
     result = await conn.execute(
         delete(campaigns).where(campaigns.c.id == campaign_id, campaigns.c.status == "draft")
@@ -76,7 +91,7 @@ async def delete_draft(conn: AsyncConnection, campaign_id: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SentIssue:
-    """A campaign that went out, for the public archive (API-4): what was sent, and when."""
+    """A campaign that went out and is public, for the archive (API-4): what, and when."""
 
     campaign: CampaignRow
     sent_at: datetime
@@ -87,7 +102,11 @@ def _sent(newsletter_id: int) -> Select[Any]:
     return (
         select(campaigns, sent_at.label("sent_at"))
         .join(campaign_sends, campaign_sends.c.campaign_id == campaigns.c.id)
-        .where(campaigns.c.newsletter_id == newsletter_id, campaigns.c.status == "submitted")
+        .where(
+            campaigns.c.newsletter_id == newsletter_id,
+            campaigns.c.status == "submitted",
+            campaigns.c.archive_public.is_(True),
+        )
     )
 
 

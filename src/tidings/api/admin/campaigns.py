@@ -17,6 +17,10 @@ from tidings.campaigns.drafts import CampaignDraft
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 MAX_BODY = 1_000_000
+ARCHIVE_PUBLIC = (
+    "In the newsletter's public archive and feeds (API-4). Left out, it is decided by the "
+    "audience filter: public when the filter is empty, not public when any filter is set."
+)
 
 
 class CampaignFields(BaseModel):
@@ -34,6 +38,7 @@ class CampaignFields(BaseModel):
     sender_name: HeaderText | None = Field(default=None, max_length=200)
     reply_to: EmailAddress | None = None
     scheduled_at: AwareDateTime | None = None
+    archive_public: bool | None = Field(default=None, description=ARCHIVE_PUBLIC)
 
 
 class CampaignCreate(CampaignFields):
@@ -49,6 +54,11 @@ class CampaignUpdate(BaseModel):
     sender_name: HeaderText | None = Field(default=None, max_length=200, description="null clears.")
     reply_to: EmailAddress | None = Field(default=None, description="null clears it.")
     scheduled_at: AwareDateTime | None = None
+    archive_public: bool | None = Field(
+        default=None,
+        description=ARCHIVE_PUBLIC
+        + " Editable in any state, alone; a new audience_filter without it decides it again.",
+    )
 
 
 class CampaignSummary(RecordView):
@@ -57,6 +67,7 @@ class CampaignSummary(RecordView):
     status: str
     subject: str
     audience_filter: str
+    archive_public: bool
     scheduled_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -77,6 +88,7 @@ class CampaignPublic(BaseModel):
     reply_to: str | None
     scheduled_at: datetime | None
     segments: list[str] = Field(description="Tiers the audience filter can reach.")
+    archive_public: bool = Field(description="In the newsletter's public archive and feeds.")
     created_at: datetime
     updated_at: datetime
 
@@ -96,6 +108,7 @@ class CampaignPublic(BaseModel):
             reply_to=row.reply_to,
             scheduled_at=row.scheduled_at,
             segments=list(draft.segments),
+            archive_public=row.archive_public,
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
@@ -143,7 +156,7 @@ async def get_campaign(container: ContainerDep, campaign_id: CampaignId) -> Camp
     return CampaignPublic.of(await container.campaigns.get(campaign_id))
 
 
-@router.patch("/{campaign_id}", summary="Edit a draft")
+@router.patch("/{campaign_id}", summary="Edit a draft, or any campaign's archive_public alone")
 async def update_campaign(
     container: ContainerDep, campaign_id: CampaignId, body: CampaignUpdate
 ) -> CampaignPublic:
