@@ -618,6 +618,7 @@ def build(
             bounce_address=inbound.bounce_address,
             unsubscribe_address=settings.email.unsubscribe_address,
             max_bytes=inbound.max_event_bytes,
+            act_on_unverified=inbound.act_on_unverified_reports,
         ),
         bounce_mailbox=_bounce_mailbox(settings),
         provider_events=ProviderEvents(

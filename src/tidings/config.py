@@ -611,6 +611,16 @@ class InboundSettings(_Section):
         "Deliver that domain's mail to `tidings inbound`. Unset: the newsletter's sender address.",
     )
 
+    act_on_unverified_reports: bool = Field(
+        default=False,
+        description="RISK: act on bounces and complaints by mail that no VERP MAC "
+        "authenticates (sent to the bare bounce address, a wrong MAC, a Message-ID alone), by "
+        "the addresses they name. Anyone who can mail the bounce domain can then suppress and "
+        "unsubscribe any reader. Only for a closed relay that alone can reach `tidings "
+        "inbound`. Off: such reports are kept as `unverified` for the operator to apply or "
+        "discard (`tidings inbound list`).",
+    )
+
     soft_bounce_limit: int = Field(
         default=3,
         ge=1,
@@ -641,8 +651,8 @@ class InboundSettings(_Section):
     retention_days: float = Field(
         default=30.0,
         gt=0,
-        description="Received events (applied, unmatched and unparsed) are kept this long; the "
-        "decisions they led to stay on the person's history.",
+        description="Received events (applied, unmatched, unparsed and unverified) are kept "
+        "this long; the decisions they led to stay on the person's history.",
     )
     imap_host: str | None = Field(
         default=None,

@@ -54,18 +54,23 @@ class Stage:
 
 @asynccontextmanager
 async def staged(
-    database_url: str, *, readers: tuple[str, ...] = (), reports: bool = False
+    database_url: str,
+    *,
+    readers: tuple[str, ...] = (),
+    reports: bool = False,
+    inbound: dict[str, object] | None = None,
 ) -> AsyncIterator[Stage]:
     """Four readers (and `readers`) sent one campaign through an SMTP relay (the sink), with
     `tidings inbound`'s receiver listening for what comes back; with `reports`, the sink
-    mails bounces and complaints back to it as a relay and a feedback loop would."""
+    mails bounces and complaints back to it as a relay and a feedback loop would. `inbound`:
+    more inbound.* settings."""
     async with SmtpSink(clock=utcnow) as sink:
         settings = make_settings(
             database_url,
             queue=FAST_QUEUE,
             **real_mail(provider="smtp", unsubscribe_address=UNSUBSCRIBE),
             smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            inbound={"bounce_address": BOUNCES},
+            inbound={"bounce_address": BOUNCES, **(inbound or {})},
         )
         async with api_client(settings) as (client, container):
             headers = await admin_headers(container)
@@ -129,9 +134,14 @@ def dsn(original: ReceivedMessage, failed: str, status: str, diagnostic: str) ->
     )
 
 
-def arf(complainant: str, original: ReceivedMessage) -> bytes:
-    """An RFC 5965 abuse report, sent to the bare bounce address (no VERP tag)."""
-    return dev_reports.arf(original.data, to=BOUNCES, complainant=complainant)
+def arf(complainant: str | None, original: ReceivedMessage, *, verp: bool = True) -> bytes:
+    """An RFC 5965 abuse report, sent to the bare bounce address (no VERP tag) as feedback
+    loops send them, quoting the original with the Return-Path its mailbox added (the VERP
+    address); `verp` False: a report quoting no return path (a Message-ID alone)."""
+    return_path = original.mail_from if verp else None
+    return dev_reports.arf(
+        original.data, to=BOUNCES, complainant=complainant, return_path=return_path
+    )
 
 
 async def outcome_of(stage: Stage, address: str) -> tuple[str | None, str | None, str | None]:
@@ -181,9 +191,8 @@ async def test_a_dsn_to_the_return_path_suppresses_the_reader_it_names(stage: St
     assert (await outcome_of(stage, reader(2)))[0] is None
 
 
-async def test_a_bounce_without_a_tag_is_matched_by_the_failed_address(stage: Stage) -> None:
-    """Some MTAs bounce to the bare address, in their own format (here qmail's): the failed
-    address, read by flufl.bounce, finds the reader."""
+def qmail_bounce(failed: str) -> EmailMessage:
+    """A bounce in qmail's own format, to the bare bounce address, as some MTAs send."""
     bounce = EmailMessage()
     bounce["From"] = "MAILER-DAEMON@qmail.example.net"
     bounce["To"] = BOUNCES
@@ -193,11 +202,22 @@ async def test_a_bounce_without_a_tag_is_matched_by_the_failed_address(stage: St
         "Hi. This is the qmail-send program at qmail.example.net.\n"
         "I'm afraid I wasn't able to deliver your message to the following addresses.\n"
         "This is a permanent error; I've given up. Sorry it didn't work out.\n\n"
-        f"<{reader(2)}>:\nSorry, no mailbox here by that name. (#5.1.1)\n\n"
+        f"<{failed}>:\nSorry, no mailbox here by that name. (#5.1.1)\n\n"
         "--- Below this line is a copy of the message.\n"
     )
-    await deliver(stage, BOUNCES, bounce)
-    assert (await outcome_of(stage, reader(2)))[0] == "hard_bounce"
+    return bounce
+
+
+async def test_a_bounce_without_a_tag_is_matched_by_the_failed_address_on_a_closed_relay(
+    database_url: str,
+) -> None:
+    """An operator whose relay alone can reach `tidings inbound` may act on bounces to the
+    bare address (inbound.act_on_unverified_reports): the failed address, read by
+    flufl.bounce, finds the reader."""
+    trusted = {"act_on_unverified_reports": True}
+    async with staged(database_url, inbound=trusted) as stage:
+        await deliver(stage, BOUNCES, qmail_bounce(reader(2)))
+        assert (await outcome_of(stage, reader(2)))[0] == "hard_bounce"
 
 
 async def test_a_transient_dsn_counts_as_a_soft_bounce(stage: Stage) -> None:

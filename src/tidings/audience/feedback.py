@@ -24,7 +24,7 @@ from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
 from tidings.domain.audience import Address, normalise_email
 from tidings.domain.email_headers import campaign_of_message_id, names_a_campaign
-from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.feedback import (
     AddressRecord,
     BouncePolicy,
@@ -54,7 +54,12 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # a kind the policy does not act on (opened, clicked...)
     DUPLICATE = "duplicate"  # this event id was heard before: nothing to do
     UNPARSED = "unparsed"  # kept for the operator
+    UNVERIFIED = "unverified"  # a report by mail nothing authenticates: kept for the operator
     CONFIRMED = "confirmed"  # an SNS subscription confirmed (no event)
+
+
+# What a received event may be listed by (`duplicate` and `confirmed` are never stored).
+LISTED_STATUSES = ("applied", "unmatched", "ignored", "unparsed", "unverified")
 
 
 class ReplayedEvent(Conflict):
@@ -120,25 +125,61 @@ class Feedback:
         return outcomes
 
     async def record_unparsed(
-        self, *, source: str, event_key: str, body: bytes, token: str | None, reason: str
+        self,
+        *,
+        source: str,
+        event_key: str,
+        body: bytes,
+        token: str | None,
+        reason: str,
+        status: Outcome = Outcome.UNPARSED,
+        kind: EventKind | None = None,
     ) -> Outcome:
-        """Keep an event nobody could read (authentic, but not understood) for the operator."""
+        """Keep an event for the operator, acting on nobody: one nobody could read
+        (`unparsed`), or a report by mail that nothing authenticates (`unverified`, PRV-6:
+        what it claims is shown, and the operator may apply or discard it)."""
         async with self._ctx.db.write() as conn:
             recorded = await queries.record_event(
                 conn,
                 source=source,
                 event_key=event_key[:255],
                 token=token,
-                status=Outcome.UNPARSED.value,
+                kind=kind.value if kind else None,
+                status=status.value,
                 diagnostic=_storable(reason[:500]),
                 payload=_storable(body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace")),
                 received_at=self._ctx.now(),
             )
         if recorded == "replayed":
             raise ReplayedEvent()
-        outcome = Outcome.UNPARSED if recorded == "new" else Outcome.DUPLICATE
-        self.counted(source, "unparsed", outcome)
+        outcome = status if recorded == "new" else Outcome.DUPLICATE
+        self.counted(source, status.value if kind is None else kind.value, outcome)
         return outcome
+
+    async def review(
+        self,
+        event_id: int,
+        *,
+        actor: str,
+        reading: Callable[[str], list[ReportedEvent]] | None,
+    ) -> list[Outcome]:
+        """The operator's decision on an unverified report: applied (`reading` turns its kept
+        body into the events it claims, carried out as any event is, under the operator's
+        authority) or discarded (`reading` None). One transaction: the decision is recorded
+        with what it did, or not at all. Raises `NotFound` when no such report waits."""
+        decision = "discarded" if reading is None else "applied"
+        async with self._ctx.db.write() as conn:
+            row = await queries.mark_reviewed(
+                conn, event_id, decision=decision, actor=actor, now=self._ctx.now()
+            )
+            if row is None:
+                raise NotFound(f"no unverified report {event_id} waits for review")
+            events = [] if reading is None else reading(row.payload or "")
+            outcomes = [await self._receive(conn, event) for event in events]
+        for event, outcome in zip(events, outcomes, strict=True):
+            self.counted(event.source, event.kind.value if event.kind else "other", outcome)
+        log.info("inbound.reviewed", event_id=event_id, decision=decision, events=len(events))
+        return outcomes
 
     async def purge(self) -> int:
         """Drop received events older than the retention period (decisions stay on history)."""
@@ -150,14 +191,25 @@ class Feedback:
             return await queries.history_of(conn, email_hash)
 
     async def events(
-        self, *, status: str | None, after_id: int | None, limit: int
+        self,
+        *,
+        status: str | None,
+        after_id: int | None,
+        limit: int,
+        awaiting_review: bool = False,
     ) -> list[queries.InboundEventRow]:
-        if status is not None and status not in {o.value for o in Outcome} - {"duplicate"}:
+        if status is not None and status not in LISTED_STATUSES:
             raise InvalidInput(
-                "status must be applied, unmatched, ignored or unparsed", field="status"
+                f"status must be one of {', '.join(LISTED_STATUSES)}", field="status"
             )
         async with self._ctx.db.read() as conn:
-            return await queries.list_events(conn, status=status, after_id=after_id, limit=limit)
+            return await queries.list_events(
+                conn,
+                status=status,
+                after_id=after_id,
+                limit=limit,
+                awaiting_review=awaiting_review,
+            )
 
     def counted(self, source: str, kind: str, outcome: Outcome) -> None:
         """Count (metrics) and log one event heard; never the address."""
@@ -282,13 +334,16 @@ class Feedback:
 
     async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
         """The subscriber and campaign recipient the event is about, as far as known."""
-        subscriber = None
-        if event.recipient_id is not None:  # a VERP return path names the row
+        if event.recipient_id is not None:
+            # A VERP return path whose MAC verified names the row, and only the row: the
+            # addresses the report itself names are whatever its sender wrote (PRV-6).
             found = await recipient_outcomes.recipient_by_id(conn, event.recipient_id)
-            if found is not None and found[1] is not None:
-                subscriber = await subscriber_queries.get(conn, found[1])
-                if subscriber is not None:
-                    return _Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
+            if found is None or found[1] is None:
+                return _Target(None, None, None, None)
+            subscriber = await subscriber_queries.get(conn, found[1])
+            if subscriber is None:
+                return _Target(None, None, None, None)
+            return _Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
         if event.address is None:
             return _Target(None, None, None, None)
         try:

@@ -21,8 +21,10 @@ from tidings.cli.context import (
 from tidings.observability.logging import get_logger
 
 log = get_logger("tidings.inbound")
+app = typer.Typer(invoke_without_command=True)
 
 
+@app.callback()
 def inbound(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address."),
@@ -48,7 +50,12 @@ def inbound(
     unsubscribe-TOKEN, as List-Unsubscribe's mailto writes it). Other recipients are refused.
     Mail it cannot read is kept for the operator (GET /api/admin/events?status=unparsed).
     With --imap, the same mail is read from a bounce mailbox instead (inbound.imap_host...).
+
+    Only a report naming a VERP address whose MAC verifies acts on anyone; the rest is kept as
+    unverified: review it with `tidings inbound list`, then `apply` or `discard` it.
     """
+    if ctx.invoked_subcommand is not None:
+        return  # list, apply or discard (cli/inbound_review.py)
     settings = state_of(ctx).settings(long_running=True)
     if settings.inbound.bounce_address is None and settings.email.unsubscribe_address is None:
         fail(

@@ -17,6 +17,7 @@ from tidings.cli import (
     dev_provider,
     dev_smtp,
     inbound,
+    inbound_review,
     jobs,
     keys,
     newsletters,
@@ -82,7 +83,8 @@ app.command()(serve.migrate)
 app.command()(demo.demo)
 app.command("dev-smtp")(dev_smtp.dev_smtp)
 app.command("dev-provider")(dev_provider.dev_provider)
-app.command()(inbound.inbound)
+inbound_review.register(inbound.app)
+app.add_typer(inbound.app, name="inbound")
 app.add_typer(newsletters.app, name="newsletters")
 app.add_typer(subscribers.app, name="subscribers")
 app.add_typer(campaign.app, name="campaign")

@@ -27,6 +27,18 @@ MAX_DIAGNOSTIC = 1000
 _UNSUBSCRIBE = re.compile(f"unsubscribe-({tokens.SIGNED_TOKEN_PATTERN})")
 _STATUS = re.compile(r"\b([245]\.[0-9]{1,3}\.[0-9]{1,3})\b")
 ReportKind = Literal["bounce", "complaint", "unsubscribe", "unknown"]
+# RFC 3463 class-5 details that are no evidence the address is dead: mailbox full (X.2.2),
+# delivery time expired (X.4.7).
+_SOFT_DETAILS = frozenset({"2.2", "4.7"})
+# How MTAs say they gave up after retrying (Exim, Postfix, Sendmail, qmail, Exchange).
+_ABANDONED = re.compile(
+    r"retry time(?:out)? (?:not reached|exceeded)|message (?:has )?expired|"
+    r"delivery temporarily suspended|too long (?:in|on) (?:the )?queue|"
+    r"could not be delivered (?:for|within) \d+ (?:hours|days)|"
+    r"(?:gave|giving) up after|undeliverable for \d+ (?:hours|days)",
+    re.IGNORECASE,
+)
+_EXPLANATION_BYTES = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,9 @@ class MailReport:
     failures: list[Failure] = field(default_factory=list)
     complainant: str | None = None  # complaints: the recipient who complained
     original_message_id: str | None = None
+    # The envelope sender of the message the report is about (a complaint's
+    # Original-Mail-From, or the Return-Path of the message it quotes): a VERP address.
+    original_return_path: str | None = None
     unsubscribe_token: str | None = None
     reason: str = ""  # unknown: why
 
@@ -94,14 +109,44 @@ def read_report(data: bytes, *, report_id: str, to_unsubscribe: bool) -> MailRep
     if not temporary and not permanent:
         return MailReport("unknown", report_id, reason="neither a bounce nor a complaint")
     codes = _dsn_fields(message)
+    abandoned = _ABANDONED.search(_first_text(message)) is not None
     failures = [
-        Failure(address, is_permanent, *codes.get(address.lower(), (None, None)))
+        _failure(address, is_permanent, *codes.get(address.lower(), (None, None)), abandoned)
         for is_permanent, found in ((True, permanent), (False, temporary - permanent))
         for address in sorted(_text(item) for item in found)
     ]
+    failures.sort(key=lambda failure: not failure.permanent)  # the permanent ones first
+    returned = _returned(_part(message, "message/rfc822") or _part(message, "text/rfc822-headers"))
     return MailReport(
-        "bounce", report_id, failures=failures, original_message_id=_original_id(message)
+        "bounce",
+        report_id,
+        failures=failures,
+        original_message_id=_clean_id(returned.get("Message-ID")) if returned else None,
+        original_return_path=_address(returned.get("Return-Path")) if returned else None,
     )
+
+
+def _failure(
+    address: str,
+    detected_permanent: bool,
+    code: str | None,
+    diagnostic: str | None,
+    abandoned: bool,
+) -> Failure:
+    """One failed address, permanent only when the failure says the address is dead.
+
+    RFC 3463 decides where the report gives a status code: class 4 is temporary whatever the
+    DSN's Action says (Postfix reports mail it gave up on after its retries as `failed` with
+    the last temporary status); two class-5 codes are not evidence of a dead address and are
+    soft: X.2.2 (mailbox full, which clears when its owner makes room) and X.4.7 (delivery
+    time expired: given up after retries). Without a code, flufl.bounce's detectors decide,
+    except that a report saying delivery was abandoned after retries is soft."""
+    if code is not None:
+        detail = code.partition(".")[2]
+        permanent = code.startswith("5.") and detail not in _SOFT_DETAILS
+    else:
+        permanent = detected_permanent and not abandoned
+    return Failure(address, permanent, code, diagnostic)
 
 
 def _complaint(
@@ -113,11 +158,15 @@ def _complaint(
     complainant = _address(fields.get("Original-Rcpt-To")) or (
         _address(returned.get("To")) if returned is not None else None
     )
+    return_path = _address(fields.get("Original-Mail-From")) or (
+        _address(returned.get("Return-Path")) if returned is not None else None
+    )
     return MailReport(
         "complaint",
         report_id,
         complainant=complainant,
         original_message_id=_clean_id(returned.get("Message-ID")) if returned else None,
+        original_return_path=return_path,
     )
 
 
@@ -145,9 +194,15 @@ def _returned(part: email.message.Message | None) -> email.message.Message | Non
     return email.message_from_string(text)
 
 
-def _original_id(message: email.message.Message) -> str | None:
-    returned = _returned(_part(message, "message/rfc822") or _part(message, "text/rfc822-headers"))
-    return _clean_id(returned.get("Message-ID")) if returned is not None else None
+def _first_text(message: email.message.Message) -> str:
+    """The human-readable explanation of a bounce (its first text/plain part), capped."""
+    part = _part(message, "text/plain")
+    payload = part.get_payload(decode=True) if part is not None else None
+    return (
+        payload[:_EXPLANATION_BYTES].decode("utf-8", "replace")
+        if isinstance(payload, bytes)
+        else ""
+    )
 
 
 def _dsn_fields(message: email.message.Message) -> dict[str, tuple[str | None, str | None]]:

@@ -46,8 +46,13 @@ def dsn(original: bytes, *, to: str, failed: str, status: str, diagnostic: str) 
     )
 
 
-def arf(original: bytes, *, to: str, complainant: str) -> bytes:
-    """An RFC 5965 abuse report about `original`, as a feedback loop sends one."""
+def arf(original: bytes, *, to: str, complainant: str | None, return_path: str | None) -> bytes:
+    """An RFC 5965 abuse report about `original`, as a feedback loop sends one: the original's
+    headers as the complaining mailbox stored them, so with the `Return-Path` it added from
+    the envelope sender (the VERP address, when `return_path` is given); `complainant` None:
+    the recipient redacted, as many feedback loops do."""
+    stored = f"Return-Path: <{return_path}>\r\n".encode() if return_path else b""
+    recipient = f"Original-Rcpt-To: <{complainant}>\r\n" if complainant else ""
     return (
         (
             f"From: fbl@dev-smtp.invalid\r\nTo: {to}\r\nSubject: complaint about message\r\n"
@@ -56,9 +61,10 @@ def arf(original: bytes, *, to: str, complainant: str) -> bytes:
             "--ARF\r\nContent-Type: text/plain\r\n\r\nThis is an abuse report.\r\n"
             "--ARF\r\nContent-Type: message/feedback-report\r\n\r\n"
             "Feedback-Type: abuse\r\nUser-Agent: dev-smtp/1.0\r\nVersion: 1\r\n"
-            f"Original-Rcpt-To: <{complainant}>\r\n\r\n"
+            f"{recipient}\r\n"
             "--ARF\r\nContent-Type: text/rfc822-headers\r\n\r\n"
         ).encode()
+        + stored
         + _head(original)
         + b"\r\n\r\n--ARF--\r\n"
     )
@@ -81,7 +87,9 @@ def reports_for(message: ReceivedMessage) -> list[bytes]:
                     diagnostic="452 4.2.2 Mailbox full (dev)")
             )  # fmt: skip
         elif local.startswith("complain-"):
-            reports.append(arf(message.data, to=to, complainant=recipient))
+            reports.append(
+                arf(message.data, to=to, complainant=recipient, return_path=message.mail_from)
+            )
     return reports
 
 

@@ -33,6 +33,9 @@ class InboundEventRow:
     diagnostic: str | None
     payload: str | None
     received_at: datetime
+    reviewed: str | None
+    reviewed_at: datetime | None
+    reviewed_by: str | None
 
 
 async def record_event(conn: AsyncConnection, **values: Any) -> Recorded:
@@ -65,16 +68,44 @@ async def hashes_with_records(conn: AsyncConnection, email_hashes: Iterable[str]
 
 
 async def list_events(
-    conn: AsyncConnection, *, status: str | None, after_id: int | None, limit: int
+    conn: AsyncConnection,
+    *,
+    status: str | None,
+    after_id: int | None,
+    limit: int,
+    awaiting_review: bool = False,
 ) -> list[InboundEventRow]:
-    """Received events, newest first (the operator's view of what came in)."""
+    """Received events, newest first (the operator's view of what came in); with
+    `awaiting_review`, only the unverified ones nobody has applied or discarded."""
     columns = [inbound_events.c[name] for name in InboundEventRow.__dataclass_fields__]
     query = select(*columns).order_by(inbound_events.c.id.desc()).limit(limit)
+    if awaiting_review:
+        query = query.where(
+            inbound_events.c.status == "unverified", inbound_events.c.reviewed.is_(None)
+        )
     if status is not None:
         query = query.where(inbound_events.c.status == status)
     if after_id is not None:
         query = query.where(inbound_events.c.id < after_id)
     return [InboundEventRow(**dict(row._mapping)) for row in await conn.execute(query)]
+
+
+async def mark_reviewed(
+    conn: AsyncConnection, event_id: int, *, decision: str, actor: str, now: datetime
+) -> InboundEventRow | None:
+    """Record the operator's decision on an unverified event not yet reviewed, and return it;
+    None when there is no such event waiting (unknown, not unverified, or already reviewed).
+    The condition is in the UPDATE, so two operators cannot both apply one report."""
+    result = await conn.execute(
+        update(inbound_events)
+        .where(inbound_events.c.id == event_id)
+        .where(inbound_events.c.status == "unverified")
+        .where(inbound_events.c.reviewed.is_(None))
+        .values(reviewed=decision, reviewed_at=now, reviewed_by=actor[:100])
+        .returning(*[inbound_events.c[name] for name in InboundEventRow.__dataclass_fields__])
+    )
+    row = result.first()
+    return None if row is None else InboundEventRow(**dict(row._mapping))
 
 
 async def purge_events(conn: AsyncConnection, *, before: datetime) -> int:

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import ContainerDep
+from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import AwareDateTime, RecordView
 from tidings.audience.provider_events import GENERIC_KINDS, MAX_GENERIC_EVENTS, GenericEvent
@@ -49,6 +49,15 @@ class InboundEventPublic(RecordView):
     diagnostic: str | None
     payload: str | None
     received_at: datetime
+    reviewed: str | None = Field(description="unverified reports: applied or discarded")
+    reviewed_at: datetime | None
+    reviewed_by: str | None
+
+
+class ReviewOutcome(BaseModel):
+    outcomes: list[str] = Field(
+        description="What applying did, per event the report claims (empty when discarded)"
+    )
 
 
 @router.post("", summary="Report delivery events in the generic form")
@@ -62,8 +71,28 @@ async def report(container: ContainerDep, body: EventBatch) -> EventOutcomes:
 async def list_events(
     container: ContainerDep,
     status: Annotated[str | None, Query(max_length=16)] = None,
+    awaiting_review: Annotated[
+        bool, Query(description="Only unverified reports nobody has applied or discarded")
+    ] = False,
     limit: Limit = 100,
     cursor: Cursor = None,
 ) -> Page[InboundEventPublic]:
-    rows = await container.feedback.events(status=status, after_id=int_cursor(cursor), limit=limit)
+    rows = await container.feedback.events(
+        status=status, after_id=int_cursor(cursor), limit=limit, awaiting_review=awaiting_review
+    )
     return page_of(rows, limit, InboundEventPublic.of, key=lambda row: row.id)
+
+
+@router.post("/{event_id}/apply", summary="Act on an unverified report (PRV-6)")
+async def apply_report(container: ContainerDep, actor: KeyActor, event_id: int) -> ReviewOutcome:
+    """Carry out what an unverified bounce or complaint by mail claims, by the addresses it
+    names: only when you know it is genuine (nothing authenticated it). Audited."""
+    outcomes = await container.inbound_mail.review(event_id, apply=True, actor=actor.label)
+    return ReviewOutcome(outcomes=[outcome.value for outcome in outcomes])
+
+
+@router.post("/{event_id}/discard", summary="Discard an unverified report (PRV-6)")
+async def discard_report(container: ContainerDep, actor: KeyActor, event_id: int) -> ReviewOutcome:
+    """Mark an unverified report as reviewed and not acted on. Audited."""
+    await container.inbound_mail.review(event_id, apply=False, actor=actor.label)
+    return ReviewOutcome(outcomes=[])
