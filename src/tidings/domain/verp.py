@@ -3,8 +3,10 @@ recipient row, so a bounce the relay or a remote MTA sends back says whom it is 
 when it quotes no address tidings can read.
 
 `bounces@mail.example.org` becomes `bounces+<recipient id>-<mac>@mail.example.org`; the MAC
-(16 hex characters of an HMAC keyed with the site secret) stops a forged bounce from naming
-any row it likes. Hex and digits only: MTAs may change the case of a local part.
+(16 hex characters of an HMAC keyed with the site secret) is what authenticates a report by
+mail (PRV-6): only the holder of the site secret can name a row, so a report acts on the row
+its verified address names and nothing else. Hex and digits only: MTAs may change the case
+of a local part.
 """
 
 from __future__ import annotations
