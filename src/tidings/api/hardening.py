@@ -25,7 +25,15 @@ PUBLIC_PAGE_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
-PUBLIC_PAGE_PREFIXES = ("/subscribe", "/confirm/", "/unsubscribe/", "/preferences/")
+# The public archive and its feeds (API-4) show authors' content: the same policy keeps any
+# markup that got through from running, loading from elsewhere or being framed.
+PUBLIC_PAGE_PREFIXES = (
+    "/subscribe",
+    "/confirm/",
+    "/unsubscribe/",
+    "/preferences/",
+    "/archive",
+)
 
 
 def _under(path: str, prefix: str) -> bool:

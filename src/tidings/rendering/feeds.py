@@ -2,7 +2,9 @@
 
 The feed carries each issue's full HTML as the archive page shows it (free segment, no
 personal values), so a feed reader needs nothing else. Entry ids are the issue pages' URLs,
-which never change once an issue is out, so readers never see an issue twice.
+which never change once an issue is out, so readers never see an issue twice. Characters
+XML 1.0 cannot carry (most C0 controls, lone surrogates) are left out of every text, so a
+stray one typed into a description or a body never stops the feed being written.
 """
 
 from __future__ import annotations
@@ -12,9 +14,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from feedgen.feed import FeedGenerator
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+# Everything outside XML 1.0's Char production; lxml refuses to write any of it.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` without the characters an XML document cannot hold."""
+    return _NOT_XML.sub("", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +57,11 @@ def _generator(feed: Feed, self_url: str) -> FeedGenerator:
 
     generator = FeedGenerator()
     generator.id(feed.page_url)
-    generator.title(feed.title)
+    title = xml_text(feed.title)
+    generator.title(title)
     # RSS requires a description; Atom's subtitle must not be empty either.
-    generator.description(feed.description or f"The archive of {feed.title}.")
-    generator.author({"name": feed.author})
+    generator.description(xml_text(feed.description).strip() or f"The archive of {title}.")
+    generator.author({"name": xml_text(feed.author)})
     generator.link(href=feed.page_url, rel="alternate")
     generator.link(href=self_url, rel="self")
     generator.language(feed.language)
@@ -59,13 +71,13 @@ def _generator(feed: Feed, self_url: str) -> FeedGenerator:
         entry = generator.add_entry(order="append")
         entry.id(item.url)
         entry.guid(item.url, permalink=True)
-        entry.title(item.title)
+        entry.title(xml_text(item.title))
         entry.link(href=item.url, rel="alternate")
         entry.published(item.published)
         entry.updated(item.published)
         if item.summary:
-            entry.summary(item.summary)
-        entry.content(item.html, type="html")
+            entry.summary(xml_text(item.summary))
+        entry.content(xml_text(item.html), type="html")
     return generator
 
 

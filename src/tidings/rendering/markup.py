@@ -2,9 +2,12 @@
 
 Markdown runs the CommonMark preset with tables and raw HTML off, so Markdown authors cannot
 inject markup. HTML content keeps a newsletter's tag set (text, lists, tables, images, links)
-and loses scripts, styles, event handlers and non-web URL schemes. HTML authors can also mark
-an element for some segments with `data-only="paid"` or `data-except="paid"`; those elements
-are kept or dropped here per segment, and the attributes never reach the reader.
+and loses scripts, styles, event handlers, non-web URL schemes and every URL that is not
+absolute: a relative (`x`) or scheme-less (`//evil.example/x`) link means nothing in a mail
+client and would resolve against whichever page shows it, the archive's own site included.
+Merge-tag links (`{{ unsubscribe_url }}`) are absolute before they get here. HTML authors
+can also mark an element for some segments with `data-only="paid"` or `data-except="paid"`;
+those elements are kept or dropped here per segment, and the attributes never reach the reader.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ def sanitise_html(source: str) -> str:
         attributes={tag: set(names) for tag, names in _ATTRIBUTES.items()},
         allowed_classes={tag: set(names) for tag, names in _CLASSES.items()},
         url_schemes=set(_URL_SCHEMES),
+        url_relative="deny",
         link_rel=None,
     )
 

@@ -262,12 +262,13 @@ def _block(
         slots.check_url_context(f'href="{href}"')
         return ButtonBlock(href=href, label=slots.expand_merge_tags(node.label))
     source = slots.expand_merge_tags(node.source)
-    if body_format == "markdown":
-        fragment = sanitise_html(markdown_to_html(source))
-    else:
-        fragment = sanitise_html(source)
-        if select:
-            fragment = select_html_for_segment(fragment, segment)
+    unsanitised = markdown_to_html(source) if body_format == "markdown" else source
+    # Before as well as after: the sanitiser drops a URL made of a merge tag alone (it is
+    # relative), and the author should hear why rather than find the link gone.
+    slots.check_url_context(unsanitised)
+    fragment = sanitise_html(unsanitised)
+    if body_format == "html" and select:
+        fragment = select_html_for_segment(fragment, segment)
     slots.check_url_context(fragment)
     return Prose(html=Markup(fragment), text=html_to_text(fragment))  # noqa: S704 - sanitised
 
