@@ -694,9 +694,13 @@ class SesSettings(_Section):
         "messages from a topic of their own). Empty: the route answers 404.",
     )
     certificate_host_pattern: str = Field(
-        default=r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+        default=r"sns\.[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\.amazonaws\.com(\.cn)?",
         description="Regular expression a host must match in full for tidings to fetch an SNS "
-        "signing certificate from it, or to confirm a subscription there (https only).",
+        "signing certificate from it (https, a path ending `.pem`), or to confirm a "
+        "subscription there (https only). The default is SNS's own hosts, "
+        "`sns.<region>.amazonaws.com` (GovCloud's `sns.us-gov-west-1.amazonaws.com` "
+        "included) and China's `sns.cn-north-1.amazonaws.com.cn`; no other host under "
+        "amazonaws.com (an S3 bucket named `sns` is `sns.s3-<region>.amazonaws.com`).",
     )
     ca_file: Path | None = Field(
         default=None,
@@ -1273,8 +1277,8 @@ def masked(settings: Settings) -> dict[str, dict[str, Any]]:
                 ]
             elif value is not None and not isinstance(value, bool | int | float | str):
                 value = str(value)
-            if key == "url" and isinstance(value, str):
-                value = mask_url_password(value)
+            if isinstance(value, str) and "://" in value:
+                value = mask_url_password(value)  # database.url, mailgun.api_base_url, ...
             values[key] = value
         shown[section_name] = values
     return shown
@@ -1289,13 +1293,33 @@ def format_duration(value: timedelta) -> str:
     return f"{seconds:g}s"
 
 
+_SECRET_PARAMETER = re.compile(r"pass|pwd|secret|token|key|auth|credential|sig", re.IGNORECASE)
+
+
 def mask_url_password(url: str) -> str:
-    """`postgresql://u:pw@h/db` -> `postgresql://u:********@h/db`."""
+    """The URL with its secrets replaced by `********`: the password in its userinfo
+    (`postgresql://u:********@h/db`), the whole userinfo of a web URL, where a lone name is a
+    key (`https://********@host`), and query parameters that carry one
+    (`?password=********`, `sslpassword`, `token`, `api_key`...)."""
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
+    if not sep:
         return url
-    credentials, _, host = rest.rpartition("@")
-    if ":" not in credentials:
-        return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:********@{host}"
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    if "@" in authority:
+        credentials, _, host = authority.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        if colon:
+            credentials = f"{user}:********"
+        elif scheme.lower() in {"http", "https"}:
+            credentials = "********"
+        authority = f"{credentials}@{host}"
+    path, question, query = tail.partition("?")
+    if question:
+        query, hash_sign, fragment = query.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            name, equals, _ = pair.partition("=")
+            pairs.append(f"{name}=********" if equals and _SECRET_PARAMETER.search(name) else pair)
+        tail = f"{path}?{'&'.join(pairs)}{hash_sign}{fragment}"
+    return f"{scheme}://{authority}{tail}"

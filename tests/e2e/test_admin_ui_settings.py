@@ -51,6 +51,20 @@ async def test_the_owner_sees_settings_masked_with_their_origin_and_the_checklis
         assert "/admin/settings" not in (await editor.get("/admin")).text
 
 
+async def test_a_password_inside_a_url_setting_is_masked_on_the_page(database_url: str) -> None:
+    """A key in a URL's userinfo or query string is a secret like any other: not on a page."""
+    settings = make_settings(
+        database_url,
+        mailgun={"api_base_url": "https://api:key-hunter3@api.mailgun.test/?token=tok-hunter4"},
+    )
+    async with ui_app(settings) as (browser, container):
+        client = browser()
+        await signed_in(client, container)
+        text = (await client.get("/admin/settings")).text
+    assert "hunter" not in text
+    assert "https://api:********@api.mailgun.test/?token=********" in text
+
+
 async def test_a_ready_site_passes_the_identity_items(database_url: str) -> None:
     """The checklist must not nag a site that has done the work: with its identity set, only
     the provider items remain."""

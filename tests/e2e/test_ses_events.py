@@ -21,6 +21,8 @@ from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.sns import TOPIC, FakeSns, fake_sns
 from tidings.bootstrap import Container
+from tidings.delivery.mailgun_events import SignatureRejected
+from tidings.delivery.sns import SnsCertificates
 from tidings.storage.tables import subscribers, suppressions
 
 Site = tuple[httpx.AsyncClient, Container, FakeSns]
@@ -161,3 +163,96 @@ async def test_the_route_is_closed_until_topics_are_configured(database_url: str
     async with api_client(make_settings(database_url)) as (client, _container):
         answer = await post(client, {"Type": "Notification"})
     assert answer.status_code == 404
+
+
+async def test_deeply_nested_json_to_the_event_routes_is_a_4xx_not_a_500(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Anyone can post to the event routes: `[[[[…` must be bad input, not a crash (500)."""
+    nested = b"[" * 100_000
+    async with fake_sns(tmp_path) as sns:
+        settings = make_settings(
+            database_url,
+            mailgun={"webhook_signing_key": "whsec-test-signing-key"},
+            ses={
+                "topic_arns": [TOPIC],
+                "certificate_host_pattern": "localhost",
+                "ca_file": str(sns.certificate),
+            },
+        )
+        async with api_client(settings) as (client, container):
+            headers = {**await admin_headers(container), "content-type": "application/json"}
+            before = await snapshot(container)
+            for path in ("/api/events/mailgun", "/api/events/ses", "/api/admin/events"):
+                answer = await client.post(path, content=nested, headers=headers)
+                assert 400 <= answer.status_code < 500, (path, answer.status_code)
+                assert answer.headers["content-type"] == "application/problem+json"
+            assert await snapshot(container) == before
+            # Signed by SNS, but SES's part of it nested past reading: kept for the operator.
+            message = sns.notification({}, message_id="m-nested")
+            signed = sns.sign({**message, "Message": nested.decode()})
+            assert (await post(client, signed)).json() == {"outcome": "unparsed"}
+
+
+async def test_a_certificate_url_must_be_a_pem_file_on_an_sns_host(site: Site) -> None:
+    """Only SNS's own certificate proves a message came from SNS; a URL that is no URL at
+    all is the sender's mistake (4xx), never a 500."""
+    client, container, sns = site
+    before = await snapshot(container)
+    genuine = sns.sign(sns.notification(bounce("Permanent"), message_id="m-1"))
+    port = sns.port
+    for url in (
+        f"https://localhost:{port}/confirm",  # the right host, but not a certificate
+        f"https://localhost:{port}/cert.pem?x=1",
+        f"https://user:pw@localhost:{port}/cert.pem",
+        f"https://localhost.evil.example:{port}/cert.pem",
+    ):
+        answer = await post(client, {**genuine, "SigningCertURL": url})
+        assert answer.status_code == 401, (url, answer.text)
+        assert answer.json()["code"] == "signature_rejected"
+    for url in (
+        "https://[::1/cert.pem",
+        f"https://localhost:{port}9999/cert.pem",
+        "https://localhost:abc/cert.pem",
+    ):
+        answer = await post(client, {**genuine, "SigningCertURL": url})
+        assert answer.status_code == 422, (url, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["errors"][0]["field"] == "SigningCertURL"
+    assert sns.requests["/confirm"] == 0
+    assert await snapshot(container) == before
+
+
+def test_the_default_sns_host_pattern_is_sns_itself_and_nothing_else_on_amazonaws() -> None:
+    """An S3 bucket named `sns` is served under amazonaws.com: it must not pass for SNS."""
+    certificates = SnsCertificates(
+        host_pattern=make_settings("sqlite://").ses.certificate_host_pattern
+    )
+    for host in (
+        "sns.us-east-1.amazonaws.com",
+        "sns.us-gov-west-1.amazonaws.com",
+        "sns.cn-north-1.amazonaws.com.cn",
+    ):
+        url = f"https://{host}/SimpleNotificationService-abc.pem"
+        assert certificates.check_url(url, field="SigningCertURL", certificate=True) == url
+    for host in (
+        "sns.s3-us-west-2.amazonaws.com",
+        "sns.s3-website-us-east-1.amazonaws.com",
+        "sns.s3.amazonaws.com",
+        "sns.us-east-1.amazonaws.com.evil.example",
+    ):
+        with pytest.raises(SignatureRejected):
+            certificates.check_url(f"https://{host}/cert.pem", field="SigningCertURL")
+
+
+async def test_a_failed_certificate_fetch_is_not_repeated_for_every_message(site: Site) -> None:
+    """A flood of messages naming a certificate that cannot be had must not fetch it each time."""
+    client, _container, sns = site
+    missing = f"https://localhost:{sns.port}/missing.pem"
+    for number in range(5):
+        signed = sns.sign(sns.notification(bounce("Permanent"), message_id=f"m-{number}"))
+        answer = await post(client, {**signed, "SigningCertURL": missing})
+        assert answer.status_code == 401, answer.text
+    assert sns.requests["/missing.pem"] == 1
+    genuine = sns.sign(sns.notification(bounce("Permanent"), message_id="m-ok"))
+    assert (await post(client, genuine)).json() == {"outcome": "applied"}

@@ -69,3 +69,19 @@ def test_a_quoted_number_in_the_file_stops_the_cli_with_exit_2_naming_the_key(
     assert "bulk_email.batch_creation_concurrency" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_config_show_masks_secrets_inside_urls() -> None:
+    """A password in a URL's query string or userinfo is as secret as a password setting."""
+    env = {
+        "TIDINGS_DATABASE_URL": "postgresql://tidings@db.internal/news?password=db-hunter2&sslmode=require",
+        "TIDINGS_MAILGUN_API_BASE_URL": "https://api:key-hunter3@api.mailgun.test",
+    }
+    for output in ("--json", None):
+        result = _tidings("config", "show", *([output] if output else []), **env)
+        assert result.returncode == 0, result.stderr
+        assert "hunter" not in result.stdout
+        assert "postgresql://tidings@db.internal/news?password=********&sslmode=require" in (
+            result.stdout
+        )
+        assert "https://api:********@api.mailgun.test" in result.stdout

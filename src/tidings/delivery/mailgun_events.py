@@ -35,6 +35,15 @@ class SignatureRejected(TidingsError):
     title = "The event's signature was not accepted"
 
 
+def json_loads(text: bytes | str) -> Any:
+    """`json.loads`, with JSON nested deeper than Python's parser can follow (`[[[[...`, which
+    raises RecursionError) refused as ValueError, like any other malformed JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+
+
 class MalformedEvent(ValueError):
     """A signed event whose content cannot be read: kept as unparsed for the operator."""
 
@@ -98,8 +107,8 @@ def verify(body: bytes, *, signing_key: str, now: datetime, max_age_seconds: int
     """The signed body, or `SignatureRejected` (forged, stale, missing) / `InvalidInput` (not
     a JSON object at all, so there is no signature to check)."""
     try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        document = json_loads(body)
+    except ValueError:
         raise InvalidInput("the body is not JSON", field="body") from None
     if not isinstance(document, dict):
         raise InvalidInput("the body is not a JSON object", field="body")

@@ -4,18 +4,21 @@ values out; it knows no tables.
 
 SNS signs a canonical string of the message's fields with the key of a certificate it
 publishes at `SigningCertURL` (SHA1withRSA for SignatureVersion 1, SHA256withRSA for 2). The
-certificate is fetched only over https from a host matching the SNS pattern
-(`sns.<region>.amazonaws.com`), and cached. A valid signature proves SNS sent the message,
-not that *your* topic did: the caller also checks `TopicArn` against its own list.
+certificate is fetched only over https from a host matching the SNS pattern in full
+(`sns.<region>.amazonaws.com`, or `.amazonaws.com.cn`) with a path ending `.pem`, and cached;
+a fetch that fails is remembered for a minute, so a flood of messages naming a bad
+certificate costs one fetch, not one each. A URL that does not even parse is bad input (4xx),
+never an error of ours. A valid signature proves SNS sent the message, not that *your* topic
+did: the caller also checks `TopicArn` against its own list.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import ssl
+import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tidings.delivery import rsa_signature
-from tidings.delivery.mailgun_events import MalformedEvent, SignatureRejected
+from tidings.delivery.mailgun_events import MalformedEvent, SignatureRejected, json_loads
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import EventKind, ReportedEvent
 
@@ -40,6 +43,8 @@ CONFIRMATION_FIELDS = (
 TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
 MAX_CERTIFICATE_BYTES = 16_384
 CACHED_CERTIFICATES = 16
+FAILED_FETCH_SECONDS = 60.0
+REMEMBERED_FAILURES = 256
 MAX_DIAGNOSTIC = 1000
 
 
@@ -54,8 +59,8 @@ def string_to_sign(message: dict[str, Any]) -> bytes:
 def read_message(body: bytes) -> dict[str, Any]:
     """The SNS message (a JSON object, sent as text/plain), or InvalidInput."""
     try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        message = json_loads(body)
+    except ValueError:
         raise InvalidInput("the body is not JSON", field="body") from None
     if not isinstance(message, dict):
         raise InvalidInput("the body is not a JSON object", field="body")
@@ -80,20 +85,52 @@ class SnsCertificates:
             timeout=timeout_seconds, verify=verify, follow_redirects=False
         )
         self._keys: OrderedDict[str, RSAPublicKey] = OrderedDict()
+        # url -> (monotonic time until which it is not fetched again, why it failed)
+        self._failures: OrderedDict[str, tuple[float, str]] = OrderedDict()
 
-    def check_url(self, url: object, *, field: str) -> str:
-        """`url` if it is https on an SNS host; else SignatureRejected."""
+    def check_url(self, url: object, *, field: str, certificate: bool = False) -> str:
+        """`url` if it is https on an SNS host (with a `.pem` path for a `certificate`);
+        SignatureRejected if it is anywhere else, InvalidInput if it is no URL at all."""
         if not isinstance(url, str):
             raise SignatureRejected(f"{field} is missing")
-        parts = urlsplit(url)
-        if parts.scheme != "https" or not self._host.fullmatch(parts.hostname or ""):
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+            httpx.URL(url)
+        except (ValueError, httpx.InvalidURL):
+            raise InvalidInput(f"{field} is not a valid URL", field=field) from None
+        if (
+            parts.scheme != "https"
+            or parts.username is not None
+            or not self._host.fullmatch(parts.hostname or "")
+        ):
             raise SignatureRejected(f"{field} is not an https URL on an SNS host")
+        if certificate and (not parts.path.endswith(".pem") or parts.query or parts.fragment):
+            raise SignatureRejected(f"{field} is not the URL of a .pem certificate")
         return url
 
     async def key_for(self, url: str) -> RSAPublicKey:
         if url in self._keys:
             self._keys.move_to_end(url)
             return self._keys[url]
+        failed = self._failures.get(url)
+        if failed is not None and failed[0] > time.monotonic():
+            raise SignatureRejected(failed[1] + " (a moment ago; not fetched again yet)")
+        try:
+            key = await self._fetched_key(url)
+        except SignatureRejected as exc:
+            self._failures[url] = (time.monotonic() + FAILED_FETCH_SECONDS, exc.detail)
+            self._failures.move_to_end(url)
+            if len(self._failures) > REMEMBERED_FAILURES:
+                self._failures.popitem(last=False)
+            raise
+        self._failures.pop(url, None)
+        self._keys[url] = key
+        if len(self._keys) > CACHED_CERTIFICATES:
+            self._keys.popitem(last=False)
+        return key
+
+    async def _fetched_key(self, url: str) -> RSAPublicKey:
         try:
             response = await self._client.get(url)
         except httpx.HTTPError as exc:
@@ -103,20 +140,18 @@ class SnsCertificates:
         if response.status_code != 200 or len(response.content) > MAX_CERTIFICATE_BYTES:
             raise SignatureRejected("the signing certificate could not be fetched")
         try:
-            key = rsa_signature.rsa_public_key(response.content)
+            return rsa_signature.rsa_public_key(response.content)
         except rsa_signature.BadCertificate as exc:
             raise SignatureRejected(f"the signing certificate is unusable: {exc}") from None
-        self._keys[url] = key
-        if len(self._keys) > CACHED_CERTIFICATES:
-            self._keys.popitem(last=False)
-        return key
 
     async def verify(self, message: dict[str, Any], *, now: datetime, max_age_seconds: int) -> None:
         """SignatureRejected unless `message` is signed by SNS and recent."""
         hash_name = HASHES.get(str(message.get("SignatureVersion")))
         if hash_name is None:
             raise SignatureRejected("SignatureVersion must be 1 or 2")
-        url = self.check_url(message.get("SigningCertURL"), field="SigningCertURL")
+        url = self.check_url(
+            message.get("SigningCertURL"), field="SigningCertURL", certificate=True
+        )
         try:
             signature = base64.b64decode(str(message.get("Signature", "")), validate=True)
         except (binascii.Error, ValueError):
@@ -148,7 +183,7 @@ def ses_events(message: dict[str, Any]) -> list[ReportedEvent]:
     """SES's Bounce, Complaint and Delivery notification (or event publishing record) in the
     message, one event per recipient; [] for a type tidings does not act on."""
     try:
-        notification = json.loads(str(message.get("Message", "")))
+        notification = json_loads(str(message.get("Message", "")))
     except ValueError:
         raise MalformedEvent("Message is not JSON") from None
     if not isinstance(notification, dict):
