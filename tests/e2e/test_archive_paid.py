@@ -6,6 +6,7 @@ appeared in full at /archive/{slug} and in its RSS/Atom feed."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from email import message_from_bytes
 from pathlib import Path
@@ -18,8 +19,10 @@ from sqlalchemy import select
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings
+from tests.support.admin_ui import DRAFT, composed_campaign, signed_in, ui_app
 from tests.support.cli import clean_env, tidings
 from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
+from tidings.audience.newsletters import NewsletterChanges
 from tidings.bootstrap import Container
 from tidings.storage.tables import captured_messages
 
@@ -217,3 +220,42 @@ def test_cli_shows_and_sets_the_archive_flag(database_url: str, tmp_path: Path) 
     edited = tidings("campaign", "edit", str(shown["id"]), "--archive", env=env)
     assert edited.returncode == 0, edited.stderr
     assert "archive: public" in edited.stdout
+
+
+async def test_editor_and_sent_page_show_and_set_the_archive_flag(database_url: str) -> None:
+    """Operators in the browser must see whether an issue will be published, have a new
+    filter decide it while they leave the box alone, and publish a sent issue later."""
+    settings = make_settings(database_url, queue=FAST_QUEUE, site=SITE)
+    async with ui_app(settings) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        url, campaign_id = await composed_campaign(client, container, csrf, 2)
+        await container.newsletters.update("weekly", NewsletterChanges(archive=True))
+        editor = (await client.get(url)).text
+        assert re.search(r'name="archive_public" type="checkbox" value="on" checked', editor)
+        assert 'name="archive_public_shown" value="1"' in editor
+
+        async def autosave(audience: str, *, ticked: bool, shown: str) -> bool:
+            form = {**DRAFT, "audience_filter": audience, "csrf_token": csrf}
+            form |= {"archive_public_shown": shown} | ({"archive_public": "on"} if ticked else {})
+            answer = await client.post(url, data=form, headers={"Accept": "application/json"})
+            assert answer.status_code == 200, answer.text
+            return bool(answer.json()["archive_public"])
+
+        # The box left as shown (ticked) while the filter becomes tier:paid: not public.
+        assert await autosave("tier:paid", ticked=True, shown="1") is False
+        assert await autosave("tier:paid", ticked=False, shown="0") is False
+        assert await autosave("tier:paid", ticked=True, shown="0") is True  # the operator's
+        assert await autosave("tier:paid", ticked=True, shown="1") is True
+        assert 'name="archive_public_shown" value="1"' in (await client.get(url)).text
+        unticked = await autosave("", ticked=False, shown="1")
+        assert unticked is False  # an explicit "no" with an empty filter is kept too
+        await client.post(url + "/send", data={"csrf_token": csrf})
+        async with workers(container):
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+        sent_page = (await client.get(url)).text
+        assert "Not in the archive." in sent_page
+        published = await client.post(url + "/archive", data={"public": "true", "csrf_token": csrf})
+        assert published.status_code == 303
+        assert "Withdraw from the archive" in (await client.get(url)).text
+        assert (await client.get(f"/archive/weekly/{campaign_id}")).status_code == 200

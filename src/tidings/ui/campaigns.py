@@ -46,6 +46,8 @@ class DraftForm:
         audience_filter: Annotated[str, Form(max_length=500)] = "",
         sender_name: Annotated[str, Form(max_length=200)] = "",
         reply_to: Annotated[str, Form(max_length=320)] = "",
+        archive_public: Annotated[str, Form(max_length=8)] = "",
+        archive_public_shown: Annotated[str, Form(max_length=8)] = "",
     ) -> None:
         self.subject = subject
         self.body = body
@@ -54,6 +56,12 @@ class DraftForm:
         self.audience_filter = audience_filter.strip()
         self.sender_name = sender_name.strip() or None
         self.reply_to = reply_to.strip() or None
+        # The box is a decision only when the operator changed what the page showed; left
+        # alone, a new audience filter decides again (and the autosave keeps deciding).
+        if archive_public_shown in ("0", "1") and bool(archive_public) != (
+            archive_public_shown == "1"
+        ):
+            self.archive_public = bool(archive_public)
 
 
 def draft_values(draft: CampaignDraft) -> dict[str, str]:
@@ -67,6 +75,7 @@ def draft_values(draft: CampaignDraft) -> dict[str, str]:
         "audience_filter": campaign.audience_filter,
         "sender_name": campaign.sender_name or "",
         "reply_to": campaign.reply_to or "",
+        "archive_public": "True" if campaign.archive_public else "",
     }
 
 
@@ -195,7 +204,26 @@ async def save_draft(
         return await _editor(request, session, campaign_id, error=refused, typed=typed_values(form))
     if _wants_json(request):
         saved_at = draft.campaign.updated_at.isoformat()
-        return JSONResponse({"saved": True, "saved_at": saved_at, "segments": list(draft.segments)})
+        return JSONResponse(
+            {
+                "saved": True,
+                "saved_at": saved_at,
+                "segments": list(draft.segments),
+                "archive_public": draft.campaign.archive_public,
+            }
+        )
+    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
+
+
+@router.post("/{campaign_id}/archive")
+async def archive(
+    request: Request,
+    session: Session,
+    campaign_id: CampaignId,
+    public: Annotated[bool, Form()],
+) -> Response:
+    """Publish a campaign in its newsletter's archive or withdraw it, in any state."""
+    await container_of(request).campaigns.set_archive_public(campaign_id, public)
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 

@@ -104,6 +104,13 @@ function autosave(form) {
     }
     dirty = false;
     markField(form, null, null);
+    if ("archive_public" in answer) {
+      // A new audience filter may have decided the archive flag: show what was stored.
+      const box = form.querySelector('[name="archive_public"]');
+      const shown = form.querySelector('[name="archive_public_shown"]');
+      if (box) box.checked = answer.archive_public;
+      if (shown) shown.value = answer.archive_public ? "1" : "0";
+    }
     if (status) status.textContent = "Saved; preview updated.";
     document.querySelectorAll("iframe[data-preview]").forEach((frame) => {
       const url = new URL(frame.src, window.location.href);
