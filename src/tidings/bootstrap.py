@@ -367,6 +367,7 @@ class Container:
                 self.captured_mail.prune,
                 self.admins.prune,
                 self.feedback.purge,
+                self.audit.purge,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),
@@ -562,7 +563,9 @@ def build(
         secret=site_secret,
         policy=send_policy(settings),
     )
-    audit = AuditLog(db, clock)
+    audit = AuditLog(
+        db, clock, retention=timedelta(days=settings.admin_ui.audit_retention_days)
+    )
     metrics = Metrics()
     inbound = settings.inbound
     control = SendControl(sending)
@@ -664,8 +667,7 @@ def admin_accounts(
         per_ip=ui.sign_in_limit_per_ip,
         window_seconds=ui.sign_in_window_seconds,
         per_account=ui.sign_in_limit_per_account,
-        account_window_seconds=ui.sign_in_account_window_seconds,
-        slowdown_seconds=ui.sign_in_slowdown_seconds,
+        max_delay_seconds=ui.sign_in_max_delay_seconds,
     )
     return AdminAccounts(
         db,

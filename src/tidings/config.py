@@ -813,40 +813,40 @@ class AdminUiSettings(_Section):
         default=10,
         ge=1,
         description=(
-            "Failed sign-ins on one account from one client per window; past it that client "
-            "is refused until the window ends. A client is a browser that signed in to the "
-            "account before (a cookie), else an address. Successful sign-ins never count."
+            "Failed sign-ins on an account from one browser that signed in to it before (a "
+            "signed cookie) before that browser is slowed. Strangers' failures never count "
+            "against it, so the owner's browsers get in however the account is attacked. "
+            "Successful sign-ins never count."
         ),
     )
     sign_in_limit_per_ip: int = Field(
         default=30,
         ge=1,
         description=(
-            "Failed sign-ins from one client address, over every account, per window. "
-            "Browsers that signed in to the account before are exempt, so a shared proxy "
-            "address cannot lock everyone out."
+            "Failed sign-ins from one client address, over every account, before new "
+            "browsers from it are slowed. Browsers that signed in to the account before are "
+            "exempt, so a shared proxy address cannot lock everyone out."
         ),
     )
     sign_in_window_seconds: int = Field(
-        default=900, ge=1, description="Length of the per-client and per-address window."
+        default=900,
+        ge=1,
+        description="Failed sign-ins are forgotten this long after the last one of their scope.",
     )
     sign_in_limit_per_account: int = Field(
-        default=50,
+        default=10,
         ge=1,
         description=(
-            "Failed sign-ins on one account from every client together per account window. "
-            "Past it, clients that never signed in to the account are refused; those that "
-            "did are slowed down (`sign_in_slowdown_seconds`), never refused."
+            "Failed sign-ins on one account from new browsers together before they are "
+            "slowed: past it each attempt waits 1 second, doubling with each further failure "
+            "up to `sign_in_max_delay_seconds`. Never a longer lock-out."
         ),
     )
-    sign_in_account_window_seconds: int = Field(
-        default=3600, ge=1, description="Length of the per-account sign-in window."
-    )
-    sign_in_slowdown_seconds: float = Field(
-        default=3.0,
-        ge=0,
-        le=60,
-        description="How long a known browser waits to sign in to an account under attack.",
+    sign_in_max_delay_seconds: int = Field(
+        default=60,
+        ge=1,
+        le=900,
+        description="The longest a slowed sign-in waits before its next attempt.",
     )
     password_check_concurrency: int = Field(
         default=2,
@@ -862,6 +862,14 @@ class AdminUiSettings(_Section):
         description=(
             "Every operator must sign in with a TOTP code; one without two-factor set up is "
             "sent to set it up right after the password."
+        ),
+    )
+    audit_retention_days: int = Field(
+        default=365,
+        ge=1,
+        le=36500,
+        description=(
+            "Audit log entries older than this are deleted by the worker's maintenance pass."
         ),
     )
     api_docs: Literal["public", "signed_in", "off"] = Field(

@@ -20,7 +20,9 @@ _CODES = re.compile(r"\b([a-z2-9]{5}-[a-z2-9]{5})\b")
 async def _enrol(client, clock: Clock) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     """Set up two-factor for the signed-in `client`: its secret and its recovery codes."""
     csrf = csrf_from(await client.get("/admin/account"))
-    started = await client.post("/admin/account/two-factor", data={"csrf_token": csrf})
+    started = await client.post(
+        "/admin/account/two-factor", data={"csrf_token": csrf, "current_password": PASSWORD}
+    )
     assert started.status_code == 200
     assert "<svg" in started.text  # the QR code, inline
     secret = _KEY.search(started.text).group(1)  # type: ignore[union-attr]
@@ -90,9 +92,10 @@ async def test_two_factor_sign_in_takes_a_code_once_and_recovery_codes_once(
         expired = await _code_step(late, late_code)
         assert expired.status_code == 401
         assert 'name="password"' in expired.text
-        actions = [entry.action for entry in await container.audit.list()]
-        assert "admin.two_factor.enabled" in actions
-        assert actions.count("admin.sign_in.failed") >= 3
+        entries = await container.audit.list()
+        assert "admin.two_factor.enabled" in [entry.action for entry in entries]
+        failed = [entry for entry in entries if entry.action == "admin.sign_in.failed"]
+        assert sum(entry.occurrences for entry in failed) >= 3
 
 
 async def test_the_owner_can_require_two_factor_of_everyone(database_url: str) -> None:
@@ -135,3 +138,51 @@ def test_reset_two_factor_from_the_command_line(tmp_path: object) -> None:
     reset = tidings("admins", "reset-two-factor", "op@example.org", env=clean_env() | env)
     assert reset.returncode == 0, reset.output
     assert "Turned off two-factor" in reset.output
+
+
+async def test_setting_up_two_factor_asks_for_the_current_password(database_url: str) -> None:
+    """A stolen session alone must not put the account under an authenticator app the thief
+    holds (issue 35 item 5, the reviewer's enrolment from a hijacked session)."""
+    clock = Clock(datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC))
+    async with ui_app(make_settings(database_url), clock=clock) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        for form in ({}, {"current_password": "not-the-password-at-all"}):
+            refused = await client.post(
+                "/admin/account/two-factor", data={"csrf_token": csrf, **form}
+            )
+            assert refused.status_code == 422
+            assert "<svg" not in refused.text
+        admin = await container.admins.find("operator@example.org")
+        assert admin.totp_secret is None
+        secret, _ = await _enrol(client, clock)
+        assert secret
+        account = await client.get("/admin/account")
+        assert 'name="current_password"' in account.text.split("two-factor/off", 1)[1]
+
+
+async def test_the_code_step_belongs_to_the_browser_that_passed_the_password(
+    database_url: str,
+) -> None:
+    """The pending step, carried to another browser, is worth nothing there: whoever lifts the
+    cookie between the password and the code cannot finish the sign-in elsewhere (issue 35
+    item 5, the reviewer's replay of the pending cookie from a second browser)."""
+    clock = Clock(datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC))
+    async with ui_app(make_settings(database_url), clock=clock) as (browser, container):
+        first = browser()
+        await signed_in(first, container)
+        secret, _ = await _enrol(first, clock)
+        clock.advance(timedelta(seconds=60))
+        laptop = browser()
+        assert (await sign_in(laptop)).status_code == 200
+        pending = laptop.cookies.get("tidings_admin_2fa")
+        assert pending
+        elsewhere = browser(client_ip="203.0.113.9")
+        elsewhere.cookies.set("tidings_admin_2fa", pending, path="/admin")
+        code = pyotp.TOTP(secret).at(clock())
+        moved = await _code_step(elsewhere, code)
+        assert moved.status_code == 401
+        assert 'name="password"' in moved.text  # back to the first step
+        assert (await elsewhere.get("/admin/account")).status_code == 303
+        assert (await _code_step(laptop, code)).status_code == 303
+        assert (await laptop.get("/admin/account")).status_code == 200

@@ -4,7 +4,6 @@ absolute timeouts."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.access.audit import AuditLog
 from tidings.access.passwords import PasswordHashing, check_password
 from tidings.access.sign_in_limits import SignInClient, SignInLimiter
-from tidings.access.two_factor import TwoFactor
+from tidings.access.two_factor import Enrolment, TwoFactor
 from tidings.domain.audience import normalise_email
 from tidings.domain.audit import Actor
 from tidings.domain.errors import Conflict, NotFound, RateLimited, Unauthenticated
@@ -131,21 +130,23 @@ class AdminAccounts:
         return admin
 
     async def sign_in(
-        self, email: str, password: str, *, client: SignInClient
+        self, email: str, password: str, *, client: SignInClient, browser: str
     ) -> StartedSession | SecondFactorNeeded:
         """A new session for the right email and password, or, for an account with two-factor
-        sign-in, the token that `complete_sign_in` takes with the code. Failed attempts count
+        sign-in, the token that `complete_sign_in` takes with the code from the same `browser`
+        (its pre-session token: the step is bound to the browser that passed the password,
+        not to whoever holds the token). Failed attempts count
         against the limits of `sign_in_limits` (RateLimited past them); a wrong pair raises
         Unauthenticated without saying which half was wrong."""
         email_key = _email_key(email)
         actor = Actor.anonymous(client.ip)
         try:
-            admission = await self._limiter.admit(email_key, client)
+            await self._limiter.admit(email_key, client)
         except RateLimited:
-            await self._audit.record(actor, "admin.sign_in.locked", await self._target(email_key))
+            await self._audit.record_repeated(
+                actor, "admin.sign_in.throttled", await self._target(email_key)
+            )
             raise
-        if admission.delay_seconds:
-            await asyncio.sleep(admission.delay_seconds)
         async with self._db.read() as conn:
             admin = await queries.get_admin_by_email(conn, email_key)
         if admin is None:
@@ -155,7 +156,7 @@ class AdminAccounts:
             verified = await self._passwords.verify(admin.password_hash, password)
         if admin is None or not verified or admin.disabled_at is not None:
             await self._limiter.record_failure(email_key, client)
-            await self._audit.record(
+            await self._audit.record_repeated(
                 actor,
                 "admin.sign_in.failed",
                 f"admin:{admin.id}" if admin else self._limiter.account_hint(email_key),
@@ -168,7 +169,7 @@ class AdminAccounts:
             async with self._db.write() as conn:
                 await queries.rehash_password(conn, admin.id, rehashed)
         if admin.totp_enabled_at is not None:
-            return SecondFactorNeeded(self.two_factor.pending_token(admin.id))
+            return SecondFactorNeeded(self.two_factor.pending_token(admin.id, browser=browser))
         started = await self._start_session(admin)
         await self._audit.record(
             Actor.operator(admin.id, client.ip), "admin.sign_in", f"admin:{admin.id}"
@@ -176,11 +177,11 @@ class AdminAccounts:
         return started
 
     async def complete_sign_in(
-        self, pending_token: str | None, code: str, *, client: SignInClient
+        self, pending_token: str | None, code: str, *, client: SignInClient, browser: str
     ) -> StartedSession:
-        """The second step: a code from the authenticator app, or a recovery code. A wrong
-        code counts as a failed sign-in."""
-        admin_id = self.two_factor.pending_admin(pending_token)
+        """The second step: a code from the authenticator app, or a recovery code, from the
+        browser that passed the password. A wrong code counts as a failed sign-in."""
+        admin_id = self.two_factor.pending_admin(pending_token, browser=browser)
         admin = None
         if admin_id is not None:
             async with self._db.read() as conn:
@@ -190,7 +191,7 @@ class AdminAccounts:
         await self._limiter.admit(admin.email, client)
         if not await self.two_factor.verify(admin, code):
             await self._limiter.record_failure(admin.email, client)
-            await self._audit.record(
+            await self._audit.record_repeated(
                 Actor.anonymous(client.ip),
                 "admin.sign_in.failed",
                 f"admin:{admin.id}",
@@ -279,8 +280,7 @@ class AdminAccounts:
         """The operator's own change: the current password first; every other session of
         theirs ends (whoever might have learnt the old one is signed out)."""
         admin = await self.get(session.admin_id)
-        if not await self._passwords.verify(admin.password_hash, current):
-            raise Unauthenticated("the current password is not right")
+        await self._check_current(admin, current)
         check_password(new, related=self._related_words(admin.email))
         password_hash = await self._passwords.hash(new)
         async with self._db.write() as conn:
@@ -294,11 +294,22 @@ class AdminAccounts:
         """The operator's own (with their password), or the command line's for one who lost
         their phone and their recovery codes (no password)."""
         admin = await self.get(admin_id)
-        if password is not None and not await self._passwords.verify(admin.password_hash, password):
-            raise Unauthenticated("the current password is not right")
+        if password is not None:
+            await self._check_current(admin, password)
         if password is not None and self.require_two_factor:
             raise Conflict("two-factor sign-in is required on this site")
         await self.two_factor.turn_off(admin, actor=actor)
+
+    async def start_two_factor(self, admin_id: int, password: str) -> Enrolment:
+        """The operator's own enrolment, with their current password: a stolen session alone
+        cannot put the account under an authenticator app the thief holds."""
+        admin = await self.get(admin_id)
+        await self._check_current(admin, password)
+        return await self.two_factor.start(admin)
+
+    async def _check_current(self, admin: AdminRow, password: str) -> None:
+        if not await self._passwords.verify(admin.password_hash, password):
+            raise Unauthenticated("the current password is not right")
 
     async def set_password(self, admin_id: int, new: str, *, actor: Actor) -> None:
         """Another's password (the command line's reset): all of their sessions end."""
@@ -346,14 +357,17 @@ class AdminAccounts:
         return cleared
 
     async def prune(self) -> int:
-        """Delete expired sessions (the worker's maintenance pass)."""
+        """Delete expired sessions and forgotten sign-in failures (the worker's maintenance
+        pass); returns the sessions deleted."""
         now = self._now()
         async with self._db.write() as conn:
-            return await queries.delete_sessions_before(
+            ended = await queries.delete_sessions_before(
                 conn,
                 seen_before=now - self._policy.idle_timeout,
                 created_before=now - self._policy.absolute_timeout,
             )
+        await self._limiter.prune()
+        return ended
 
     async def _changeable(
         self, conn: AsyncConnection, admin_id: int, *, demoting: bool

@@ -5,10 +5,11 @@ delete and import; they are read by the audit page and `tidings audit list`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.domain.audit import Actor
+from tidings.domain.ratelimit import window_start
 from tidings.observability.logging import get_logger
 from tidings.storage import audit as queries
 from tidings.storage.audit import AuditRow
@@ -18,10 +19,25 @@ log = get_logger(__name__)
 MAX_TARGET_LENGTH = 200
 
 
+# Repeated anonymous actions (failed sign-ins before authentication) are folded: one entry
+# per target and window with a count, and past this many targets in a window, one entry for
+# the rest. A flood of guesses against made-up accounts adds a bounded number of rows.
+REPEAT_WINDOW = timedelta(hours=1)
+MOST_REPEATED_TARGETS = 100
+OTHER_TARGETS = "others"
+
+
 class AuditLog:
-    def __init__(self, db: Database, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        now: Callable[[], datetime],
+        *,
+        retention: timedelta = timedelta(days=365),
+    ) -> None:
         self._db = db
         self._now = now
+        self._retention = retention
 
     async def record(
         self,
@@ -33,15 +49,37 @@ class AuditLog:
         """Append one entry. `target` is an id (`admin:3`, `campaign:7`), never an email."""
         async with self._db.write() as conn:
             await queries.insert_entry(
-                conn,
-                now=self._now(),
-                actor=actor.label,
-                action=action,
-                target=target[:MAX_TARGET_LENGTH] if target else None,
-                client_ip=actor.client_ip,
-                detail=detail,
+                conn, now=self._now(), **_entry_fields(actor, action, target, detail)
             )
         log.info("audit.recorded", action=action, actor=actor.label, target=target)
+
+    async def record_repeated(
+        self,
+        actor: Actor,
+        action: str,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Count an action anyone may repeat at will (a failed sign-in) in the entry of the
+        same action and target in the current window, or begin that entry."""
+        now = self._now()
+        async with self._db.write() as conn:
+            await queries.fold_entry(
+                conn,
+                now=now,
+                since=window_start(now, int(REPEAT_WINDOW.total_seconds())),
+                most_targets=MOST_REPEATED_TARGETS,
+                overflow_target=OTHER_TARGETS,
+                **_entry_fields(actor, action, target, detail),
+            )
+
+    async def purge(self) -> int:
+        """Delete entries older than the retention (`admin_ui.audit_retention_days`)."""
+        async with self._db.write() as conn:
+            purged = await queries.delete_before(conn, before=self._now() - self._retention)
+        if purged:
+            log.info("audit.purged", entries=purged)
+        return purged
 
     async def list(
         self,
@@ -56,3 +94,15 @@ class AuditLog:
             return await queries.list_entries(
                 conn, action=action, actor=actor, since=since, before_id=before_id, limit=limit
             )
+
+
+def _entry_fields(
+    actor: Actor, action: str, target: str | None, detail: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "actor": actor.label,
+        "action": action,
+        "target": target[:MAX_TARGET_LENGTH] if target else None,
+        "client_ip": actor.client_ip,
+        "detail": detail,
+    }

@@ -1,43 +1,50 @@
-"""How many failed sign-ins an operator account takes before it slows down, such that no
-stranger can lock its owner out (UI-2).
+"""How failed sign-ins slow an operator account down, such that no stranger can lock its owner
+out (UI-2).
 
-Only failures count, never successes. Three counters, each a fixed window in `rate_limits`:
+Only failures count, never successes, and a count is forgotten `window_seconds` after its last
+failure. Three scopes, each a row in `sign_in_failures`:
 
-- per (account, client): a client is the browser's known-client cookie when it has signed in
-  to this account before, else its address. Past the limit that one client is refused.
-- per client address, over every account: stops spraying many accounts from one address.
-  Clients known to the account are exempt, so colleagues behind one proxy are not locked out.
-- per account, from every client together, over a longer window: past it, clients that never
-  signed in to the account are refused, and known ones are slowed down, never refused.
+- per account, from every new device together (a browser without the account's known-device
+  cookie): past `per_account` failures, each further attempt waits a delay doubling from one
+  second up to `max_delay_seconds`. Slowed, never locked out for longer than that.
+- per client address, over every account: the same, past `per_ip`, against spraying many
+  accounts from one address.
+- per known device of the account (the signed cookie set by a full sign-in): its own failures
+  only, past `per_client`. Strangers' failures never touch it, so the owner's browsers get in
+  however hard the account is attacked, and they do not count toward the account's scope.
+
+While a scope is slowed, one attempt at a time takes the turn its delay allows (a compare-and-
+set on the row): a burst of parallel guesses gets one check, not one each.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tidings.domain.errors import RateLimited
-from tidings.domain.ratelimit import retry_after_seconds, window_start
-from tidings.storage import ratelimits
+from tidings.storage import sign_in_failures
 from tidings.storage.database import Database
+from tidings.storage.sign_in_failures import RecentFailures
 
 ACCOUNT_PREFIX = "admin-login:"
 ADDRESS_PREFIX = "admin-login-ip:"
 _DEVICE_PURPOSE = "admin-known-client:"
+TOO_MANY = "too many failed sign-in attempts; try again in a moment"
 
 
 @dataclass(frozen=True, slots=True)
 class SignInLimits:
-    per_client: int
-    per_ip: int
-    window_seconds: int
-    per_account: int
-    account_window_seconds: int
-    slowdown_seconds: float
+    per_client: int  # failures from one known device before it is slowed
+    per_ip: int  # failures from one address, over every account, before it is slowed
+    per_account: int  # failures on one account from new devices before they are slowed
+    window_seconds: int  # a scope's failures are forgotten this long after its last one
+    max_delay_seconds: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +55,12 @@ class SignInClient:
     known_client_token: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """An attempt may go ahead; `delay_seconds` first when the account is under attack."""
-
-    delay_seconds: float
-    known_client: bool
+def delay_after(failures: int, free: int, cap: float) -> float:
+    """Seconds the next attempt waits after `failures` recent failures when `free` of them cost
+    nothing: none before, then 1 s, doubling with each further failure, at most `cap`."""
+    if failures < free:
+        return 0.0
+    return float(min(cap, 2.0 ** min(failures - free, 30)))
 
 
 class SignInLimiter:
@@ -82,59 +89,54 @@ class SignInLimiter:
         expected = self._keyed(_DEVICE_PURPOSE + email_key + ":" + nonce)[:32]
         return nonce if hmac.compare_digest(signature.encode(), expected.encode()) else None
 
-    async def admit(self, email_key: str, client: SignInClient) -> Admission:
-        """Whether an attempt on `email_key` from `client` may be checked at all; raises
-        RateLimited (with its Retry-After) when not."""
+    async def admit(self, email_key: str, client: SignInClient) -> None:
+        """Whether an attempt on `email_key` from `client` may be checked now; raises
+        RateLimited (with the seconds left of the delay as its Retry-After) when not."""
         now = self._now()
-        limits = self._limits
-        nonce = self._known_nonce(email_key, client.known_client_token)
-        window = window_start(now, limits.window_seconds)
-        account_window = window_start(now, limits.account_window_seconds)
-        async with self._db.read() as conn:
-            from_client = await ratelimits.hits(
-                conn, self._client_bucket(email_key, nonce, client.ip), window
-            )
-            from_address = (
-                await ratelimits.hits(conn, self._address_bucket(client.ip), window)
-                if client.ip and nonce is None
-                else 0
-            )
-            on_account = await ratelimits.hits(
-                conn, self._account_bucket(email_key), account_window
-            )
-        retry_soon = retry_after_seconds(now, limits.window_seconds)
-        if from_client >= limits.per_client or from_address >= limits.per_ip:
-            raise RateLimited(
-                "too many failed sign-in attempts; try again later", retry_after_seconds=retry_soon
-            )
-        if on_account >= limits.per_account:
-            if nonce is None:
-                raise RateLimited(
-                    "too many failed sign-in attempts on this account; try again later",
-                    retry_after_seconds=retry_after_seconds(now, limits.account_window_seconds),
-                )
-            return Admission(delay_seconds=limits.slowdown_seconds, known_client=True)
-        return Admission(delay_seconds=0.0, known_client=nonce is not None)
+        scopes = self._scopes(email_key, client)
+        since = now - timedelta(seconds=self._limits.window_seconds)
+        async with self._db.write() as conn:
+            seen = await sign_in_failures.recent(conn, scopes, since=since)
+            for bucket, free in scopes.items():
+                found = seen.get(bucket)
+                if found is None or found.failures < free:
+                    continue
+                wait = self._wait(found, free, now)
+                if wait > 0 or not await sign_in_failures.take_turn(conn, bucket, found, now=now):
+                    raise RateLimited(TOO_MANY, retry_after_seconds=max(1, math.ceil(wait)))
 
     async def record_failure(self, email_key: str, client: SignInClient) -> None:
         now = self._now()
-        limits = self._limits
-        nonce = self._known_nonce(email_key, client.known_client_token)
-        window = window_start(now, limits.window_seconds)
+        forget_before = now - timedelta(seconds=self._limits.window_seconds)
         async with self._db.write() as conn:
-            await ratelimits.hit(conn, self._client_bucket(email_key, nonce, client.ip), window)
-            await ratelimits.hit(
-                conn,
-                self._account_bucket(email_key),
-                window_start(now, limits.account_window_seconds),
-            )
-            if client.ip:
-                await ratelimits.hit(conn, self._address_bucket(client.ip), window)
+            for bucket in self._scopes(email_key, client):
+                await sign_in_failures.record(conn, bucket, now=now, forget_before=forget_before)
 
     async def unlock(self, email_key: str) -> int:
         """Forget the account's failed attempts, from every client; returns counters cleared."""
         async with self._db.write() as conn:
-            return await ratelimits.clear(conn, self._account_bucket(email_key))
+            return await sign_in_failures.clear(conn, self._account_bucket(email_key))
+
+    async def prune(self) -> int:
+        """Forget the scopes whose last failure is older than the window."""
+        before = self._now() - timedelta(seconds=self._limits.window_seconds)
+        async with self._db.write() as conn:
+            return await sign_in_failures.prune(conn, before=before)
+
+    def _wait(self, found: RecentFailures, free: int, now: datetime) -> float:
+        delay = delay_after(found.failures, free, self._limits.max_delay_seconds)
+        return (found.last_failed_at + timedelta(seconds=delay) - now).total_seconds()
+
+    def _scopes(self, email_key: str, client: SignInClient) -> dict[str, int]:
+        """The buckets an attempt counts in, each with the failures it allows before slowing."""
+        limits = self._limits
+        nonce = self._known_nonce(email_key, client.known_client_token)
+        if nonce is not None:
+            return {self._device_bucket(email_key, nonce): limits.per_client}
+        scopes = {self._account_bucket(email_key): limits.per_account}
+        if client.ip:
+            scopes[self._address_bucket(client.ip)] = limits.per_ip
+        return scopes
 
     def account_hint(self, email_key: str) -> str:
         """An audit target for an attempt on an address with no account: a keyed hash, so
@@ -149,9 +151,8 @@ class SignInLimiter:
     def _account_bucket(self, email_key: str) -> str:
         return ACCOUNT_PREFIX + self._keyed(ACCOUNT_PREFIX + email_key)[:32]
 
-    def _client_bucket(self, email_key: str, nonce: str | None, ip: str | None) -> str:
-        client = f"known:{nonce}" if nonce is not None else f"ip:{ip or '-'}"
-        return self._account_bucket(email_key) + ":" + self._keyed(client)[:32]
+    def _device_bucket(self, email_key: str, nonce: str) -> str:
+        return self._account_bucket(email_key) + ":" + self._keyed(f"known:{nonce}")[:32]
 
     def _address_bucket(self, ip: str | None) -> str:
         return ADDRESS_PREFIX + self._keyed(ADDRESS_PREFIX + (ip or "-"))[:40]

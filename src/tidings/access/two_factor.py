@@ -126,25 +126,28 @@ class TwoFactor:
         return False
 
     # The step between password and code: a signed, short-lived token in a cookie, so the
-    # password is never posted twice nor kept anywhere.
-    def pending_token(self, admin_id: int) -> str:
+    # password is never posted twice nor kept anywhere. The signature also covers the browser
+    # (its pre-session token), so the token is worth nothing carried to another browser.
+    def pending_token(self, admin_id: int, *, browser: str) -> str:
         expires = int((self._now() + PENDING_LIFETIME).timestamp())
         body = f"{admin_id}.{expires}"
-        return f"{body}.{self._sign(body)}"
+        return f"{body}.{self._sign(body, browser)}"
 
-    def pending_admin(self, token: str | None) -> int | None:
-        """The operator whose password was right, if `token` is genuine and fresh."""
-        if not token or len(token) > 200 or token.count(".") != 2:
+    def pending_admin(self, token: str | None, *, browser: str) -> int | None:
+        """The operator whose password was right, if `token` is genuine, fresh and was issued
+        to this `browser`."""
+        if not token or len(token) > 200 or token.count(".") != 2 or not browser:
             return None
         admin_id, expires, signature = token.split(".")
         if not (admin_id.isdigit() and expires.isdigit()):
             return None
-        if not hmac.compare_digest(signature, self._sign(f"{admin_id}.{expires}")):
+        if not hmac.compare_digest(signature, self._sign(f"{admin_id}.{expires}", browser)):
             return None
         if int(expires) < self._now().timestamp():
             return None
         return int(admin_id)
 
-    def _sign(self, body: str) -> str:
+    def _sign(self, body: str, browser: str) -> str:
         key = self._secret().encode()
-        return hmac.new(key, b"admin-second-factor:" + body.encode(), hashlib.sha256).hexdigest()
+        bound = f"admin-second-factor:{body}:{hashlib.sha256(browser.encode()).hexdigest()}"
+        return hmac.new(key, bound.encode(), hashlib.sha256).hexdigest()

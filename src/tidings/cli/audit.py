@@ -24,8 +24,9 @@ def list_entries(
     limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="At most this many."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List audit log entries, newest first: sign-ins, failed sign-ins and lockouts, operator
-    and API key changes, sends, cancels, deletes and imports."""
+    """List audit log entries, newest first: sign-ins, failed and slowed sign-ins (repeats
+    counted in one entry an hour), operator and API key changes, sends, cancels, deletes,
+    imports and exports."""
 
     async def go() -> None:
         async with container_for(ctx) as container:
@@ -42,12 +43,16 @@ def list_entries(
                     "target": row.target,
                     "client_ip": row.client_ip,
                     "detail": row.detail,
+                    "occurrences": row.occurrences,
+                    "last_occurred_at": row.last_occurred_at.isoformat()
+                    if row.last_occurred_at
+                    else None,
                 }
                 for row in rows
             ]
             print(json.dumps(entries, indent=2))
             return
-        table = Table("when", "actor", "action", "target", "from")
+        table = Table("when", "actor", "action", "target", "from", "times")
         for row in rows:
             table.add_row(
                 row.occurred_at.isoformat(timespec="seconds"),
@@ -55,6 +60,7 @@ def list_entries(
                 row.action,
                 row.target or "",
                 row.client_ip or "",
+                str(row.occurrences),
             )
         out_console.print(table)
 

@@ -1,4 +1,5 @@
-"""Named queries for the audit log: append an entry, list entries newest first by filter."""
+"""Named queries for the audit log: append an entry, fold a repeat into its entry, list entries
+newest first by filter, delete the old ones."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import audit_log
@@ -21,6 +22,8 @@ class AuditRow:
     target: str | None
     client_ip: str | None
     detail: dict[str, Any] | None
+    occurrences: int = 1
+    last_occurred_at: datetime | None = None
 
 
 async def insert_entry(
@@ -65,3 +68,71 @@ async def list_entries(
     if before_id is not None:
         query = query.where(audit_log.c.id < before_id)
     return [AuditRow(**row._mapping) for row in await conn.execute(query)]
+
+
+async def fold_entry(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    since: datetime,
+    actor: str,
+    action: str,
+    target: str | None,
+    client_ip: str | None,
+    detail: dict[str, Any] | None,
+    most_targets: int,
+    overflow_target: str,
+) -> None:
+    """Count one more `action` on `target` in its entry since `since`, or begin that entry. Past
+    `most_targets` entries of the action since then, every further target shares the entry of
+    `overflow_target`: however many targets a flood names, the rows stay bounded."""
+    if await _count_repeat(conn, now=now, since=since, action=action, target=target):
+        return
+    entries = await conn.execute(
+        select(func.count())
+        .select_from(audit_log)
+        .where((audit_log.c.action == action) & (audit_log.c.occurred_at >= since))
+    )
+    if int(entries.scalar_one()) >= most_targets:
+        target, detail = overflow_target, None
+        if await _count_repeat(conn, now=now, since=since, action=action, target=target):
+            return
+    await insert_entry(
+        conn,
+        now=now,
+        actor=actor,
+        action=action,
+        target=target,
+        client_ip=client_ip,
+        detail=detail,
+    )
+
+
+async def _count_repeat(
+    conn: AsyncConnection, *, now: datetime, since: datetime, action: str, target: str | None
+) -> bool:
+    earlier = audit_log.alias("earlier")
+    entry = (
+        select(earlier.c.id)
+        .where(
+            (earlier.c.action == action)
+            & (earlier.c.target == target)
+            & (earlier.c.occurred_at >= since)
+        )
+        .order_by(earlier.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    result = await conn.execute(
+        update(audit_log)
+        .where(audit_log.c.id == entry)
+        .values(occurrences=audit_log.c.occurrences + 1, last_occurred_at=now)
+    )
+    return int(result.rowcount) == 1
+
+
+async def delete_before(conn: AsyncConnection, *, before: datetime) -> int:
+    """Entries whose last occurrence is older than `before`."""
+    last = func.coalesce(audit_log.c.last_occurred_at, audit_log.c.occurred_at)
+    result = await conn.execute(delete(audit_log).where(last < before))
+    return int(result.rowcount)

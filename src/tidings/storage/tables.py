@@ -659,9 +659,29 @@ audit_log = Table(
     Column("target", String(200), nullable=True),
     Column("client_ip", String(64), nullable=True),
     Column("detail", Json, nullable=True),
+    Column(
+        "occurrences",
+        Integer,
+        nullable=False,
+        server_default="1",
+        comment="repeats folded into this entry (failed sign-ins, one row per target and hour)",
+    ),
+    Column("last_occurred_at", UTCDateTime(), nullable=True, comment="the latest repeat"),
 )
 Index(None, audit_log.c.occurred_at)
 Index(None, audit_log.c.action)
+
+# Recent failed sign-ins per scope (UI-2): an account from new devices, an address over every
+# account, one known device of an account. Keyed hashes only; a scope's count is forgotten a
+# window after its last failure. The delay before the next attempt grows with the count.
+sign_in_failures = Table(
+    "sign_in_failures",
+    metadata,
+    Column("bucket", String(100), primary_key=True, comment="scope:keyed-hash, never raw PII"),
+    Column("failures", Integer, nullable=False),
+    Column("last_failed_at", UTCDateTime(), nullable=False),
+)
+Index(None, sign_in_failures.c.last_failed_at)
 # -- hearing back (SPEC PRV-6, AUD-13) ------------------------------------------------------
 
 # Every event a provider, a bridge or a mailbox reported, as received: the dedupe (one row per

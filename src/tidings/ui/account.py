@@ -69,14 +69,18 @@ async def change_password(
 
 
 @router.post("/two-factor")
-async def start_two_factor(request: Request, session: Session) -> HTMLResponse:
-    """A new secret and its QR code; nothing is required at sign-in until a code confirms."""
+async def start_two_factor(
+    request: Request, session: Session, current_password: Password
+) -> HTMLResponse:
+    """A new secret and its QR code, for the current password; nothing is required at
+    sign-in until a code confirms."""
     admins = container_of(request).admins
     try:
-        enrolment = await admins.two_factor.start(await admins.get(session.admin_id))
-    except Conflict as refused:
+        enrolment = await admins.start_two_factor(session.admin_id, current_password)
+    except (Conflict, Unauthenticated) as refused:
+        status_code = 409 if isinstance(refused, Conflict) else 422
         return await _account_page(
-            request, session, error=_sentence(refused.detail), status_code=409
+            request, session, error=_sentence(refused.detail), status_code=status_code
         )
     return await _account_page(request, session, enrolment=enrolment)
 

@@ -84,10 +84,13 @@ async def sign_in_form(
     return _sign_in_page(request, next_path=safe_return_path(next_path), signed_out=signed_out)
 
 
-def _checked_pre_session(request: Request, csrf_token: str) -> None:
+def _checked_pre_session(request: Request, csrf_token: str) -> str:
+    """The browser's pre-session token, which the form must repeat (CSRF); it also binds the
+    two-factor step to this browser."""
     cookie = request.cookies.get(PRE_SESSION_COOKIE, "")
     if not cookie or not hmac.compare_digest(cookie.encode(), csrf_token.encode()):
         raise CsrfRejected()
+    return cookie
 
 
 def _client(request: Request) -> SignInClient:
@@ -136,11 +139,13 @@ async def sign_in(
     csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=100)] = "",
     next_path: Annotated[str | None, Form(alias="next", max_length=2000)] = None,
 ) -> Response:
-    _checked_pre_session(request, csrf_token)
+    browser = _checked_pre_session(request, csrf_token)
     container = container_of(request)
     next_path = safe_return_path(next_path)
     try:
-        outcome = await container.admins.sign_in(email, password, client=_client(request))
+        outcome = await container.admins.sign_in(
+            email, password, client=_client(request), browser=browser
+        )
     except Unauthenticated as refused:
         return _sign_in_page(
             request, next_path=next_path, email=email, error=refused.detail, status_code=401
@@ -173,14 +178,16 @@ async def sign_in_code(
     next_path: Annotated[str | None, Form(alias="next", max_length=2000)] = None,
 ) -> Response:
     """The second step of a two-factor sign-in: the app's code, or a recovery code."""
-    _checked_pre_session(request, csrf_token)
+    browser = _checked_pre_session(request, csrf_token)
     container = container_of(request)
     next_path = safe_return_path(next_path)
     pending = request.cookies.get(SECOND_FACTOR_COOKIE)
     try:
-        started = await container.admins.complete_sign_in(pending, code, client=_client(request))
+        started = await container.admins.complete_sign_in(
+            pending, code, client=_client(request), browser=browser
+        )
     except Unauthenticated as refused:
-        if container.admins.two_factor.pending_admin(pending) is None:
+        if container.admins.two_factor.pending_admin(pending, browser=browser) is None:
             return _sign_in_page(
                 request, next_path=next_path, error=refused.detail, status_code=401
             )
