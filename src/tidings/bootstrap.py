@@ -298,11 +298,15 @@ class Container:
         """Every job kind and its one handler. A second registration of a kind fails here."""
         queue = self.settings.queue
         registry = HandlerRegistry()
+        bounce_address = self.settings.inbound.bounce_address
         email_sender = EmailJobHandler(
             self.email_provider(),
             self.clock,
             deadline_seconds=self.settings.email.send_deadline_seconds,
             domain=self.settings.email.from_address.rpartition("@")[2],
+            return_path=None
+            if bounce_address is None
+            else lambda job_id: verp.mail_return_path(bounce_address, self.site_secret(), job_id),
         )
         registry.register(SEND_EMAIL, email_sender, concurrency=queue.email_concurrency)
         registry.register(

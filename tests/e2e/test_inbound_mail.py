@@ -50,6 +50,7 @@ class Stage:
     campaign_id: int
     sent: dict[str, ReceivedMessage]  # by reader address
     server: InboundServer
+    sink: SmtpSink
 
 
 @asynccontextmanager
@@ -100,7 +101,7 @@ async def staged(
                     assert await wait_for_campaign_status(container, campaign_id) == "submitted"
                 await reporter.drain()
                 sent = {message.recipients[0]: message for message in sink.messages}
-                yield Stage(container, campaign_id, sent, server)
+                yield Stage(container, campaign_id, sent, server, sink)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from tests.e2e.test_inbound_mail import (
     staged,
 )
 from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.support.admin_ui import signed_in, ui_app
 from tests.support.cli import clean_env, tidings
 from tests.support.sending import (
     FAST_QUEUE,
@@ -49,6 +50,7 @@ from tidings.storage.tables import (
     inbound_events,
     subscriptions,
     suppressions,
+    transactional_messages,
 )
 
 EXTRA = tuple(f"extra-{n}@example.test" for n in range(16))
@@ -334,3 +336,76 @@ def _send(port: int, data: bytes) -> None:
 
     with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
         client.sendmail("fbl@isp.example", [BOUNCES], data)
+
+
+async def test_the_admin_inbound_page_lists_unverified_reports_to_apply_or_discard(
+    stage: Stage,
+) -> None:
+    """An operator in the browser sees what waits and why it was not trusted, and applies or
+    discards each one; both leave the list, and the audit log has them with who did it."""
+    await deliver(stage, BOUNCES, qmail_bounce(reader(2)))
+    await deliver(stage, BOUNCES, forged_dsn([reader(4)]))
+    [(applied_id, _, _), (discarded_id, _, _)] = await _kept(stage)
+    async with ui_app(stage.container.settings) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        listed = await client.get("/admin/events")
+        assert listed.status_code == 200
+        assert "sent to the bare bounce address, with no VERP MAC" in listed.text
+        assert f"/admin/events/{applied_id}/apply" in listed.text
+        applied = await client.post(f"/admin/events/{applied_id}/apply", data={"csrf_token": csrf})
+        assert applied.status_code == 303
+        discarded = await client.post(
+            f"/admin/events/{discarded_id}/discard", data={"csrf_token": csrf}
+        )
+        assert discarded.status_code == 303
+        assert "No reports waiting for review." in (await client.get("/admin/events")).text
+        reviewed = (await client.get("/admin/events?reviewed=true")).text
+        assert "applied by admin:" in reviewed
+        assert "discarded by admin:" in reviewed
+    assert (await outcome_of(stage, reader(2)))[0] == "hard_bounce"
+    assert (await outcome_of(stage, reader(4)))[0] is None
+    async with stage.container.db.read() as conn:
+        audited = (await conn.execute(select(audit_log.c.action, audit_log.c.actor))).all()
+    actions = {action for action, actor in audited if actor.startswith("admin:")}
+    assert {"inbound.apply", "inbound.discard"} <= actions
+
+
+async def test_transactional_mail_carries_a_return_path_and_its_bounce_comes_back(
+    stage: Stage,
+) -> None:
+    """A confirmation or an API email to a dead address must be heard of too: it goes out
+    with a VERP return path naming its job, and the DSN to it bounces the address the job
+    mailed (not whatever the DSN names) and marks the message."""
+    container = stage.container
+    async with api_client(container.settings) as (client, second):
+        headers = await admin_headers(second)
+        body = {"to": reader(2), "subject": "Your receipt", "text": "Thanks."}
+        queued = await client.post("/api/admin/emails", json=body, headers=headers)
+        assert queued.status_code == 202, queued.text
+        job_id = queued.json()["job_id"]
+    before = len(stage.sink.messages)
+
+    async def mailed() -> bool:
+        return len(stage.sink.messages) > before
+
+    async with workers(container):
+        await wait_for(mailed, within_seconds=20)
+    receipt = stage.sink.messages[-1]
+    assert list(receipt.recipients) == [reader(2)]
+    assert receipt.mail_from.startswith(f"bounces+t{job_id}-")
+    bounce = dsn(receipt, "someone-else@example.test", "5.1.1", "550 5.1.1 user unknown")
+    assert await deliver(stage, receipt.mail_from, bounce) == {}
+    async with container.db.read() as conn:
+        reason = (await conn.execute(select(suppressions.c.reason))).scalars().all()
+        marked = (
+            await conn.execute(
+                select(transactional_messages.c.bounce_kind).where(
+                    transactional_messages.c.job_id == job_id
+                )
+            )
+        ).scalar()
+    assert reason == ["hard_bounce"]
+    assert (await outcome_of(stage, reader(2)))[0] == "hard_bounce"
+    assert marked == "hard"
+    assert await _kept(stage) == []

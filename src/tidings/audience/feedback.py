@@ -181,6 +181,11 @@ class Feedback:
         log.info("inbound.reviewed", event_id=event_id, decision=decision, events=len(events))
         return outcomes
 
+    async def mail_addressee(self, job_id: int) -> tuple[str, str | None] | None:
+        """The message key of transactional mail job `job_id` and the address it went to."""
+        async with self._ctx.db.read() as conn:
+            return await transactional_outcomes.addressee(conn, job_id)
+
     async def purge(self) -> int:
         """Drop received events older than the retention period (decisions stay on history)."""
         async with self._ctx.db.write() as conn:

@@ -132,7 +132,14 @@ class InboundMail:
             return Outcome.APPLIED
         if report.kind not in ("bounce", "complaint"):
             return await self._unparsed(report, data, report.reason or "no one to attribute it to")
-        recipient_id = self._verified(tag) or self._verified(self._tag(report.original_return_path))
+        quoted = self._tag(report.original_return_path)
+        recipient_id = self._verified(tag) or self._verified(quoted)
+        job_id = None if recipient_id is not None else self._mail_job(tag) or self._mail_job(quoted)
+        if job_id is not None:  # transactional mail: about the address the job mailed
+            sent = await self._feedback.mail_addressee(job_id)
+            events = self._mail_events(report, *(sent or (None, None)))
+            outcomes = await self._feedback.receive_many(events)
+            return outcomes[0]
         if recipient_id is None and not self._act_on_unverified:
             return await self._feedback.record_unparsed(
                 source=SOURCE,
@@ -187,6 +194,29 @@ class InboundMail:
             for failure in failures
         ]
 
+    def _mail_events(
+        self, report: MailReport, message_key: str | None, address: str | None
+    ) -> list[ReportedEvent]:
+        """The one event a report about transactional mail makes: about the address the job
+        mailed (from our own rows, not the report) and its message."""
+        if report.kind == "complaint":
+            kind = EventKind.COMPLAINT
+        else:
+            kind = EventKind.HARD_BOUNCE if report.failures[0].permanent else EventKind.SOFT_BOUNCE
+        failure = report.failures[0] if report.failures else None
+        return [
+            ReportedEvent(
+                source=SOURCE,
+                event_key=report.report_id,
+                kind=kind,
+                address=address,
+                occurred_at=self._clock(),
+                code=failure.code if failure else None,
+                diagnostic=failure.diagnostic if failure else None,
+                message_id=message_key,
+            )
+        ]
+
     async def _unparsed(self, report: MailReport, data: bytes, reason: str) -> Outcome:
         return await self._feedback.record_unparsed(
             source=SOURCE, event_key=report.report_id, body=data, token=None, reason=reason
@@ -195,6 +225,10 @@ class InboundMail:
     def _verified(self, tag: str | None) -> int | None:
         """The recipient row a VERP tag names, when its MAC verifies."""
         return verp.recipient_of(tag, self._secret()) if tag else None
+
+    def _mail_job(self, tag: str | None) -> int | None:
+        """The transactional mail job a VERP tag names, when its MAC verifies."""
+        return verp.mail_job_of(tag, self._secret()) if tag else None
 
     def _is_unsubscribe(self, recipient: str) -> bool:
         address = recipient.strip().strip("<>").lower()

@@ -126,7 +126,7 @@ class SubscriberMailHandler:
                 email = await self._confirmation(conn, mail)
         if email is None:
             return
-        await self._sender.deliver(email, idempotency_key=job.idempotency_key)
+        await self._sender.deliver(email, idempotency_key=job.idempotency_key, job_id=job.id)
         log.info(
             "subscriber_mail.sent",
             purpose=mail.purpose.value,

@@ -17,17 +17,37 @@ import re
 
 MAC_LENGTH = 16
 _TAG = re.compile(rf"^([0-9]{{1,19}})-([0-9a-f]{{{MAC_LENGTH}}})$")
+# Transactional mail (confirmations, welcomes, the API's): `t<mail job id>-<mac>`.
+_MAIL_TAG = re.compile(rf"^t([0-9]{{1,19}})-([0-9a-f]{{{MAC_LENGTH}}})$")
 
 
-def _mac(secret: str, recipient_id: int) -> str:
-    digest = hmac.new(secret.encode(), f"verp:{recipient_id}".encode(), hashlib.sha256)
-    return digest.hexdigest()[:MAC_LENGTH]
+def _mac(secret: str, recipient_id: int, namespace: str = "") -> str:
+    message = f"verp:{namespace}{recipient_id}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:MAC_LENGTH]
 
 
 def return_path(bounce_address: str, secret: str, recipient_id: int) -> str:
     """The envelope sender of the message to recipient row `recipient_id`."""
     local, _, domain = bounce_address.rpartition("@")
     return f"{local}+{recipient_id}-{_mac(secret, recipient_id)}@{domain}"
+
+
+def mail_return_path(bounce_address: str, secret: str, job_id: int) -> str:
+    """The envelope sender of transactional mail job `job_id` (its MAC in its own namespace,
+    so a campaign row's tag never names a job, nor the reverse)."""
+    local, _, domain = bounce_address.rpartition("@")
+    return f"{local}+t{job_id}-{_mac(secret, job_id, 't:')}@{domain}"
+
+
+def mail_job_of(tag: str, secret: str) -> int | None:
+    """The transactional mail job a VERP tag names, or None (not one, or a wrong MAC)."""
+    found = _MAIL_TAG.match(tag.lower())
+    if found is None:
+        return None
+    job_id = int(found.group(1))
+    if not hmac.compare_digest(found.group(2), _mac(secret, job_id, "t:")):
+        return None
+    return job_id
 
 
 def tag_of(address: str, bounce_address: str) -> str | None:

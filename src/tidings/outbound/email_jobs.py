@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
@@ -126,17 +126,26 @@ class EmailJobHandler:
     """Sends one `send_email` job. A whole-request deadline shorter than the lease bounds it."""
 
     def __init__(
-        self, provider: PerRecipientProvider, clock: Clock, *, deadline_seconds: float, domain: str
+        self,
+        provider: PerRecipientProvider,
+        clock: Clock,
+        *,
+        deadline_seconds: float,
+        domain: str,
+        return_path: Callable[[int], str] | None = None,
     ) -> None:
         self._provider = provider
         self._clock = clock
         self._deadline = deadline_seconds
         self._domain = domain
+        self._return_path = return_path  # VERP (PRV-6): the envelope sender names the job
 
     async def __call__(self, job: Job) -> None:
-        await self.deliver(email_of(job), idempotency_key=job.idempotency_key)
+        await self.deliver(email_of(job), idempotency_key=job.idempotency_key, job_id=job.id)
 
-    async def deliver(self, email: TransactionalEmail | RawEmail, *, idempotency_key: str) -> None:
+    async def deliver(
+        self, email: TransactionalEmail | RawEmail, *, idempotency_key: str, job_id: int
+    ) -> None:
         """Hand one message to the provider, mapping its failure classes onto the queue's
         retry rules. Also used by handlers that render their message at send time."""
         # Stable across retries, so a provider or receiver can recognise a repeat; in the
@@ -144,6 +153,8 @@ class EmailJobHandler:
         digest = transactional_outcomes.key_of_job(idempotency_key)
         domain = email.sender.rpartition("@")[2] or self._domain
         envelope = email.envelope(default_message_id=f"<{digest}@{domain}>", now=self._clock())
+        if self._return_path is not None:  # so its bounces come back, naming the job
+            envelope = replace(envelope, sender=self._return_path(job_id))
         try:
             async with asyncio.timeout(self._deadline):
                 result = await self._provider.send(envelope)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.bulk import among
 from tidings.storage.sending.recipient_outcomes import outcome_values
-from tidings.storage.tables import transactional_messages
+from tidings.storage.tables import jobs, subscribers, transactional_messages
 from tidings.storage.upsert import insert_for
 
 # A transactional message is never "unsubscribed through" (no list link in it).
@@ -62,6 +62,25 @@ async def remember(
         .values(job_id=job_id, message_key=message_key, created_at=now)
         .on_conflict_do_nothing()
     )
+
+
+async def addressee(conn: AsyncConnection, job_id: int) -> tuple[str, str | None] | None:
+    """The message key of mail job `job_id` and the address it went to (`to` in its payload,
+    or its subscriber's address); None when the job sent no message we know of."""
+    query = (
+        select(transactional_messages.c.message_key, jobs.c.payload)
+        .join(jobs, jobs.c.id == transactional_messages.c.job_id)
+        .where(transactional_messages.c.job_id == job_id)
+    )
+    row = (await conn.execute(query)).first()
+    if row is None:
+        return None
+    payload = row.payload or {}
+    address = payload.get("to")
+    if not isinstance(address, str) and isinstance(payload.get("subscriber_id"), int):
+        found = select(subscribers.c.email).where(subscribers.c.id == payload["subscriber_id"])
+        address = (await conn.execute(found)).scalar()
+    return row.message_key, address if isinstance(address, str) else None
 
 
 async def known(conn: AsyncConnection, message_ids: Iterable[str]) -> set[str]:
