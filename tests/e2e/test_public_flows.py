@@ -367,6 +367,59 @@ async def test_forged_and_malformed_links_get_a_clear_page(site: Any, path: str)
     assert await snapshot(container) == before
 
 
+MANGLED_TOKENS = (
+    "",  # the segment emptied
+    "/1.abc",  # an empty segment, then more
+    "1.abc/extra",
+    "1.abc%2Fextra",
+    "x" * 300,
+    "a%00b",
+    "%ff%fe",
+    "a%20b",
+    "%E2%80%A8",
+    "1.%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41",
+    "%",
+    "%zz",
+)
+
+
+@pytest.mark.parametrize("page", ["/confirm/", "/unsubscribe/", "/preferences/"])
+async def test_every_mangled_token_gets_the_html_link_page_never_json(site: Any, page: str) -> None:
+    """A reader whose mail client mangled a link must see a page saying so, not JSON or 400."""
+    client, container, _ = site
+    await _subscribe(client, container, "someone@example.org")
+    before = await snapshot(container)
+    for token in MANGLED_TOKENS:
+        for method in ("GET", "POST"):
+            form = {"newsletter": "not-a-number"} if method == "POST" else None
+            response = await client.request(method, page + token, data=form)
+            assert response.status_code == 404, (method, token, response.status_code)
+            assert response.headers["content-type"].startswith("text/html"), (method, token)
+            assert "not valid" in response.text, (method, token)
+    assert await snapshot(container) == before
+
+
+async def test_a_mangled_preferences_form_changes_nothing_and_answers_html(site: Any) -> None:
+    """A form value that names no newsletter is refused on the page, not with JSON, and
+    nothing is unsubscribed because of it."""
+    client, container, headers = site
+    await _subscribe(client, container, "erin@example.org")
+    (token,) = await confirmation_tokens(container)
+    await client.post(f"/confirm/{token}")
+    subscriber = await _subscriber(client, headers, "erin@example.org")
+    preferences = tokens.sign(
+        container.site_secret(),
+        "preferences",
+        subscriber["id"],
+        await _subscriber_created_at(container, subscriber["id"]),
+    )
+    before = await snapshot(container)
+    response = await client.post(f"/preferences/{preferences}", data={"newsletter": "1 OR 1"})
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/html")
+    assert await snapshot(container) == before
+
+
 async def test_expired_confirmation_link_shows_expired_page(database_url: str) -> None:
     """An old link must say so (and how to get a new one), not confirm a stale request."""
     clock = Clock()

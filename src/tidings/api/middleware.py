@@ -20,6 +20,8 @@ log = get_logger("tidings.http")
 
 
 _NUL_IN_URL = (b"%00", b"\x00")
+# Reader pages answer a mangled token with their own HTML 404 (the token never reaches storage).
+_READER_PAGES = (b"/confirm/", b"/unsubscribe/", b"/preferences/")
 _NUL_IN_BODY = (b"\x00", b"\\u0000")
 
 
@@ -38,7 +40,12 @@ class RequestGuard:
         )
 
     def _refusal_before_body(self, scope: Scope) -> Response | None:
-        url = scope.get("raw_path", b"") + b"?" + scope.get("query_string", b"")
+        path = scope.get("raw_path", b"")
+        url = (
+            (b"" if path.startswith(_READER_PAGES) else path)
+            + b"?"
+            + scope.get("query_string", b"")
+        )
         if any(marker in url.lower() for marker in _NUL_IN_URL):
             return _nul_problem()
         for name, value in scope["headers"]:

@@ -7,6 +7,7 @@ the signed token in the URL is the authority. These URLs never change once mail 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -23,9 +24,13 @@ from tidings.domain.errors import InvalidInput, NotFound, RateLimited
 from tidings.rendering.pages import PreferenceItem
 
 router = APIRouter(tags=["public pages"], include_in_schema=True)
-# Not `max_length`: a reader who follows a mangled link gets the page saying so, not JSON.
+# Not `max_length` or a pattern: a reader who follows a mangled link gets the page saying so
+# (an HTML 404), not JSON. The routes take the rest of the path (`{token:path}`), so an empty
+# token, one with a slash (`%2F`) or an extra segment reaches that page too.
 Token = Annotated[str, Path()]
-MAX_TOKEN_LENGTH = 100
+# Every token tidings mints: signed `<id>[-<id>].<signature>`, random URL-safe base64, the
+# test-send placeholder. Anything else is refused before it reaches a use case.
+WELL_FORMED_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 Slug = Annotated[str, Path(description="A newsletter's slug.")]
 MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 HONEYPOT_HELP = "Leave empty: a form hidden from people, filled in only by bots."
@@ -47,17 +52,18 @@ async def _page_or_problem(
     *,
     token: str,
     purpose: Literal["unsubscribe", "preferences"] | None = "unsubscribe",
+    status_code: int = 200,
 ) -> HTMLResponse:
     """The page `render` makes, or the link-problem page (404) for a token that is too long,
     malformed, out of range, expired or unknown. `purpose`: the page a campaign's test-send
     link to this route shows (CMP-5); None where test sends have no such link."""
-    if len(token) > MAX_TOKEN_LENGTH:
+    if not WELL_FORMED_TOKEN.fullmatch(token):
         return _html(container.pages.link_problem(reason="invalid"), status_code=404)
     if purpose is not None and tokens.is_test_send_token(token):
         # A link from a campaign's test send (CMP-5): no subscriber behind it, and nothing to do.
         return _html(container.pages.test_link(purpose=purpose))
     try:
-        return _html(await render())
+        return _html(await render(), status_code=status_code)
     except LinkProblem as problem:
         if problem.reason == "expired":
             return _html(container.pages.link_problem(reason="expired"), status_code=404)
@@ -207,7 +213,9 @@ async def subscribe_form_for(container: ContainerDep, slug: Slug) -> HTMLRespons
     return await _form_for(container, slug)
 
 
-@router.get("/confirm/{token}", response_class=HTMLResponse, summary="Confirm page (no change)")
+@router.get(
+    "/confirm/{token:path}", response_class=HTMLResponse, summary="Confirm page (no change)"
+)
 async def confirm_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.confirmation_target(token)
@@ -218,7 +226,7 @@ async def confirm_page(container: ContainerDep, token: Token) -> HTMLResponse:
     return await _page_or_problem(container, render, token=token, purpose=None)
 
 
-@router.post("/confirm/{token}", response_class=HTMLResponse, summary="Confirm (idempotent)")
+@router.post("/confirm/{token:path}", response_class=HTMLResponse, summary="Confirm (idempotent)")
 async def confirm(container: ContainerDep, request: Request, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.confirm(token, client_ip=client_ip(request))
@@ -229,7 +237,7 @@ async def confirm(container: ContainerDep, request: Request, token: Token) -> HT
     return await _page_or_problem(container, render, token=token, purpose=None)
 
 
-@router.get("/unsubscribe/{token}", response_class=HTMLResponse, summary="Unsubscribe page")
+@router.get("/unsubscribe/{token:path}", response_class=HTMLResponse, summary="Unsubscribe page")
 async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         target = await container.public.unsubscribe_target(token)
@@ -243,7 +251,7 @@ async def unsubscribe_page(container: ContainerDep, token: Token) -> HTMLRespons
 
 
 @router.post(
-    "/unsubscribe/{token}",
+    "/unsubscribe/{token:path}",
     response_class=HTMLResponse,
     summary="One-click unsubscribe (RFC 8058: List-Unsubscribe=One-Click)",
 )
@@ -270,7 +278,7 @@ def _items(preferences: list[Preference]) -> list[PreferenceItem]:
     ]
 
 
-@router.get("/preferences/{token}", response_class=HTMLResponse, summary="Preferences page")
+@router.get("/preferences/{token:path}", response_class=HTMLResponse, summary="Preferences page")
 async def preferences_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         items = _items(await container.public.preferences(token))
@@ -281,14 +289,31 @@ async def preferences_page(container: ContainerDep, token: Token) -> HTMLRespons
     return await _page_or_problem(container, render, token=token, purpose="preferences")
 
 
-@router.post("/preferences/{token}", response_class=HTMLResponse, summary="Save preferences")
+@router.post("/preferences/{token:path}", response_class=HTMLResponse, summary="Save preferences")
 async def save_preferences(
     container: ContainerDep,
     token: Token,
-    newsletter: Annotated[list[int] | None, Form(max_length=1000)] = None,
+    # Text, not `list[int]`: a mangled form must not answer a reader page with JSON 422.
+    newsletter: Annotated[list[str] | None, Form(max_length=1000)] = None,
 ) -> HTMLResponse:
+    chosen = newsletter or []
+    wanted = {
+        int(value) for value in chosen if value.isascii() and value.isdigit() and len(value) <= 18
+    }
+    if len(wanted) < len(set(chosen)):  # a value that names no newsletter: change nothing
+
+        async def unchanged() -> str:
+            items = _items(await container.public.preferences(token))
+            return container.pages.preferences(
+                items=items, action_url=f"/preferences/{token}", saved=False
+            )
+
+        return await _page_or_problem(
+            container, unchanged, token=token, purpose="preferences", status_code=400
+        )
+
     async def render() -> str:
-        updated = await container.public.update_preferences(token, set(newsletter or []))
+        updated = await container.public.update_preferences(token, wanted)
         return container.pages.preferences(
             items=_items(updated), action_url=f"/preferences/{token}", saved=True
         )
