@@ -121,7 +121,7 @@ async def test_filtered_issues_stay_out_of_the_archive_and_feeds(sent: Sent) -> 
 async def test_operator_publishes_a_paid_issue_without_its_paid_passages(sent: Sent) -> None:
     """Publishing a sent paid issue is the operator's call; even then the archive shows the
     free edition, so a paid-only passage never appears."""
-    client, _, headers, ids = sent
+    client, container, headers, ids = sent
     for subject in ("Paid", "Beta"):
         marked = await client.patch(
             f"/api/admin/campaigns/{ids[subject]}", json={"archive_public": True}, headers=headers
@@ -147,6 +147,12 @@ async def test_operator_publishes_a_paid_issue_without_its_paid_passages(sent: S
     )
     assert (await client.get(f"/archive/weekly/{ids['Paid']}")).status_code == 404
     assert "Paid" not in (await _feed(client, "atom"))[0]
+    # Each decision is in the audit log, with who took it.
+    decisions = await container.audit.list(action="campaign.archive")
+    made = sorted((entry.target, (entry.detail or {})["public"]) for entry in decisions)
+    expected = [(f"campaign:{ids['Beta']}", True), (f"campaign:{ids['Paid']}", True)]
+    assert made == sorted([*expected, (f"campaign:{ids['Paid']}", False)])
+    assert all(entry.actor.startswith("key:") for entry in decisions)
 
 
 async def test_mail_of_a_private_issue_has_no_browser_link(sent: Sent) -> None:
@@ -220,6 +226,8 @@ def test_cli_shows_and_sets_the_archive_flag(database_url: str, tmp_path: Path) 
     edited = tidings("campaign", "edit", str(shown["id"]), "--archive", env=env)
     assert edited.returncode == 0, edited.stderr
     assert "archive: public" in edited.stdout
+    audit = tidings("audit", "list", "--action", "campaign.archive", env=env)
+    assert audit.stdout.count("campaign.archive") == 3, audit.stdout
 
 
 async def test_editor_and_sent_page_show_and_set_the_archive_flag(database_url: str) -> None:
@@ -259,3 +267,11 @@ async def test_editor_and_sent_page_show_and_set_the_archive_flag(database_url: 
         assert published.status_code == 303
         assert "Withdraw from the archive" in (await client.get(url)).text
         assert (await client.get(f"/archive/weekly/{campaign_id}")).status_code == 200
+        decisions = await container.audit.list(action="campaign.archive")
+        # The two boxes the operator changed, then the button; not the boxes left alone.
+        assert [(entry.detail or {})["public"] for entry in reversed(decisions)] == [
+            True,
+            False,
+            True,
+        ]
+        assert all(entry.actor.startswith("admin:") for entry in decisions)

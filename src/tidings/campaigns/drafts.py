@@ -85,6 +85,14 @@ class CampaignDraft:
     audience: AudienceFilter
     segments: tuple[str, ...]  # the tiers this campaign renders a version for
 
+    def archive_audit(self) -> tuple[str, str, dict[str, Any]]:
+        """The audit log's action, target and detail for an operator's archive decision."""
+        return (
+            "campaign.archive",
+            f"campaign:{self.campaign.id}",
+            {"public": self.campaign.archive_public},
+        )
+
 
 def _validated(values: dict[str, Any]) -> dict[str, Any]:
     """Check a complete set of campaign fields; raise InvalidInput naming the bad one."""

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from tidings.bootstrap import Container
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.test_outcome import CopyOutcome, await_outcome
 from tidings.cli import campaign_repair, campaign_send, campaign_stats, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
+from tidings.domain.audit import Actor
 from tidings.rendering import Preview
 
 app = typer.Typer(
@@ -29,6 +33,11 @@ FromFile = typer.Option(
 
 def _archive_option(help_text: str) -> Any:
     return typer.Option(None, "--archive/--no-archive", help=help_text)
+
+
+async def _audit_archive(container: Container, draft: CampaignDraft) -> None:
+    """The audit log's entry for an archive decision taken here, as the API and UI record."""
+    await container.audit.record(Actor.command_line(getpass.getuser()), *draft.archive_audit())
 
 
 def _body(path: Path | None) -> dict[str, Any]:
@@ -103,6 +112,8 @@ def create(
                     **body,
                 ),
             )
+            if archive is not None:
+                await _audit_archive(container, draft)
         _show(draft, as_json)
 
     run(go)
@@ -140,6 +151,8 @@ def edit(
     async def go() -> None:
         async with container_for(ctx) as container:
             draft = await container.campaigns.update(campaign_id, DraftChanges(**changes))
+            if archive is not None:
+                await _audit_archive(container, draft)
         _show(draft, as_json)
 
     run(go)

@@ -17,7 +17,7 @@ from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
 from tidings.domain.segments import TIERS
 from tidings.domain.sending import CampaignStatus
 from tidings.ui.campaign_sends import PREVIEW_WIDTHS, status_page
-from tidings.ui.guard import Session, container_of
+from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
 router = APIRouter(prefix="/campaigns", route_class=UiRoute)
@@ -194,6 +194,7 @@ async def save_draft(
     session: Session,
     campaign_id: CampaignId,
     form: Annotated[DraftForm, Depends()],
+    actor: OperatorActor,
 ) -> Response:
     container = container_of(request)
     try:
@@ -202,6 +203,8 @@ async def save_draft(
         if _wants_json(request):
             return JSONResponse({"error": refused.detail, "field": refused.field}, status_code=422)
         return await _editor(request, session, campaign_id, error=refused, typed=typed_values(form))
+    if "archive_public" in vars(form):
+        await container.audit.record(actor, *draft.archive_audit())
     if _wants_json(request):
         saved_at = draft.campaign.updated_at.isoformat()
         return JSONResponse(
@@ -219,11 +222,14 @@ async def save_draft(
 async def archive(
     request: Request,
     session: Session,
+    actor: OperatorActor,
     campaign_id: CampaignId,
     public: Annotated[bool, Form()],
 ) -> Response:
     """Publish a campaign in its newsletter's archive or withdraw it, in any state."""
-    await container_of(request).campaigns.set_archive_public(campaign_id, public)
+    container = container_of(request)
+    draft = await container.campaigns.set_archive_public(campaign_id, public)
+    await container.audit.record(actor, *draft.archive_audit())
     return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
 
 

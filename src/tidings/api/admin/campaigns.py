@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import ContainerDep
+from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import AwareDateTime, EmailAddress, HeaderText, RecordView
 from tidings.campaigns.commands import DraftChanges, DraftFields
@@ -124,9 +124,14 @@ class TestSendQueued(BaseModel):
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a draft")
-async def create_campaign(container: ContainerDep, body: CampaignCreate) -> CampaignPublic:
+async def create_campaign(
+    container: ContainerDep, actor: KeyActor, body: CampaignCreate
+) -> CampaignPublic:
     fields = DraftFields(**body.model_dump(exclude={"newsletter"}))
-    return CampaignPublic.of(await container.campaigns.create(body.newsletter, fields))
+    draft = await container.campaigns.create(body.newsletter, fields)
+    if body.archive_public is not None:
+        await container.audit.record(actor, *draft.archive_audit())
+    return CampaignPublic.of(draft)
 
 
 @router.post(
@@ -158,10 +163,13 @@ async def get_campaign(container: ContainerDep, campaign_id: CampaignId) -> Camp
 
 @router.patch("/{campaign_id}", summary="Edit a draft, or any campaign's archive_public alone")
 async def update_campaign(
-    container: ContainerDep, campaign_id: CampaignId, body: CampaignUpdate
+    container: ContainerDep, actor: KeyActor, campaign_id: CampaignId, body: CampaignUpdate
 ) -> CampaignPublic:
     changes = DraftChanges(**body.model_dump(exclude_unset=True))
-    return CampaignPublic.of(await container.campaigns.update(campaign_id, changes))
+    draft = await container.campaigns.update(campaign_id, changes)
+    if "archive_public" in body.model_fields_set:
+        await container.audit.record(actor, *draft.archive_audit())
+    return CampaignPublic.of(draft)
 
 
 @router.delete("/{campaign_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a draft")
