@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import structlog
@@ -101,6 +101,9 @@ from tidings.storage import migrate, revision
 from tidings.storage.database import Database, create_database
 from tidings.storage.health import check_ready
 from tidings.storage.site_secrets import get_or_create_secret
+
+if TYPE_CHECKING:
+    from tidings.delivery.inbound_server import InboundServer
 
 log = structlog.get_logger("tidings.bootstrap")
 
@@ -225,6 +228,33 @@ class Container:
             self._email_provider = configured_email_provider(self.settings, self.db, self.clock)
             self.resources.push_async_callback(self._email_provider.close)
         return self._email_provider
+
+    def inbound_server(self, *, host: str, port: int, lmtp: bool) -> InboundServer:
+        """`tidings inbound`'s receiver, with the limits and STARTTLS certificate of
+        inbound.* (aiosmtpd is imported only by the process that runs it)."""
+        from tidings.delivery.inbound_server import InboundServer, SessionLimits
+
+        inbound = self.settings.inbound
+        tls_context = None
+        if inbound.tls_certificate_file is not None and inbound.tls_key_file is not None:
+            tls_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls_context.load_cert_chain(inbound.tls_certificate_file, inbound.tls_key_file)
+        return InboundServer(
+            accepts=self.inbound_mail.accepts,
+            deliver=self.inbound_mail.receive,
+            host=host,
+            port=port,
+            lmtp=lmtp,
+            max_bytes=self.inbound_mail.max_bytes,
+            limits=SessionLimits(
+                max_recipients=inbound.max_recipients,
+                max_connections=inbound.max_connections,
+                max_connections_per_client=inbound.max_connections_per_client,
+                idle_timeout_seconds=inbound.idle_timeout_seconds,
+                session_timeout_seconds=inbound.session_timeout_seconds,
+            ),
+            tls_context=tls_context,
+        )
 
     def submit_strategy(self) -> SubmitStrategy[Any]:
         """How campaign batches reach the provider: one call per batch for a batch API,

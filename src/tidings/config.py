@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -676,11 +677,71 @@ class InboundSettings(_Section):
     imap_poll_seconds: float = Field(
         default=60.0, ge=1, le=3600, description="Seconds between two polls of the mailbox."
     )
+    max_recipients: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Recipients `tidings inbound` takes in one message; the rest get `452 "
+        "Too many recipients` and the sending MTA delivers them in another transaction.",
+    )
+    max_connections: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Connections `tidings inbound` holds open at once; past it a new one is "
+        "answered `421` and closed (the sending MTA tries again later).",
+    )
+    max_connections_per_client: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="Connections one client (IP address) may hold open at once; past it `421`. "
+        "Above your relay's concurrency towards tidings (Postfix: 20 by default).",
+    )
+    idle_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="A client that sends no command for this long (or takes longer for one "
+        "message's content) is disconnected.",
+    )
+    session_timeout_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        le=86_400,
+        description="The longest one connection may last, whatever it sends; then `421` and "
+        "closed. A relay with more to deliver connects again.",
+    )
+    tls_certificate_file: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) that `tidings inbound` offers STARTTLS with, for "
+        "an MX reached over the internet. Unset: no STARTTLS. Needs `tls_key_file`.",
+    )
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key of `tls_certificate_file`."
+    )
 
     @model_validator(mode="after")
     def _imap_login(self) -> InboundSettings:
         if self.imap_host is not None and (self.imap_user is None or self.imap_password is None):
             raise ValueError("inbound.imap_host needs inbound.imap_user and inbound.imap_password")
+        return self
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> InboundSettings:
+        if (self.tls_certificate_file is None) != (self.tls_key_file is None):
+            raise ValueError("STARTTLS needs both inbound.tls_certificate_file and tls_key_file")
+        if self.tls_certificate_file is not None and self.tls_key_file is not None:
+            try:
+                ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                    self.tls_certificate_file, self.tls_key_file
+                )
+            except OSError as exc:  # ssl.SSLError is one
+                raise ValueError(
+                    "inbound.tls_certificate_file and tls_key_file: cannot load a certificate "
+                    f"and its key from {self.tls_certificate_file} and {self.tls_key_file} "
+                    f"({exc.strerror or exc})"
+                ) from None
         return self
 
 

@@ -68,19 +68,10 @@ def inbound(
     if imap:
         _poll(ctx, once=once)
         return
-    from tidings.delivery.inbound_server import InboundServer  # aiosmtpd, only when it runs
 
     async def go() -> None:
         async with container_for(ctx) as container:
-            mail = container.inbound_mail
-            server = InboundServer(
-                accepts=mail.accepts,
-                deliver=mail.receive,
-                host=host,
-                port=port,
-                lmtp=lmtp,
-                max_bytes=mail.max_bytes,
-            )
+            server = container.inbound_server(host=host, port=port, lmtp=lmtp)
             try:
                 await server.start()
             except OSError as exc:
