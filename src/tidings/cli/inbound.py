@@ -56,7 +56,7 @@ def inbound(
     """
     if ctx.invoked_subcommand is not None:
         return  # list, apply or discard (cli/inbound_review.py)
-    settings = state_of(ctx).settings(long_running=True)
+    settings = state_of(ctx).settings()  # at warning and up, unless --log-level
     if settings.inbound.bounce_address is None and settings.email.unsubscribe_address is None:
         fail(
             "nothing to receive: set inbound.bounce_address (TIDINGS_INBOUND_BOUNCE_ADDRESS) "

@@ -9,6 +9,7 @@ Nothing here may log personal data: callers pass ids, never addresses, names or 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Literal, TextIO
 
@@ -17,6 +18,7 @@ import structlog
 from tidings.observability.sentry import report_errors
 
 LogFormat = Literal["auto", "json", "console"]
+_PLACEHOLDER = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[a-z]")
 
 
 def configure_logging(
@@ -70,6 +72,19 @@ def configure_logging(
     # enough (SQLAlchemy's own default level).
     for name in ("sqlalchemy", "aiosqlite", "psycopg"):
         logging.getLogger(name).setLevel(max(numeric_level, logging.WARNING))
+    # aiosmtpd (`tidings inbound`) writes envelope addresses at info and every line of the
+    # message at debug: only its warnings pass, and without their arguments (the client's
+    # address, a command it sent).
+    smtp_server = logging.getLogger("mail.log")
+    smtp_server.setLevel(max(numeric_level, logging.WARNING))
+    smtp_server.addFilter(_without_arguments)
+
+
+def _without_arguments(record: logging.LogRecord) -> bool:
+    if record.args:
+        record.msg = _PLACEHOLDER.sub("-", str(record.msg))
+        record.args = None
+    return True
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:
