@@ -119,10 +119,13 @@ def set_known_client_cookie(response: Response, container: Container, token: str
 
 
 def _return_path(request: Request) -> str:
+    """The page to come back to, encoded as one value of `next=`: its `?`, `&`, `=` and
+    `%` escaped too, so `/admin/campaigns?status=sent&page=2` comes back whole and a query
+    value's own escapes (`q=a%26b`) come back as they were."""
     path = request.url.path
     if request.method in SAFE_METHODS and request.url.query:
         path += "?" + request.url.query
-    return quote(path, safe="/?=&")
+    return quote(path, safe="/")
 
 
 async def require_session(request: Request) -> AdminSession:
