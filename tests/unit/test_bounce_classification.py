@@ -53,26 +53,26 @@ def test_mail_abandoned_after_retries_without_a_status_is_soft() -> None:
     """Exim's "retry timeout exceeded" bounce has no DSN status; flufl.bounce calls it a
     permanent failure, but nothing says the mailbox is gone."""
     data = (
-        "From: Mail Delivery System <Mailer-Daemon@mx.example.net>\r\n"
-        "To: bounces@mail.example.org\r\nSubject: Mail delivery failed: returning message "
-        "to sender\r\nX-Failed-Recipients: reader@example.test\r\n\r\n"
-        "This message was created automatically by mail delivery software.\r\n\r\n"
-        "A message that you sent could not be delivered to one or more of its\r\n"
-        "recipients. This is a permanent error. The following address(es) failed:\r\n\r\n"
-        "  reader@example.test\r\n    retry timeout exceeded\r\n"
-    ).encode()
+        b"From: Mail Delivery System <Mailer-Daemon@mx.example.net>\r\n"
+        b"To: bounces@mail.example.org\r\nSubject: Mail delivery failed: returning message "
+        b"to sender\r\nX-Failed-Recipients: reader@example.test\r\n\r\n"
+        b"This message was created automatically by mail delivery software.\r\n\r\n"
+        b"A message that you sent could not be delivered to one or more of its\r\n"
+        b"recipients. This is a permanent error. The following address(es) failed:\r\n\r\n"
+        b"  reader@example.test\r\n    retry timeout exceeded\r\n"
+    )
     assert _permanent(data) is False
 
 
 def test_a_dead_address_without_a_status_stays_hard() -> None:
     """The same Exim bounce for an unknown user is a hard bounce."""
     data = (
-        "From: Mail Delivery System <Mailer-Daemon@mx.example.net>\r\n"
-        "To: bounces@mail.example.org\r\nSubject: Mail delivery failed: returning message "
-        "to sender\r\nX-Failed-Recipients: reader@example.test\r\n\r\n"
-        "This message was created automatically by mail delivery software.\r\n\r\n"
-        "A message that you sent could not be delivered to one or more of its\r\n"
-        "recipients. This is a permanent error. The following address(es) failed:\r\n\r\n"
-        "  reader@example.test\r\n    Unrouteable address\r\n"
-    ).encode()
+        b"From: Mail Delivery System <Mailer-Daemon@mx.example.net>\r\n"
+        b"To: bounces@mail.example.org\r\nSubject: Mail delivery failed: returning message "
+        b"to sender\r\nX-Failed-Recipients: reader@example.test\r\n\r\n"
+        b"This message was created automatically by mail delivery software.\r\n\r\n"
+        b"A message that you sent could not be delivered to one or more of its\r\n"
+        b"recipients. This is a permanent error. The following address(es) failed:\r\n\r\n"
+        b"  reader@example.test\r\n    Unrouteable address\r\n"
+    )
     assert _permanent(data) is True

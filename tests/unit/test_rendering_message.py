@@ -322,3 +322,17 @@ def test_an_attribute_tag_without_a_key_or_in_a_link_is_refused() -> None:
             _render(body)
     with pytest.raises(InvalidInput, match="inside a link"):
         _render("[go](https://example.org/{{ attribs.city }})")
+
+
+def test_the_hidden_preheader_trips_no_spam_filter_rule_for_hidden_text() -> None:
+    """SpamAssassin scores text in the background's colour (HTML_FONT_LOW_CONTRAST) and text
+    of 0-1 px (__FONT_INVIS, FONT_INVIS_*) as hidden spam; the preheader hides by display,
+    height and opacity instead, so a campaign with one scores no worse (issue 35 item 10)."""
+    body_html = _render().html
+    span = re.search(r'<span class="preheader" style="([^"]*)">', body_html)
+    assert span is not None
+    style = span[1].replace(" ", "").lower()
+    assert "display:none" in style
+    assert "max-height:0" in style
+    assert "color:" not in style
+    assert re.search(r"font(?:-size)?:0*[01](?:\.\d+)?(?:px|pt)", style) is None
