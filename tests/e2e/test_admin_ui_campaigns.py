@@ -100,7 +100,7 @@ async def test_a_failed_send_shows_its_reason_and_is_retried_from_the_page(
 ) -> None:
     """An operator facing a failure must see why and whether a retry is safe, and retry it."""
     settings = batch_provider_settings(sqlite_url, dev_provider.base_url, batch_size=2)
-    dev_provider.faults.replace([Fault(action="status", status=401, times=1)])
+    dev_provider.faults.replace([Fault(action="status", status=400, times=1)])
     async with ui_app(settings) as (browser, container):
         client = browser()
         csrf = await signed_in(client, container)

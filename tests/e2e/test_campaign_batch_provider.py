@@ -121,10 +121,10 @@ async def test_a_rate_limited_batch_is_retried_and_the_campaign_completes(
 
 
 async def test_a_refused_batch_fails_the_campaign_as_retryable(studio: Studio) -> None:
-    """A 401 (a wrong key) refuses the request whole: nobody was mailed, so the campaign fails
-    with a reason and may be retried once the settings are fixed."""
+    """A 400 refuses the request whole: nobody was mailed, so the campaign fails with a reason
+    and may be retried once the cause is fixed."""
     _client, container, _headers, server = studio
-    server.faults.replace([Fault(action="status", status=401)])
+    server.faults.replace([Fault(action="status", status=400)])
     campaign_id = await _send(studio)
     async with running(container, registry(container)):
         assert await wait_for_campaign_status(container, campaign_id) == "failed"
@@ -132,9 +132,38 @@ async def test_a_refused_batch_fails_the_campaign_as_retryable(studio: Studio) -
     assert send is not None
     assert (send.error_code, send.retryable) == ("batch_failed", True)
     assert send.error is not None
-    assert "mailgun refused the batch (401); check the provider settings" in send.error
+    assert "mailgun refused the batch (400); check the provider settings" in send.error
     assert await recipient_states(container, campaign_id) == {"pending": 100}
     assert server.store.recipients == []
+
+
+@pytest.mark.parametrize(
+    ("status", "cause"),
+    [(401, "API key refused, reply 401"), (403, "sending domain not allowed, reply 403")],
+)
+async def test_a_refused_key_or_domain_pauses_the_send_named(
+    studio: Studio, status: int, cause: str
+) -> None:
+    """A wrong key (401) or a domain the account may not send for (403) refuses the sender,
+    not the readers (issue 35 item 9): the send pauses with the API named, nobody fails, and
+    resume sends everyone once the settings are right."""
+    _client, container, _headers, server = studio
+    server.faults.replace([Fault(action="status", status=status)])
+    campaign_id = await _send(studio)
+    async with running(container, registry(container)):
+        await wait_for_send_status(container, campaign_id, "paused")
+    problem = (await container.send_status.status(campaign_id)).provider_problem
+    assert problem is not None
+    assert problem.paused
+    assert (problem.provider, problem.error) == ("mailgun", cause)
+    assert problem.endpoint == server.base_url.removeprefix("http://").rstrip("/")
+    assert await recipient_states(container, campaign_id) == {"pending": 100}
+    server.faults.replace([])
+    await container.control.resume(campaign_id, actor="test:operator")
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    assert await recipient_states(container, campaign_id) == {"sent": 100}
+    assert len(server.store.recipients) == 100
 
 
 async def test_readers_the_provider_rejects_are_failed_one_by_one(studio: Studio) -> None:

@@ -92,10 +92,11 @@ async def _snapshot(container: Container, campaign_id: int) -> dict[str, Any]:
 async def test_retry_after_a_refused_batch_completes_with_every_reader_mailed_once(
     batch_studio: tuple[httpx.AsyncClient, Container, dict[str, str], DevProviderServer],
 ) -> None:
-    """The provider refused one batch (a wrong key, fixed since): the retry sends exactly
-    that batch in a new attempt, and nobody already mailed gets a second copy."""
+    """The provider refused one batch (a 400, its cause fixed since; a wrong key pauses the
+    send instead): the retry sends exactly that batch in a new attempt, and nobody already
+    mailed gets a second copy."""
     client, container, headers, server = batch_studio
-    server.faults.replace([Fault(action="status", status=401, times=1)])
+    server.faults.replace([Fault(action="status", status=400, times=1)])
     campaign_id = await _send(client, headers)
     async with running(container, registry(container)):
         assert await wait_for_campaign_status(container, campaign_id) == "failed"

@@ -213,7 +213,12 @@ FAST = policy(
     [
         ([], JobStatus.DONE, None, 1),
         ([Fault(action="drop_after_accept")], JobStatus.PENDING, "mailgun uncertain delivery", 1),
-        ([Fault(action="status", status=401)], JobStatus.DEAD, "mailgun permanent failure 401", 0),
+        (
+            [Fault(action="status", status=401)],
+            JobStatus.DEAD,
+            "refuses the sender (API key refused, reply 401)",
+            0,
+        ),
     ],
     ids=["accepted", "answer-lost-retried", "refused"],
 )
@@ -237,6 +242,11 @@ async def test_a_queued_send_email_job_goes_through_mailgun(
     assert await worker.claim_round() == 1
     await worker.drain(5)
     finished, _ = await queue.get(job.id)
-    assert (finished.status, finished.last_error) == (status, last_error)
+    assert finished.status == status
+    if last_error is None:
+        assert finished.last_error is None
+    else:  # named with the API's host and port, which vary
+        assert finished.last_error is not None
+        assert last_error in finished.last_error
     found = dev_provider.store.find(message_id=MESSAGE_ID, address=READER)
     assert [r.subject for r in found] == ["Confirm your subscription: café edition"] * stored

@@ -29,6 +29,10 @@ REASONS = [
     "reconciled_not_sent_after_all",
     "smtp_permanent_550",
     "smtp_rejected_550",
+    "smtp_rejected_554",  # relay access denied, before a refusal of the sender was told apart
+    "SMTP_REJECTED_535",
+    "smtp_permanent_530",
+    "smtp_rejected_5540",
     "provider_error_KeyError",
     "in_flight_at_crash",
     "x/_temporary",  # the escape character itself
@@ -72,3 +76,5 @@ async def test_the_sql_and_the_domain_agree_on_resendable_failures(database_url:
     assert again == set(REASONS) - expected
     assert "smtptemporary_451" not in expected
     assert "SMTP_TEMPORARY_421" in expected
+    assert {"smtp_rejected_554", "SMTP_REJECTED_535", "smtp_permanent_530"} <= expected
+    assert "smtp_rejected_5540" not in expected

@@ -18,6 +18,7 @@ from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
     PerRecipientProvider,
+    SenderRefused,
     TemporaryFailure,
     UncertainDelivery,
 )
@@ -313,12 +314,13 @@ async def test_authenticates_with_configured_credentials() -> None:
         assert len(sink.messages) == 1
 
 
-async def test_wrong_credentials_are_temporary() -> None:
-    """A configuration mistake must not permanently bounce every recipient of a campaign."""
+async def test_wrong_credentials_refuse_the_sender_not_the_recipient() -> None:
+    """A configuration mistake must not permanently bounce every recipient of a campaign, nor
+    be retried like an outage: it is the sender refused (the send pauses, issue 35 item 9)."""
     async with SmtpSink(clock=utcnow, credentials=("relay-user", "s3cret")) as authenticating:
         smtp = make_provider(authenticating, username="relay-user", password="wrong")
         try:
-            with pytest.raises(TemporaryFailure) as caught:
+            with pytest.raises(SenderRefused) as caught:
                 await smtp.send(make_envelope("a@example.com"))
         finally:
             await smtp.close()

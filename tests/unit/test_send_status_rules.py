@@ -215,16 +215,22 @@ def test_retry_runs_only_on_a_failed_send_without_submitting_batches_or_bad_coun
         ("smtp_permanent_550", False),
         ("smtp_rejected_550", False),
         ("mailgun_rejected_550", False),
+        ("smtp_rejected_554", True),  # relay access denied: the sender refused, not the reader
+        ("smtp_rejected_530", True),
+        ("smtp_rejected_535", True),
+        ("smtp_permanent_530", True),
+        ("smtp_permanent_554", False),  # DATA refused: the message, not only the sender
         ("provider_error_KeyError", False),
         ("in_flight_at_crash", False),
         (None, False),
     ],
 )
-def test_only_transient_failures_and_unsent_batches_are_sent_again(
+def test_only_transient_failures_sender_refusals_and_unsent_batches_are_sent_again(
     reason: str | None, resendable: bool
 ) -> None:
-    """A permanent rejection resent is a bounce and a reputation cost; a deferral or a batch
-    the provider never had is a reader who has not got the issue yet."""
+    """A permanent rejection resent is a bounce and a reputation cost; a deferral, a batch
+    the provider never had, or a relay refusing the sender (issue 35 item 9) is a reader who
+    has not got the issue yet."""
     assert is_resendable_failure(reason) is resendable
 
 

@@ -3,8 +3,11 @@ its frozen preparation, for the recipients that may still be mailed.
 
 A retry runs on a failed send unless a batch is `submitting` (the provider may have it:
 reconcile first) or the failure is a verification failure (terminal, SND-15). Failed batches
-go back to `pending`, and so do recipients whose failure was transient; `sent`, `excluded`,
-permanently failed and `uncertain` recipients are never touched. A resend is the operator's
+go back to `pending`, and so do recipients whose failure was transient or a refusal of the
+sender (`SENDER_REFUSED_REASONS`: the relay refused us, not them); `sent`, `excluded`,
+permanently failed and `uncertain` recipients are never touched. A send that ended
+`submitted` with recipients failed by a refusal of the sender (as sends did before such a
+refusal paused them) may be retried too: nobody else is sent to again. A resend is the operator's
 explicit, audited choice to send again to the `uncertain` (or transiently failed) ones.
 
 Either way the state change, the audit row and the `send_campaign` job of the new attempt
@@ -130,7 +133,11 @@ class SendRetries:
         failed recipients. Refused (nothing changes) when a retry is not safe."""
         async with self._ctx.db.write() as conn:
             status, send = await self._campaign(conn, campaign_id, RetryRefused)
-            await self._check(conn, campaign_id, status, send, verb="retried")
+            if not (
+                status == CampaignStatus.SUBMITTED
+                and await repair_queries.count_sender_refused(conn, campaign_id)
+            ):
+                await self._check(conn, campaign_id, status, send, verb="retried")
             started = await self._restart(
                 conn, send, status, [RecipientState.FAILED], action="retry", actor=actor
             )

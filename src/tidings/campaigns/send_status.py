@@ -14,7 +14,7 @@ from tidings.campaigns.context import SendingContext
 from tidings.domain.email_headers import message_id
 from tidings.domain.errors import NotFound
 from tidings.domain.eta import WINDOW, Sample
-from tidings.domain.provider_health import ProviderProblem, provider_problem
+from tidings.domain.provider_health import PROVIDER_PAUSE_ACTOR, ProviderProblem, provider_problem
 from tidings.domain.send_status import (
     READS_BATCHES,
     AutoPaused,
@@ -28,7 +28,7 @@ from tidings.domain.send_status import (
 )
 from tidings.domain.sending import CampaignStatus, RecipientState
 from tidings.storage.sending import campaign_sends as send_queries
-from tidings.storage.sending import feedback_counts, recipient_list
+from tidings.storage.sending import feedback_counts, interventions, recipient_list
 from tidings.storage.sending import send_control as control_queries
 from tidings.storage.sending import send_progress as progress_queries
 from tidings.storage.sending.campaign_sends import SendRow
@@ -63,6 +63,9 @@ class SendStatusReader:
             return found
         async with self._ctx.db.read() as conn:
             paused = (await feedback_counts.auto_paused(conn, [campaign_id])).get(campaign_id)
+            refused = await interventions.paused_by(conn, PROVIDER_PAUSE_ACTOR, [campaign_id])
+        if refused:  # the provider refused the sender: the send paused itself (SND-26)
+            found = dataclasses.replace(found, provider_problem=_paused_problem(refused[0][2]))
         if paused is None:
             return found
         return dataclasses.replace(found, auto_pause=AutoPaused(*paused))
@@ -107,10 +110,17 @@ class SendStatusReader:
         return dataclasses.replace(derived, provider_problem=_problem(trouble))
 
     async def provider_problems(self) -> list[tuple[int, ProviderProblem]]:
-        """Every send in progress waiting on an unreachable provider (SND-26), by campaign:
-        the dashboard's banner. A handful of sends at most are active at any time."""
+        """Every send waiting on an unreachable provider, or paused because its provider
+        refused the sender (SND-26), by campaign: the dashboard's banner. A handful of sends
+        at most are active at any time."""
         found: list[tuple[int, ProviderProblem]] = []
         async with self._ctx.db.read() as conn:
+            for campaign_id, _at, reason in await interventions.paused_by(
+                conn, PROVIDER_PAUSE_ACTOR
+            ):
+                paused = _paused_problem(reason)
+                if paused is not None:
+                    found.append((campaign_id, paused))
             for send in await send_queries.active(conn):
                 trouble = await control_queries.batch_job_trouble(
                     conn, send.campaign_id, send.attempt
@@ -147,6 +157,10 @@ class SendStatusReader:
             )
             for row in rows
         ]
+
+
+def _paused_problem(reason: str) -> ProviderProblem | None:
+    return provider_problem(reason, attempts=0, max_attempts=0, next_try=None)
 
 
 def _problem(trouble: control_queries.JobTrouble | None) -> ProviderProblem | None:

@@ -48,11 +48,14 @@ def _confirm(subject: str, count: int, when: str, yes: bool) -> None:
 
 
 async def _wait(container: Container, campaign_id: int, as_json: bool) -> None:
-    """Poll the campaign until it is submitted or failed; exit 1 if it failed."""
+    """Poll the campaign until it is submitted or failed, or paused itself; exit 1 unless
+    it was submitted."""
     while True:
         draft = await container.campaigns.get(campaign_id)
         if draft.campaign.status in TERMINAL:
             break
+        if draft.campaign.status == CampaignStatus.PAUSED:
+            await _paused_itself(container, campaign_id, as_json)
         await asyncio.sleep(0.5)
     send = await container.sends.get_send(campaign_id)
     assert send is not None
@@ -81,6 +84,41 @@ async def _wait(container: Container, campaign_id: int, as_json: bool) -> None:
         err_console.print(f"campaign {campaign_id} failed: {send.error}", markup=False)
     if draft.campaign.status != CampaignStatus.SUBMITTED:
         raise typer.Exit(1)
+
+
+async def _paused_itself(container: Container, campaign_id: int, as_json: bool) -> None:
+    """A send that paused itself — its provider refused the sender (SND-26), or its bounce
+    or complaint rate passed a threshold (SND-24) — waits for an operator: say why, exit 1.
+    An operator's own pause is waited through."""
+    found = await container.send_status.status(campaign_id)
+    problem, auto_pause = found.provider_problem, found.auto_pause
+    if problem is not None and problem.paused:
+        why = problem.summary()
+    elif auto_pause is not None:
+        why = auto_pause.summary()
+    else:
+        return
+    if as_json:
+        totals = found.recipients
+        print(
+            json.dumps(
+                {
+                    "campaign_id": campaign_id,
+                    "status": found.status.value,
+                    "sent": totals.sent,
+                    "failed": totals.failed,
+                    "uncertain": totals.uncertain,
+                    "paused_because": why,
+                }
+            )
+        )
+    else:
+        err_console.print(
+            f"campaign {campaign_id} paused: {why}. Resume it with "
+            f"`tidings campaign resume {campaign_id}`.",
+            markup=False,
+        )
+    raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

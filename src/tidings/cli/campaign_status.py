@@ -68,6 +68,8 @@ def status_line(campaign_id: int, found: SendingStatus) -> str:
         return f"campaign {campaign_id}: cancelled: {counts}, {totals.cancelled} cancelled"
     if found.status == CampaignStatus.PAUSED:
         why = f"; {found.auto_pause.summary()}" if found.auto_pause else ""
+        if found.provider_problem is not None:  # the provider refused the sender (SND-26)
+            why += f"; {found.provider_problem.summary()}"
         return (
             f"campaign {campaign_id}: paused{phase_of_status(found)}, {progress}{why}; "
             f"`tidings campaign resume {campaign_id}` carries on"

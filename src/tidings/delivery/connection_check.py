@@ -2,10 +2,12 @@
 the dashboard's "Test connection"): what the relay or the API answered at each step, so that a
 wrong port, a relay that never greets, a refused STARTTLS or login, or a bad key is named before
 a campaign waits on it. Nothing is sent: the SMTP check ends with QUIT, the API check reads the
-sending domain."""
+sending domain. What a failed SMTP step means is named by `smtp_failures`, the same words a
+send's status uses when the relay fails it (SND-26)."""
 
 from __future__ import annotations
 
+import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import httpx
-from aiosmtplib import SMTP, SMTPException, SMTPResponseException, SMTPTimeoutError
+from aiosmtplib import SMTP, SMTPAuthenticationError, SMTPException, SMTPResponseException
 
-Security = Literal["none", "starttls", "tls"]
+from tidings.delivery.smtp_failures import NO_AUTH, NO_STARTTLS, Security, connect_failure
+
 T = TypeVar("T")
 
 
@@ -86,6 +89,17 @@ async def check_smtp(
         tls_context=tls_context,
     )
     steps = _Steps()
+    failure = functools.partial(connect_failure, security=security, timeout_seconds=timeout_seconds)
+
+    async def _command(call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except SMTPAuthenticationError as exc:
+            raise StepFailed(failure(exc).sentence()) from None
+        except SMTPResponseException as exc:
+            raise StepFailed(f"refused: {_reply(exc)}") from None
+        except (SMTPException, OSError) as exc:
+            raise StepFailed(failure(exc).sentence()) from None
 
     async def connect() -> str:
         try:
@@ -93,7 +107,7 @@ async def check_smtp(
         except SMTPResponseException as exc:
             raise StepFailed(f"the relay refused the connection: {_reply(exc)}") from None
         except (SMTPException, OSError) as exc:
-            raise StepFailed(_unreachable(exc, timeout_seconds)) from None
+            raise StepFailed(failure(exc).sentence()) from None
         tls = ", TLS from the first byte" if security == "tls" else ""
         return f"connected{tls}; greeting {greeting.code} {_first_line(greeting.message)}"
 
@@ -104,7 +118,7 @@ async def check_smtp(
 
     async def starttls() -> str:
         if not connection.supports_extension("starttls"):
-            raise StepFailed("the relay does not offer STARTTLS: set smtp.security")
+            raise StepFailed(NO_STARTTLS.sentence())
         await _command(connection.starttls)
         await _command(connection.ehlo)  # the session starts again under TLS
         verified = "certificate verified" if validate_certs else "certificate not verified"
@@ -113,7 +127,7 @@ async def check_smtp(
     async def login() -> str:
         assert username is not None
         if not connection.supports_extension("auth"):
-            raise StepFailed("the relay offers no AUTH on this connection")
+            raise StepFailed(NO_AUTH.sentence())
         answer = await _command(lambda: connection.login(username, password or ""))
         return f"{answer.code}; accepted as {username}"
 
@@ -132,17 +146,6 @@ def _smtp_result(host: str, port: int, security: Security, steps: _Steps) -> Con
     return ConnectionCheck("smtp", f"{host}:{port} ({security})", tuple(steps.done))
 
 
-async def _command(call: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return await call()
-    except SMTPResponseException as exc:
-        raise StepFailed(f"refused: {_reply(exc)}") from None
-    except ssl.SSLError as exc:
-        raise StepFailed(f"TLS failed: {exc.reason or type(exc).__name__}") from None
-    except (SMTPException, OSError) as exc:
-        raise StepFailed(f"the connection failed ({type(exc).__name__}: {exc})") from None
-
-
 async def _quit(connection: SMTP) -> None:
     if not connection.is_connected:
         return
@@ -150,17 +153,6 @@ async def _quit(connection: SMTP) -> None:
         await connection.quit()
     except (SMTPException, OSError):
         connection.close()
-
-
-def _unreachable(exc: BaseException, timeout_seconds: float) -> str:
-    if isinstance(exc, SMTPTimeoutError | TimeoutError):
-        return (
-            f"no greeting within {timeout_seconds:g} s: the host accepted the connection and "
-            "said nothing, or a firewall drops the packets"
-        )
-    if isinstance(exc.__cause__, ConnectionRefusedError) or "refused" in str(exc).lower():
-        return "connection refused: nothing listens on that host and port"
-    return f"cannot connect ({type(exc).__name__})"
 
 
 def _reply(exc: SMTPResponseException) -> str:

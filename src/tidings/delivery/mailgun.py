@@ -18,6 +18,8 @@ and by how far the request got, never by reading text:
   refused inside an accepted batch.
 - 429, 408, 500, 502, 503 and other 5xx: `TemporaryFailure` (Retry-After honoured).
 - 504: `UncertainDelivery`. A gateway timed out waiting for Mailgun, which may still accept.
+- 401, 403: `SenderRefused`. The key or the sending domain was refused: every call fails the
+  same way until the settings change, and no recipient is to blame.
 - other 4xx (and 3xx: redirects are not followed): `PermanentFailure`.
 - nothing sent yet: cannot connect or no pooled connection free (`ProviderUnreachable`), or the
   request body never left because the connection broke (`TemporaryFailure`); safe to retry.
@@ -53,6 +55,7 @@ from tidings.delivery.provider import (
     PermanentFailure,
     ProviderUnreachable,
     Rejection,
+    SenderRefused,
     SendResult,
     TemporaryFailure,
     UncertainDelivery,
@@ -72,6 +75,8 @@ MAX_REJECTION_DETAIL = 300
 MIME_FILENAME = "message.mime"
 MIME_CONTENT_TYPE = "message/rfc822"
 TEMPORARY_STATUSES = frozenset({408, 429})
+# The key or the sending domain refused (not any recipient): named, and the send pauses.
+SENDER_REFUSED_STATUSES = {401: "API key refused", 403: "sending domain not allowed"}
 UNCERTAIN_STATUSES = frozenset({504})
 NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Our request was refused by our own HTTP stack or URL before a byte left: retrying is futile.
@@ -347,6 +352,9 @@ def _outcome(
             headers.get("retry-after"), now=datetime.now(UTC), cap_seconds=MAX_RETRY_AFTER_SECONDS
         )
         raise TemporaryFailure(detail, status=status, retry_after_seconds=retry_after)
+    if status in SENDER_REFUSED_STATUSES:
+        cause = f"{SENDER_REFUSED_STATUSES[status]}, reply {status}"
+        raise SenderRefused(detail, cause=cause, status=status)
     raise PermanentFailure(detail, status=status)
 
 
@@ -412,6 +420,8 @@ def _has_line_break(value: str) -> bool:
 def _outcome_name(failure: DeliveryFailure) -> str:
     if isinstance(failure, UncertainDelivery):
         return "uncertain"
+    if isinstance(failure, SenderRefused):
+        return "sender_refused"
     return "temporary" if isinstance(failure, TemporaryFailure) else "permanent"
 
 

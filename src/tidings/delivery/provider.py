@@ -4,9 +4,12 @@ batch providers (a Mailgun-compatible HTTP API, one call per batch).
 Providers classify failures at the boundary (HOUSE rule 8): a whole-message failure raises
 `TemporaryFailure` (retry later: 4xx, dropped connection, timeout) or `PermanentFailure`
 (do not retry: 5xx), and a batch provider raises `UncertainDelivery` when the request went
-out but its answer was lost (do not resend automatically). Rejections of single recipients
-are reported per recipient in `SendResult.rejected`, so one bad address never fails the
-others. Callers decide by type, never by parsing messages. Failure details never carry
+out but its answer was lost (do not resend automatically). A refusal about the sender rather
+than the recipient — relaying denied, authentication required or refused, a certificate not
+trusted, a key refused — raises `SenderRefused`: no recipient's failure, but the provider's
+problem, which waits for the operator (the send pauses itself, SND-26). Rejections of single
+recipients are reported per recipient in `SendResult.rejected`, so one bad address never
+fails the others. Callers decide by type, never by parsing messages. Failure details never carry
 addresses or provider text into logs: `detail` is for storage next to the recipient, `code`
 is safe to log.
 """
@@ -61,16 +64,43 @@ class ProviderUnreachable(TemporaryFailure):
         status: int | None = None,
         retry_after_seconds: float | None = None,
         cause: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         super().__init__(detail, status=status, retry_after_seconds=retry_after_seconds)
         # Safe to show (SND-26): the error's class or the reply code, never the reply text.
         self.cause = cause or (f"reply {status}" if status else "unreachable")
+        # host:port, set by the provider itself: a wrapper (DKIM signing) keeps it.
+        self.endpoint = endpoint
 
 
 class PermanentFailure(DeliveryFailure):
     """Retrying will not help: 5xx replies, a message the provider refuses outright."""
 
     code = "delivery_permanent_failure"
+
+
+class SenderRefused(PermanentFailure):
+    """The provider refused us, not the recipient: relaying denied, authentication required or
+    refused, the sender address refused, a certificate not trusted, a key refused. Nothing was
+    accepted, and trying again fails the same way until the configuration changes (so it is
+    permanent: a transactional message is given up, replayable): a campaign's send pauses with
+    the problem named instead of failing its readers (SND-26)."""
+
+    code = "delivery_sender_refused"
+    title = "The provider refused the sender"
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        cause: str,
+        status: int | None = None,
+        endpoint: str | None = None,
+    ) -> None:
+        super().__init__(detail, status=status)
+        # Safe to show and log (SND-26): what was refused and its reply code, never reply text.
+        self.cause = cause
+        self.endpoint = endpoint  # host:port of the provider, when it knows it
 
 
 class UncertainDelivery(DeliveryFailure):

@@ -5,7 +5,14 @@ transactions, pipelined where the relay offers it (RFC 2920). Each `send` runs o
 transaction (MAIL, one RCPT per recipient, DATA, the content) on a pooled connection and
 classifies the outcome at the boundary (HOUSE rule 8): a refused recipient is
 reported in `SendResult.rejected`; a refused or lost transaction raises `TemporaryFailure`
-(4xx, dropped connection, timeout) or `PermanentFailure` (5xx on MAIL or DATA).
+(4xx, dropped connection, timeout) or `PermanentFailure` (5xx on DATA).
+
+A refusal of the sender is no recipient's failure and raises `SenderRefused`: a 5xx to MAIL; a
+RCPT refused for authentication or relaying (530, 535, 5.7.0, 5.7.8, "relay access denied");
+a 5.7.x policy refusal before this relay ever accepted a recipient; the same 5xx refusal
+(code and enhanced status, but never 5.1.x or 5.2.x, the recipient's own) for
+`SAME_REFUSAL_DOMAINS` different recipient domains with no acceptance in between; and a login
+refused or a certificate not trusted at connect, which no retry mends (`smtp_failures`).
 
 A pooled connection may have been closed by the relay while it sat idle. If that shows up
 before DATA was issued, nothing was handed over, so the transaction is replayed once on a
@@ -19,18 +26,26 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
-from typing import Literal
 
-from aiosmtplib import SMTP, SMTPException, SMTPHeloError, SMTPResponseException
+from aiosmtplib import SMTP, SMTPException, SMTPHeloError
 
 from tidings.delivery.provider import (
     Envelope,
     PermanentFailure,
     ProviderUnreachable,
     Rejection,
+    SenderRefused,
     SendResult,
     TemporaryFailure,
     UncertainDelivery,
+)
+from tidings.delivery.smtp_failures import (
+    Security,
+    connect_failure,
+    is_policy_refusal,
+    is_recipient_refusal,
+    reply_summary,
+    sender_refusal,
 )
 from tidings.delivery.smtp_session import (
     START_INPUT,
@@ -41,17 +56,58 @@ from tidings.delivery.smtp_session import (
     path,
 )
 
-Security = Literal["none", "starttls", "tls"]
-
 # 421 means the relay is closing the channel: the connection is gone, not the message refused.
 SERVICE_CLOSING = 421
-ENHANCED_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}\b")
 QUEUE_ID = re.compile(r"queued as\s+<?([\w.@-]+)>?", re.IGNORECASE)
 MAX_DETAIL_LENGTH = 300
+# The same refusal for this many different recipient domains, none accepted in between, is
+# the relay refusing us: remote domains do not agree on a reply.
+SAME_REFUSAL_DOMAINS = 3
 
 
 class _DroppedBeforeData(Exception):
     """The connection died before DATA was issued: safe to replay on a fresh connection."""
+
+
+class _SenderWatch:
+    """The relay's refusals since it last accepted a recipient, to tell a refusal of the
+    sender from refusals of recipients (shared by this provider's connections)."""
+
+    __slots__ = ("_domains", "ever_accepted")
+
+    def __init__(self) -> None:
+        self.ever_accepted = False
+        self._domains: dict[str, set[str]] = {}
+
+    def observe(
+        self, recipients: list[str], replies: list[Reply], accepted: list[str]
+    ) -> str | None:
+        """The cause when these replies show the relay refusing us, else None."""
+        if accepted:
+            self.ever_accepted = True
+            self._domains.clear()
+            return None
+        for recipient, reply in zip(recipients, replies, strict=False):
+            if cause := self._refused(recipient, reply):
+                return cause
+        return None
+
+    def _refused(self, recipient: str, reply: Reply) -> str | None:
+        if not _is_permanent(reply.code):
+            return None
+        evident = sender_refusal(reply.code, reply.text)
+        if evident is not None:
+            return evident
+        if is_recipient_refusal(reply.text):
+            return None
+        summary = reply_summary(reply.code, reply.text)
+        if is_policy_refusal(reply.code, reply.text) and not self.ever_accepted:
+            return f"policy refusal before any recipient was accepted, {summary}"
+        domains = self._domains.setdefault(summary, set())
+        domains.add(recipient.rpartition("@")[2].lower())
+        if len(domains) >= SAME_REFUSAL_DOMAINS:
+            return f"the same refusal for {len(domains)} recipient domains, {summary}"
+        return None
 
 
 class _Stage:
@@ -112,6 +168,7 @@ class SmtpProvider:
         self._slots = asyncio.Semaphore(pool_size)
         self._idle: list[SmtpSession] = []
         self._closed = False
+        self._watch = _SenderWatch()
 
     @property
     def endpoint(self) -> str:
@@ -126,13 +183,17 @@ class SmtpProvider:
         `UncertainDelivery`, never resent automatically."""
         if self._closed:
             raise TemporaryFailure("the SMTP provider is closed")
-        async with self._slots:
-            stage = _Stage()
-            try:
-                async with asyncio.timeout(self._deadline):
-                    return await self._send_pooled(envelope, stage)
-            except TimeoutError:
-                raise stage.deadline_failure() from None
+        try:
+            async with self._slots:
+                stage = _Stage()
+                try:
+                    async with asyncio.timeout(self._deadline):
+                        return await self._send_pooled(envelope, stage)
+                except TimeoutError:
+                    raise stage.deadline_failure() from None
+        except (ProviderUnreachable, SenderRefused) as exc:
+            exc.endpoint = exc.endpoint or self.endpoint  # named with the relay (SND-26)
+            raise
 
     async def _send_pooled(self, envelope: Envelope, stage: _Stage) -> SendResult:
         connection, reused = await self._checkout()
@@ -168,7 +229,7 @@ class SmtpProvider:
         except TemporaryFailure:
             connection.close()
             raise
-        except PermanentFailure:
+        except PermanentFailure:  # SenderRefused too: refused and reset, the connection is clean
             self._checkin(connection)
             raise
         except BaseException:
@@ -191,7 +252,9 @@ class SmtpProvider:
         try:
             mail = b" ".join([b"MAIL FROM:" + path(envelope.sender, encoding), *mail_options])
         except ValueError:
-            raise PermanentFailure("the sender address cannot be sent over SMTP") from None
+            raise SenderRefused(
+                "the sender address cannot be sent over SMTP", cause="sender address unusable"
+            ) from None
         sendable: list[str] = []
         rcpt_lines: list[bytes] = []
         rejected: dict[str, Rejection] = {}
@@ -216,6 +279,9 @@ class SmtpProvider:
         if replies.mail.code == SERVICE_CLOSING:
             raise _DroppedBeforeData
         accepted = _recipient_outcomes(sendable, replies.recipients, rejected)
+        refused_us = None
+        if _is_success(replies.mail.code):
+            refused_us = self._watch.observe(sendable, replies.recipients, accepted)
         started = replies.data is not None and replies.data.code == START_INPUT
         if not _is_success(replies.mail.code) or not accepted:
             if started:  # a relay that opened DATA anyway gets an empty one, ended at once
@@ -223,6 +289,8 @@ class SmtpProvider:
             await self._reset_or_drop(connection)
             if not _is_success(replies.mail.code):
                 raise _transaction_failure("MAIL", replies.mail)
+            if refused_us is not None:
+                raise SenderRefused(f"RCPT refused: {refused_us}", cause=refused_us)
             return SendResult(accepted=[], rejected=rejected)
         if replies.data is None or not started:
             refusal = replies.data or Reply(SERVICE_CLOSING, "")
@@ -289,7 +357,8 @@ class SmtpProvider:
 
     async def _connect(self) -> SmtpSession:
         """Open, secure, authenticate and greet one connection (aiosmtplib), then take it over
-        for its transactions; every failure is temporary."""
+        for its transactions. A failure no retry mends (a login refused, a certificate not
+        trusted, the wrong TLS mode) is `SenderRefused`; any other is temporary."""
         connection = SMTP(
             hostname=self._host,
             port=self._port,
@@ -310,20 +379,19 @@ class SmtpProvider:
                 except SMTPHeloError:
                     await connection.helo()
             return SmtpSession(connection, timeout=self._timeout)
-        except SMTPResponseException as exc:
+        except (SMTPException, SessionLost, OSError) as exc:
             # A refused greeting or login is the relay's or the configuration's problem, never
             # the message's: failing it permanently would bounce good addresses.
             connection.close()
-            summary = _reply_summary(exc.code, exc.message)
+            fault = connect_failure(exc, security=self._security, timeout_seconds=self._timeout)
+            status = getattr(exc, "code", None)
+            status = status if isinstance(status, int) and status >= 400 else None
+            if fault.lasting:
+                raise SenderRefused(
+                    f"cannot use the relay: {fault.cause}", cause=fault.cause, status=status
+                ) from None
             raise ProviderUnreachable(
-                f"the relay refused the connection: {summary}",
-                status=exc.code,
-                cause=f"refused {summary}",
-            ) from None
-        except (SMTPException, SessionLost, OSError) as exc:
-            connection.close()
-            raise ProviderUnreachable(
-                f"cannot connect to the relay ({type(exc).__name__})", cause=type(exc).__name__
+                f"cannot connect to the relay: {fault.cause}", status=status, cause=fault.cause
             ) from None
         except BaseException:
             connection.close()
@@ -378,14 +446,13 @@ def _is_permanent(code: int) -> bool:
     return 500 <= code <= 599
 
 
-def _reply_summary(code: int, text: str) -> str:
-    """The reply code and enhanced status (e.g. `451 4.3.0`): safe to log, unlike the text."""
-    enhanced = ENHANCED_STATUS.match(text)
-    return f"{code} {enhanced.group(0)}" if enhanced else str(code)
-
-
 def _transaction_failure(command: str, reply: Reply) -> Exception:
-    detail = f"{command} refused: {_reply_summary(reply.code, reply.text)}"
+    summary = reply_summary(reply.code, reply.text)
+    detail = f"{command} refused: {summary}"
+    if command == "MAIL" and _is_permanent(reply.code):
+        # The sender refused: every message of the send would be, whoever it is for.
+        cause = sender_refusal(reply.code, reply.text) or f"sender refused, {summary}"
+        return SenderRefused(detail, cause=cause, status=reply.code)
     if _is_permanent(reply.code):
         return PermanentFailure(detail, status=reply.code)
     return TemporaryFailure(detail, status=reply.code)

@@ -30,6 +30,19 @@ READS_BATCHES = frozenset(
 # the provider's deferrals (a 4xx, or a temporary error past the in-batch retries) and an
 # operator's "the provider never had it" (reconcile --as failed).
 TRANSIENT_MARKERS = ("_temporary", "_deferred")
+# Failures a refusal of the sender wrote before it was told apart (issue 35 item 9): a relay
+# refusing authentication (530 required, 535 refused) at MAIL or RCPT, or answering RCPT 554
+# (Postfix's code for relay access denied, a blocked client or sender: never the reader's own
+# mailbox). Nothing was delivered to these readers, so sending again duplicates nothing.
+SENDER_REFUSED_REASONS = frozenset(
+    {
+        "smtp_rejected_530",
+        "smtp_rejected_535",
+        "smtp_rejected_554",
+        "smtp_permanent_530",
+        "smtp_permanent_535",
+    }
+)
 RECONCILED_NOT_SENT = "reconciled_not_sent"
 RECONCILED_SENT = "reconciled_sent"
 
@@ -40,12 +53,22 @@ class Phase(StrEnum):
 
 
 def is_resendable_failure(reason: str | None) -> bool:
-    """A failed recipient a retry sends again: transient, or never handed over. Markers
-    match in any case (SQL's LIKE does on SQLite; storage lower-cases on both dialects)."""
+    """A failed recipient a retry sends again: transient, never handed over, or refused for
+    the sender's sake. Markers match in any case (SQL's LIKE does on SQLite; storage
+    lower-cases on both dialects)."""
     if reason is None:
         return False
     folded = reason.lower()
-    return reason == RECONCILED_NOT_SENT or any(marker in folded for marker in TRANSIENT_MARKERS)
+    return (
+        reason == RECONCILED_NOT_SENT
+        or is_sender_refused_failure(reason)
+        or any(marker in folded for marker in TRANSIENT_MARKERS)
+    )
+
+
+def is_sender_refused_failure(reason: str | None) -> bool:
+    """A failure that was the relay refusing the sender, not the reader (issue 35 item 9)."""
+    return reason is not None and reason.lower() in SENDER_REFUSED_REASONS
 
 
 class RetryBlock(StrEnum):

@@ -20,13 +20,14 @@ from tidings.delivery.provider import (
     PermanentFailure,
     PerRecipientProvider,
     ProviderUnreachable,
+    SenderRefused,
     TemporaryFailure,
     UncertainDelivery,
 )
 from tidings.domain.clock import Clock
 from tidings.domain.errors import InvalidInput
 from tidings.domain.jobs import GiveUp, RetryLater
-from tidings.domain.provider_health import unreachable_reason
+from tidings.domain.provider_health import refusal_reason, unreachable_reason
 from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
 from tidings.storage import transactional_outcomes
@@ -159,7 +160,7 @@ class EmailJobHandler:
             async with asyncio.timeout(self._deadline):
                 result = await self._provider.send(envelope)
         except ProviderUnreachable as exc:  # named with the relay (SND-26)
-            endpoint = getattr(self._provider, "endpoint", None)
+            endpoint = exc.endpoint or getattr(self._provider, "endpoint", None)
             raise RetryLater(
                 unreachable_reason(self._provider.name, endpoint, exc.cause),
                 retry_after_seconds=exc.retry_after_seconds,
@@ -169,6 +170,9 @@ class EmailJobHandler:
                 f"{self._provider.name} temporary failure {exc.status or ''}".strip(),
                 retry_after_seconds=exc.retry_after_seconds,
             ) from None
+        except SenderRefused as exc:  # no retry mends it: given up, named, replayable once fixed
+            endpoint = exc.endpoint or getattr(self._provider, "endpoint", None)
+            raise GiveUp(refusal_reason(self._provider.name, endpoint, exc.cause)) from None
         except PermanentFailure as exc:
             raise GiveUp(
                 f"{self._provider.name} permanent failure {exc.status or ''}".strip()

@@ -28,7 +28,17 @@ class RecipientCounts(BaseModel):
 class ProviderProblemPublic(BaseModel):
     provider: str = Field(description="`smtp`, `mailgun`, …")
     endpoint: str | None = Field(description="host:port of the relay, when known.")
-    error: str = Field(description="The error's class or the reply code (no reply text).")
+    error: str = Field(
+        description="What failed: the error named (connection refused, authentication "
+        "refused, certificate not trusted, relaying denied, …) with reply codes, never reply "
+        "text."
+    )
+    paused: bool = Field(
+        default=False,
+        description="The provider refused the sender (relaying denied, a login, key or "
+        "certificate refused): the send paused itself, nobody failed, and it waits for the "
+        "settings to be fixed and the send resumed. False: retried by itself.",
+    )
     attempts: int = Field(description="Tries of the waiting batch job so far.")
     max_attempts: int
     next_try: datetime | None = Field(description="When the job is tried again.")
@@ -40,6 +50,7 @@ class ProviderProblemPublic(BaseModel):
             provider=problem.provider,
             endpoint=problem.endpoint,
             error=problem.error,
+            paused=problem.paused,
             attempts=problem.attempts,
             max_attempts=problem.max_attempts,
             next_try=problem.next_try,
@@ -74,8 +85,8 @@ class SendStatusPublic(BaseModel):
     error: str | None
     recipients: RecipientCounts
     provider_problem: ProviderProblemPublic | None = Field(
-        description="A send waiting on its provider (unreachable): which, the error, the "
-        "attempts and the next try (SND-26). Null otherwise."
+        description="A send waiting on its provider (unreachable: the attempts and the next "
+        "try), or paused because the provider refused the sender (SND-26). Null otherwise."
     )
     auto_pause: AutoPausePublic | None = Field(
         default=None,

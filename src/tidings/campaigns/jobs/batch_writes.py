@@ -169,6 +169,20 @@ class BatchWrites:
 
         await self.write(make)
 
+    async def settle_with(
+        self,
+        in_flight: InFlight,
+        outcomes: Sequence[RecipientOutcome],
+        also: Callable[[AsyncConnection], Awaitable[T]],
+    ) -> T:
+        """Outcomes in hand and `also` (a pause, say), in one transaction."""
+
+        async def make(conn: AsyncConnection) -> T:
+            await self._settle(conn, outcomes, in_flight.row_state, self.context.now())
+            return await also(conn)
+
+        return await self.write(make)
+
     async def _settle(
         self,
         conn: AsyncConnection,

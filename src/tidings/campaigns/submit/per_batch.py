@@ -4,9 +4,11 @@ goes in one request, the message a template with each recipient's variables.
 Before the call the `send_batch` job marks the batch row handed over (its readers stay
 `pending`). The provider's answer settles them: sent, or failed one by one where it refused
 some. A failure before the request went out is NOT_REACHED (given back, the job retries later);
-a permanent refusal of the whole call fails the batch. A lost answer after the request may have
-gone out — or anything else unexplained — is ANSWER_LOST: the readers become `uncertain` and the
-batch stays `submitting`, never resubmitted automatically; an operator reconciles it.
+a permanent refusal of the whole call fails the batch; a refusal of the sender (a key or
+domain refused: 401, 403) is SENDER_REFUSED, failing nobody: the send pauses, named. A lost
+answer after the request may have gone out — or anything else unexplained — is ANSWER_LOST:
+the readers become `uncertain` and the batch stays `submitting`, never resubmitted
+automatically; an operator reconciles it.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from tidings.delivery.provider import (
     BatchRecipient,
     PermanentFailure,
     ProviderUnreachable,
+    SenderRefused,
     SendResult,
     TemporaryFailure,
 )
-from tidings.domain.provider_health import unreachable_reason
+from tidings.domain.provider_health import refusal_reason, unreachable_reason
 from tidings.domain.sending import RecipientState
 from tidings.outbound.send_rate import SendRateLimiter
 from tidings.rendering import SegmentRendering
@@ -150,6 +153,11 @@ class PerBatchSubmit:
                 name,
                 detail=_temporary_reason(provider, exc),
                 retry_after_seconds=exc.retry_after_seconds,
+            )
+        except SenderRefused as exc:
+            endpoint = exc.endpoint or getattr(provider, "endpoint", None)
+            return ChunkOutcome(
+                ChunkVerdict.SENDER_REFUSED, name, detail=refusal_reason(name, endpoint, exc.cause)
             )
         except PermanentFailure as exc:
             return ChunkOutcome(

@@ -1,7 +1,9 @@
 """One call per recipient (SMTP, local capture; SPEC SND-12, SND-13): a chunk's messages are
 handed over concurrently and each recipient's outcome is classified on its own, so a failure at
 recipient 40 never undoes the 39 before it. Deferred recipients are tried again inside the
-batch; those still deferred come back `pending`, for the job's next try.
+batch; those still deferred come back `pending`, for the job's next try. A provider that
+refuses the sender (`SenderRefused`) fails nobody: the chunk is SENDER_REFUSED, no further
+message of it is handed over, and every recipient not sent comes back `pending`.
 
 The `send_batch` job marks each chunk `sending` before it goes and settles its outcomes with
 the next chunk's mark; a worker killed mid-chunk leaves at most that chunk `sending`, and whoever
@@ -29,10 +31,11 @@ from tidings.delivery.provider import (
     PermanentFailure,
     PerRecipientProvider,
     ProviderUnreachable,
+    SenderRefused,
     TemporaryFailure,
     UncertainDelivery,
 )
-from tidings.domain.provider_health import unreachable_reason
+from tidings.domain.provider_health import refusal_reason, unreachable_reason
 from tidings.domain.sending import RecipientState
 from tidings.outbound.domain_rates import DomainRates
 from tidings.outbound.send_rate import SendRateLimiter
@@ -63,11 +66,27 @@ class RecipientMessages:
 class _Deferred(Exception):
     """A temporary failure for one recipient, to be tried again inside this batch."""
 
-    def __init__(self, reason: str, *, connection: bool, cause: str = "") -> None:
+    def __init__(
+        self, reason: str, *, connection: bool, cause: str = "", endpoint: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.connection = connection  # nothing was accepted: the relay could not be reached
         self.cause = cause  # for `connection`: the error's class or reply code (SND-26)
+        self.endpoint = endpoint
+
+
+class _Refused(Exception):
+    """The provider refused the sender for this message (or, `cause` None, it was not tried
+    after another message of the chunk was refused so)."""
+
+    def __init__(self, cause: str | None, endpoint: str | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.endpoint = endpoint
+
+
+Outcome = tuple[RecipientState, str | None] | _Deferred | _Refused
 
 
 class PerRecipientSubmit:
@@ -133,13 +152,30 @@ class PerRecipientSubmit:
         chunk = list(submission.messages)
         outcomes = await self._send_all(chunk)
         name = self.provider.name
+        refused = [o for o in outcomes if isinstance(o, _Refused) and o.cause is not None]
+        if refused:
+            return ChunkOutcome(
+                ChunkVerdict.SENDER_REFUSED,
+                name,
+                recipients=tuple(
+                    RecipientOutcome(message.recipient_id, *outcome)
+                    if isinstance(outcome, tuple)
+                    and outcome[0] in (RecipientState.SENT, RecipientState.UNCERTAIN)
+                    else RecipientOutcome(message.recipient_id, RecipientState.PENDING)
+                    for message, outcome in zip(chunk, outcomes, strict=True)
+                ),
+                detail=refusal_reason(
+                    name, self._endpoint(refused[0].endpoint), refused[0].cause or ""
+                ),
+            )
         unreachable = [o for o in outcomes if isinstance(o, _Deferred) and o.connection]
         if unreachable and len(unreachable) == len(chunk):
-            endpoint = getattr(self.provider, "endpoint", None)
             return ChunkOutcome(
                 ChunkVerdict.NOT_REACHED,
                 name,
-                detail=unreachable_reason(name, endpoint, unreachable[0].cause),
+                detail=unreachable_reason(
+                    name, self._endpoint(unreachable[0].endpoint), unreachable[0].cause
+                ),
             )
         return ChunkOutcome(
             ChunkVerdict.ANSWERED,
@@ -147,46 +183,52 @@ class PerRecipientSubmit:
             recipients=tuple(
                 RecipientOutcome(message.recipient_id, RecipientState.PENDING, outcome.reason)
                 if isinstance(outcome, _Deferred)
-                else RecipientOutcome(message.recipient_id, *outcome)
+                else RecipientOutcome(message.recipient_id, *outcome)  # type: ignore[misc]
                 for message, outcome in zip(chunk, outcomes, strict=True)
             ),
         )
+
+    def _endpoint(self, reported: str | None) -> str | None:
+        """host:port as the provider's error carried it (a DKIM-signing wrapper keeps it)."""
+        return reported or getattr(self.provider, "endpoint", None)
 
     def _sender(self, sender: str, recipient: Recipient) -> str:
         if self._return_path is None:
             return sender
         return self._return_path(recipient.recipient_id)
 
-    async def _send_all(
-        self, chunk: list[RecipientMessage]
-    ) -> list[tuple[RecipientState, str | None] | _Deferred]:
-        outcomes = list(await asyncio.gather(*(self._one(message) for message in chunk)))
+    async def _send_all(self, chunk: list[RecipientMessage]) -> list[Outcome]:
+        refused = asyncio.Event()  # once one message is refused so, no other one is tried
+        outcomes = list(await asyncio.gather(*(self._one(m, refused) for m in chunk)))
         for round_number in range(self._retries):
             again = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, _Deferred)]
-            if not again or all(outcomes[i].connection for i in again):  # type: ignore[union-attr]
+            if refused.is_set() or not again or all(outcomes[i].connection for i in again):  # type: ignore[union-attr]
                 break
             await asyncio.sleep(self._pause * (round_number + 1))
-            retried = await asyncio.gather(*(self._one(chunk[i]) for i in again))
+            retried = await asyncio.gather(*(self._one(chunk[i], refused) for i in again))
             for index, outcome in zip(again, retried, strict=True):
                 outcomes[index] = outcome
         return outcomes
 
-    async def _one(
-        self, message: RecipientMessage
-    ) -> tuple[RecipientState, str | None] | _Deferred:
+    async def _one(self, message: RecipientMessage, refused: asyncio.Event) -> Outcome:
         """One recipient's outcome. Any exception the provider raises is caught and recorded
         here (SND-12): one recipient can never abort the batch."""
         name = self.provider.name
         async with self._limit:
+            if refused.is_set():
+                return _Refused(None)
             if self._limiter is not None:
                 await self._limiter.acquire(1)
             try:
                 async with asyncio.timeout(self._deadline):  # None: the provider keeps its own
                     result = await self.provider.send(message.envelope)
+            except SenderRefused as exc:
+                refused.set()
+                return _Refused(exc.cause, exc.endpoint)
             except TemporaryFailure as exc:
                 if isinstance(exc, ProviderUnreachable):
                     code = _code(f"{name}_temporary", exc.status)
-                    return _Deferred(code, connection=True, cause=exc.cause)
+                    return _Deferred(code, connection=True, cause=exc.cause, endpoint=exc.endpoint)
                 await self._slow_domain(message, exc.status)
                 return _Deferred(_code(f"{name}_temporary", exc.status), connection=False)
             except PermanentFailure as exc:

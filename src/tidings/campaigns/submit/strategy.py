@@ -36,6 +36,9 @@ class ChunkVerdict(Enum):
     NOT_REACHED = "not_reached"  # nothing went out: the chunk is given back, the job retries
     REFUSED = "refused"  # the provider refused the whole batch: the batch fails
     ANSWER_LOST = "answer_lost"  # it may have gone out: never resubmitted, an operator decides
+    # The provider refused the sender (SND-26): nobody's failure. What went out is recorded,
+    # everyone else goes back `pending`, and the send pauses with the problem named.
+    SENDER_REFUSED = "sender_refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,15 +1,17 @@
-"""Named queries for the send interventions audit (SND-13, SND-19): one row per retry,
-reconcile or resend, with who, when, why and how many recipients it moved."""
+"""Named queries for the send interventions audit (SND-13, SND-19, SND-23): one row per retry,
+reconcile, resend, pause, resume or cancel, with who, when, why and how many recipients it
+moved; and the sends paused now by one actor (a provider that refused the sender, SND-26)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.tables import send_interventions
+from tidings.domain.sending import CampaignStatus
+from tidings.storage.tables import campaigns, send_interventions
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +63,31 @@ async def list_for(conn: AsyncConnection, campaign_id: int) -> list[Intervention
         .order_by(send_interventions.c.id)
     )
     return [InterventionRow(**dict(row._mapping)) for row in await conn.execute(query)]
+
+
+async def paused_by(
+    conn: AsyncConnection, actor: str, campaign_ids: list[int] | None = None
+) -> list[tuple[int, datetime, str]]:
+    """(campaign, when, why) of every campaign paused now by `actor` — its latest
+    intervention a pause by it — oldest first; only those of `campaign_ids` when given."""
+    later = send_interventions.alias("later")
+    latest = (
+        select(func.max(later.c.id))
+        .where(later.c.campaign_id == campaigns.c.id)
+        .correlate(campaigns)
+        .scalar_subquery()
+    )
+    query = (
+        select(campaigns.c.id, send_interventions.c.created_at, send_interventions.c.note)
+        .select_from(campaigns)
+        .join(send_interventions, send_interventions.c.id == latest)
+        .where(
+            campaigns.c.status == CampaignStatus.PAUSED.value,
+            send_interventions.c.action == "pause",
+            send_interventions.c.actor == actor,
+        )
+        .order_by(send_interventions.c.created_at)
+    )
+    if campaign_ids is not None:
+        query = query.where(campaigns.c.id.in_(campaign_ids))
+    return [(int(row.id), row.created_at, str(row.note or "")) for row in await conn.execute(query)]

@@ -16,7 +16,11 @@ from typing import Any
 from sqlalchemy import and_, exists, false, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.domain.send_status import RECONCILED_NOT_SENT, TRANSIENT_MARKERS
+from tidings.domain.send_status import (
+    RECONCILED_NOT_SENT,
+    SENDER_REFUSED_REASONS,
+    TRANSIENT_MARKERS,
+)
 from tidings.domain.sending import BatchStatus, RecipientState
 from tidings.storage.sending.batch_claims import claim_is_live
 from tidings.storage.tables import campaign_batches, campaign_recipients
@@ -37,8 +41,14 @@ def resendable_failure() -> Any:
     reason = campaign_recipients.c.reason
     return or_(
         reason == RECONCILED_NOT_SENT,
+        sender_refused_failure(),
         *(func.lower(reason).contains(marker, autoescape=True) for marker in TRANSIENT_MARKERS),
     )
+
+
+def sender_refused_failure() -> Any:
+    """`domain.send_status.is_sender_refused_failure` over `campaign_recipients.reason`."""
+    return func.lower(campaign_recipients.c.reason).in_(sorted(SENDER_REFUSED_REASONS))
 
 
 def _resendable(states: Sequence[RecipientState]) -> Any:
@@ -91,6 +101,16 @@ async def count_resendable(
 ) -> int:
     query = select(func.count()).where(
         campaign_recipients.c.campaign_id == campaign_id, _resendable(states)
+    )
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def count_sender_refused(conn: AsyncConnection, campaign_id: int) -> int:
+    """Recipients failed by a refusal of the sender (before it was told apart)."""
+    query = select(func.count()).where(
+        campaign_recipients.c.campaign_id == campaign_id,
+        campaign_recipients.c.state == RecipientState.FAILED.value,
+        sender_refused_failure(),
     )
     return int((await conn.execute(query)).scalar_one())
 
