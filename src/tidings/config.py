@@ -695,8 +695,9 @@ class InboundSettings(_Section):
         default=20,
         ge=1,
         le=10_000,
-        description="Connections one client (IP address) may hold open at once; past it `421`. "
-        "Above your relay's concurrency towards tidings (Postfix: 20 by default).",
+        description="Connections one client (an IPv4 address, an IPv6 /64) may hold open at "
+        "once; past it `421`. Keep it above your relay's concurrency towards tidings "
+        "(Postfix: 20 by default).",
     )
     idle_timeout_seconds: float = Field(
         default=60.0,

@@ -17,7 +17,7 @@ import aiosmtplib
 import pytest
 
 from tests.support.waiting import wait_for
-from tidings.delivery.inbound_server import InboundServer, SessionLimits
+from tidings.delivery.inbound_server import InboundServer, SessionLimits, client_of
 
 BOUNCES = "bounces@mail.example.org"
 MESSAGE = b"From: mailer-daemon@mx.example.net\r\nSubject: bounce\r\n\r\nbody\r\n"
@@ -197,3 +197,19 @@ async def test_an_endless_line_is_cut_off_instead_of_filling_memory() -> None:
             message="the receiver kept reading the endless line",
         )
         assert delivered == []
+
+
+@pytest.mark.parametrize(
+    ("peer", "client"),
+    [
+        (("192.0.2.7", 25), "192.0.2.7"),
+        (("2001:db8:1:2:aaaa::1", 25, 0, 0), "2001:db8:1:2::/64"),
+        (("2001:db8:1:2:ffff::9", 25, 0, 0), "2001:db8:1:2::/64"),
+        (("::ffff:192.0.2.7", 25, 0, 0), "192.0.2.7"),
+        (("fe80::1%eth0", 25, 0, 2), "fe80::/64"),
+    ],
+)
+def test_an_ipv6_client_is_counted_by_its_64(peer: tuple[object, ...], client: str) -> None:
+    """An IPv6 host usually holds a whole /64: counting single addresses would let one
+    client open a connection from each of them and never meet its cap."""
+    assert client_of(peer) == client

@@ -13,6 +13,7 @@ caller's event loop, like the dev SMTP sink.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -96,8 +97,23 @@ class InboundServer(SmtpServed):
         )
 
 
+def client_of(peer: object) -> str:
+    """Who a connection counts against: its IPv4 address, or its IPv6 /64 (one host is
+    usually given a whole /64, so its single addresses are free to pick)."""
+    host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # a dual-stack socket's IPv4 client
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
 class _Gate:
-    """Counts open connections, in all and by client address (one IP address each)."""
+    """Counts open connections, in all and by client (`client_of`)."""
 
     def __init__(self, limits: SessionLimits) -> None:
         self._limits = limits
@@ -137,8 +153,7 @@ class _LimitedSMTP(SMTP):
         if self.session is not None:  # STARTTLS: the same connection, now over TLS
             super().connection_made(transport)
             return
-        peer = transport.get_extra_info("peername")
-        client = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        client = client_of(transport.get_extra_info("peername"))
         if not self._gate.admit(client):
             log.info("inbound.connection_refused")
             assert isinstance(transport, asyncio.WriteTransport)
