@@ -139,6 +139,23 @@ async def _keep_talking(client: aiosmtplib.SMTP) -> bool:
     return False
 
 
+async def test_a_client_repeating_commands_that_move_no_mail_is_cut_off() -> None:
+    """NOOP resets the idle timer and costs a reply each time: past 20 in one connection
+    (5 for HELP, VRFY, EXPN, HELO, EHLO, LHLO and AUTH) the client is told 421 and closed."""
+    async with receiver(SessionLimits()) as (server, _):
+        client = aiosmtplib.SMTP(hostname="127.0.0.1", port=server.port, timeout=10)
+        await client.connect()
+        replies = [(await client.noop()).code for _ in range(20)]
+        assert replies == [250] * 20
+        with pytest.raises(aiosmtplib.SMTPResponseException) as refused:
+            await client.noop()
+        assert refused.value.code == 421
+        await wait_for(
+            lambda: asyncio.sleep(0, server.open_connections == 0),
+            message="the connection stayed open",
+        )
+
+
 async def test_recipients_past_the_cap_get_452_and_the_message_reaches_the_others() -> None:
     """RFC 5321 4.5.3.1.10: past the recipient cap the server answers 452 and the client
     sends the rest in another transaction; the message still reaches the ones accepted.

@@ -28,8 +28,12 @@ from tidings.delivery.served import SmtpServed
 
 log = structlog.get_logger("tidings.inbound")
 Deliver = Callable[[list[str], bytes], Awaitable[object]]
-# Commands that move no mail: a client repeating them only costs replies.
-_CHATTER_CALLS = {"NOOP": 20, "HELP": 5, "VRFY": 5, "EXPN": 5, "HELO": 5, "EHLO": 5, "LHLO": 5}
+# Commands that move no mail: a client repeating them only costs replies (no AUTH is ever
+# accepted here, so each try is noise).
+_CHATTER_CALLS = {
+    "NOOP": 20,
+    **dict.fromkeys(("HELP", "VRFY", "EXPN", "HELO", "EHLO", "LHLO", "AUTH"), 5),
+}
 # MAIL, RCPT, DATA, RSET: many per connection when a relay reuses it for its whole queue.
 _TRANSACTION_CALLS = 100_000
 # No mail line is longer than 1,000 octets (RFC 5321 4.5.3.1.6); aiosmtpd refuses a longer
