@@ -9,7 +9,8 @@ import json
 import typer
 from rich.table import Table
 
-from tidings.cli.context import container_for, out_console, run
+from tidings.audience.feedback import LISTED_STATUSES
+from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.audit import Actor
 
 
@@ -28,6 +29,9 @@ def list_reports(
 ) -> None:
     """List received bounces, complaints and mail, newest first: by default the unverified
     reports waiting for review (apply or discard them with `tidings inbound apply|discard ID`)."""
+
+    if status != "all" and status not in LISTED_STATUSES:
+        fail(f"--status must be one of {', '.join(LISTED_STATUSES)} or all", code=2)
 
     async def go() -> None:
         async with container_for(ctx) as container:
@@ -55,6 +59,10 @@ def list_reports(
                     ]
                 )
             )
+            return
+        if not rows:
+            waiting = status == "unverified" and not everything
+            out_console.print("No reports waiting for review." if waiting else "No events.")
             return
         table = Table("id", "received", "source", "status", "claims", "why kept", "reviewed")
         for row in rows:
