@@ -171,8 +171,20 @@ async def test_archive_is_off_until_the_owner_turns_it_on(database_url: str) -> 
         missing_issue = await client.get("/archive/weekly/1")
         assert missing_issue.status_code == 404
         assert "There is no issue at this address." in missing_issue.text
-        bad = await client.get("/archive/weekly/not-a-number")
-        assert bad.status_code == 422
+        # A mangled link is a page that says so too, never a JSON validation error.
+        for mangled in (
+            "/archive/weekly/not-a-number",
+            "/archive/weekly/0",
+            "/archive/weekly/-1",
+            "/archive/weekly/99999999999999999999999",
+            "/archive/" + "w" * 65,
+            "/archive/Weekly",
+        ):
+            bad = await client.get(mangled)
+            assert bad.status_code == 404, mangled
+            assert bad.headers["content-type"].startswith("text/html"), mangled
+        for mangled in ("/archive/x_y/feed.atom", "/archive/" + "w" * 65 + "/feed.rss"):
+            assert (await client.get(mangled)).status_code == 404, mangled
 
 
 def test_cli_turns_the_archive_on_and_off(database_url: str) -> None:

@@ -7,6 +7,7 @@ issue's URL (`/archive/{slug}/{campaign id}`) never changes once mail links to i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -23,6 +24,9 @@ from tidings.storage.newsletters import NewsletterRow
 
 INDEX_LIMIT = 500  # issues on the index page
 FEED_LIMIT = 20  # issues in a feed, newest first
+NO_ARCHIVE = "There is no archive at this address."
+NO_ISSUE = "There is no issue at this address."
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # anything else names no newsletter
 
 
 def _content(issue: SentIssue) -> CampaignContent:
@@ -55,10 +59,12 @@ class PublicArchive:
         self._base = context.public_url.rstrip("/")
 
     async def _newsletter(self, slug: str) -> NewsletterRow:
+        if not _SLUG.fullmatch(slug):
+            raise NotFound(NO_ARCHIVE)
         async with self._ctx.db.read() as conn:
             newsletter = await newsletter_queries.get_by_slug(conn, slug)
         if newsletter is None or not newsletter.archive:
-            raise NotFound("There is no archive at this address.")
+            raise NotFound(NO_ARCHIVE)
         return newsletter
 
     async def _issues(self, slug: str, limit: int) -> tuple[NewsletterRow, list[SentIssue]]:
@@ -98,7 +104,7 @@ class PublicArchive:
         async with self._ctx.db.read() as conn:
             issue = await queries.sent_issue(conn, newsletter.id, campaign_id)
         if issue is None:
-            raise NotFound("There is no issue at this address.")
+            raise NotFound(NO_ISSUE)
         index_url, atom_url, _, subscribe_url = self._urls(slug)
         page = self._pages.issue(
             _content(issue),

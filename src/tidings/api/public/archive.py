@@ -8,6 +8,7 @@ cached by browsers and proxies: each answer carries `Cache-Control`, `Last-Modif
 from __future__ import annotations
 
 import hashlib
+import re
 from email.utils import format_datetime
 from typing import Annotated
 
@@ -16,12 +17,15 @@ from fastapi.responses import HTMLResponse, Response
 
 from tidings.api.deps import ContainerDep
 from tidings.bootstrap import Container
-from tidings.campaigns.archive import ArchiveDocument
+from tidings.campaigns.archive import NO_ISSUE, ArchiveDocument
 from tidings.domain.errors import NotFound
 
 router = APIRouter(tags=["public archive"])
-Slug = Annotated[str, Path(max_length=64, description="A newsletter's slug.")]
-CampaignId = Annotated[int, Path(ge=1, le=2**62, description="The sent campaign's id.")]
+# Read as text and checked by the archive: a reader who follows a mangled link gets the
+# not-found page, not a JSON validation error.
+Slug = Annotated[str, Path(description="A newsletter's slug.")]
+CampaignId = Annotated[str, Path(description="The sent campaign's id.")]
+_CAMPAIGN_ID = re.compile(r"[1-9][0-9]{0,17}")
 # Short enough that a new issue shows up soon after it is sent.
 CACHE_CONTROL = "public, max-age=300"
 ATOM = "application/atom+xml; charset=utf-8"
@@ -70,6 +74,8 @@ async def archive_issue(
     container: ContainerDep, request: Request, slug: Slug, campaign_id: CampaignId
 ) -> Response:
     try:
-        return _cached(request, await container.archive.issue(slug, campaign_id), HTML)
+        if not _CAMPAIGN_ID.fullmatch(campaign_id):
+            raise NotFound(NO_ISSUE)
+        return _cached(request, await container.archive.issue(slug, int(campaign_id)), HTML)
     except NotFound as missing:
         return _not_found(container, missing)
