@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from tidings.domain.audit import Actor
 from tidings.domain.ratelimit import window_start
@@ -25,6 +26,36 @@ MAX_TARGET_LENGTH = 200
 REPEAT_WINDOW = timedelta(hours=1)
 MOST_REPEATED_TARGETS = 100
 OTHER_TARGETS = "others"
+
+
+# An entry to record: action, target, detail.
+AuditEntry = tuple[str, str | None, dict[str, Any] | None]
+
+
+def webhook_url_entry(
+    endpoint_id: int, url: str, *, before: str | None = None
+) -> AuditEntry | None:
+    """Where events are now sent: a new endpoint (no `before`), or its URL changed. The detail
+    names the host only: a URL may carry a token."""
+    if url == before:
+        return None
+    action = "webhook.created" if before is None else "webhook.url_changed"
+    return action, f"webhook:{endpoint_id}", {"host": urlsplit(url).hostname}
+
+
+def archive_entry(
+    newsletter_id: int, slug: str, archive: bool, *, before: bool = False
+) -> AuditEntry | None:
+    """A newsletter's public archive turned on (publishing its sent issues) or off."""
+    if archive == before:
+        return None
+    return "newsletter.archive", f"newsletter:{newsletter_id}", {"archive": archive, "slug": slug}
+
+
+def export_entry(rows: int, **filters: str | None) -> AuditEntry:
+    """A full audience export: how many rows, and the filter (slugs, states, tiers, labels)."""
+    used = {name: value for name, value in filters.items() if value is not None}
+    return "subscribers.export", None, {"rows": rows, "filter": used}
 
 
 class AuditLog:
@@ -52,6 +83,11 @@ class AuditLog:
                 conn, now=self._now(), **_entry_fields(actor, action, target, detail)
             )
         log.info("audit.recorded", action=action, actor=actor.label, target=target)
+
+    async def record_entry(self, actor: Actor, entry: AuditEntry | None) -> None:
+        """Append `entry` (from the functions below), or nothing when it is None."""
+        if entry is not None:
+            await self.record(actor, *entry)
 
     async def record_repeated(
         self,

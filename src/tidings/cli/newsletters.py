@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
+from tidings.access.audit import archive_entry
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 from tidings.cli.options import email_address, header_text
+from tidings.domain.audit import Actor
 from tidings.domain.edits import UNSET
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
@@ -67,9 +70,16 @@ def create(
                     archive=archive,
                 )
             )
+            await container.audit.record_entry(
+                _actor(), archive_entry(row.id, row.slug, row.archive)
+            )
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
 
     run(go)
+
+
+def _actor() -> Actor:
+    return Actor.command_line(getpass.getuser())
 
 
 def _read_text(path: Path | None) -> str | None:
@@ -130,7 +140,11 @@ def archive(
 
     async def go() -> None:
         async with container_for(ctx) as container:
+            before = await container.newsletters.get(slug)
             row = await container.newsletters.update(slug, NewsletterChanges(archive=not off))
+            await container.audit.record_entry(
+                _actor(), archive_entry(row.id, row.slug, row.archive, before=before.archive)
+            )
             url = f"{container.audience.public_url.rstrip('/')}/archive/{row.slug}"
         out_console.print(f"{row.slug}: archive {'on at ' + url if row.archive else 'off'}.")
 

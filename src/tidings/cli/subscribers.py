@@ -23,12 +23,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tidings.access.audit import export_entry
 from tidings.audience.import_rows import FIELDS, parse_column_map
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.subscribers_bulk import bulk
 from tidings.domain.audience import Tier
+from tidings.domain.audit import Actor
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
@@ -243,15 +245,19 @@ def export_file(
     """Export the audience as CSV, one row per subscription, in the columns `import`
     reads. Cells a spreadsheet would run as a formula are prefixed with an apostrophe."""
 
+    filters = {
+        "newsletter": newsletter,
+        "state": state.value if state else None,
+        "tier": tier.value if tier else None,
+        "label": label,
+    }
+
     async def go(sink: TextIO) -> int:
         async with container_for(ctx) as container:
-            return await container.importer.export_csv(
-                sink,
-                newsletter=newsletter,
-                state=state.value if state else None,
-                tier=tier.value if tier else None,
-                label=label,
-            )
+            rows = await container.importer.export_csv(sink, **filters)
+            actor = Actor.command_line(getpass.getuser())
+            await container.audit.record_entry(actor, export_entry(rows, **filters))
+            return rows
 
     if out is None:
         rows = run(lambda: go(sys.stdout))

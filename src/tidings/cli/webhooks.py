@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from typing import Any
 
 import typer
 from rich.table import Table
 
+from tidings.access.audit import webhook_url_entry
 from tidings.cli.context import container_for, err_console, out_console, run
+from tidings.domain.audit import Actor
 from tidings.storage.webhooks import EndpointRow
 
 app = typer.Typer(help="Manage webhook endpoints.", no_args_is_help=True)
@@ -49,6 +52,8 @@ def create(
             row = await container.webhooks.create_endpoint(
                 url, event, description, include_imports=imports
             )
+            actor = Actor.command_line(getpass.getuser())
+            await container.audit.record_entry(actor, webhook_url_entry(row.id, row.url))
         if as_json:
             print(json.dumps({**_public(row), "secret": row.secret}))
             return

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from tidings.access.audit import archive_entry
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 from tidings.domain.errors import Conflict, InvalidInput
-from tidings.ui.guard import Session, container_of
+from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import UiRoute, page
 
 router = APIRouter(prefix="/newsletters", route_class=UiRoute)
@@ -54,10 +55,14 @@ async def new_newsletter(request: Request, session: Session) -> HTMLResponse:
 
 @router.post("/new")
 async def create_newsletter(
-    request: Request, session: Session, form: Annotated[NewsletterForm, Depends()]
+    request: Request,
+    session: Session,
+    actor: OperatorActor,
+    form: Annotated[NewsletterForm, Depends()],
 ) -> Response:
+    container = container_of(request)
     try:
-        await container_of(request).newsletters.create(NewsletterFields(**vars(form)))
+        row = await container.newsletters.create(NewsletterFields(**vars(form)))
     except (InvalidInput, Conflict) as refused:
         return page(
             request,
@@ -67,6 +72,7 @@ async def create_newsletter(
             newsletter=form,
             error=refused.detail,
         )
+    await container.audit.record_entry(actor, archive_entry(row.id, row.slug, row.archive))
     return RedirectResponse("/admin/newsletters", status_code=303)
 
 
@@ -99,11 +105,17 @@ async def edit_newsletter(request: Request, session: Session, current: Slug) -> 
 
 @router.post("/{current}")
 async def update_newsletter(
-    request: Request, session: Session, current: Slug, form: Annotated[NewsletterForm, Depends()]
+    request: Request,
+    session: Session,
+    actor: OperatorActor,
+    current: Slug,
+    form: Annotated[NewsletterForm, Depends()],
 ) -> Response:
     changes = NewsletterChanges(**vars(form))
+    container = container_of(request)
     try:
-        await container_of(request).newsletters.update(current, changes)
+        before = await container.newsletters.get(current)
+        row = await container.newsletters.update(current, changes)
     except (InvalidInput, Conflict) as refused:
         return page(
             request,
@@ -114,4 +126,7 @@ async def update_newsletter(
             editing=current,
             error=refused.detail,
         )
+    await container.audit.record_entry(
+        actor, archive_entry(row.id, row.slug, row.archive, before=before.archive)
+    )
     return RedirectResponse("/admin/newsletters", status_code=303)

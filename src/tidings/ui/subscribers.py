@@ -10,10 +10,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from tidings.access.audit import export_entry
 from tidings.audience.bulk import Selection
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput, NotFound
-from tidings.ui.guard import Session, container_of
+from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.imports import CONSENT_CHOICES, ImportRuns
 from tidings.ui.subscriber_edits import ACTION_WORDS
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
@@ -116,9 +117,13 @@ async def search(
 
 
 @router.get("/export")
-async def export_csv(request: Request, session: Session, audience: Audience) -> Response:
+async def export_csv(
+    request: Request, session: Session, actor: OperatorActor, audience: Audience
+) -> Response:
+    container = container_of(request)
     out = io.StringIO()
-    await container_of(request).importer.export_csv(out, **audience.used())
+    rows = await container.importer.export_csv(out, **audience.used())
+    await container.audit.record_entry(actor, export_entry(rows, **audience.used()))
     return Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",

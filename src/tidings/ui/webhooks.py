@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from tidings.access.audit import webhook_url_entry
 from tidings.domain.errors import InvalidInput
 from tidings.domain.events import WEBHOOK_EVENT_TYPES
-from tidings.ui.guard import Session, container_of
+from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
 router = APIRouter(prefix="/webhooks", route_class=UiRoute)
@@ -47,16 +48,17 @@ async def endpoints(request: Request, session: Session) -> HTMLResponse:
 async def create_endpoint(
     request: Request,
     session: Session,
+    actor: OperatorActor,
     url: Annotated[str, Form(max_length=2000)],
     event_types: Annotated[list[str], Form(max_length=50)],
     description: Annotated[str, Form(max_length=500)] = "",
 ) -> Response:
+    container = container_of(request)
     try:
-        created = await container_of(request).webhooks.create_endpoint(
-            url, event_types, description
-        )
+        created = await container.webhooks.create_endpoint(url, event_types, description)
     except InvalidInput as refused:
         return await _endpoints_page(request, session, error=refused.detail, status_code=422)
+    await container.audit.record_entry(actor, webhook_url_entry(created.id, created.url))
     # The only time the secret is shown: the page is not cached and not shown again.
     return await _endpoints_page(request, session, created_secret=created.secret)
 

@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import AdminKeyId, ContainerDep
+from tidings.access.audit import export_entry
+from tidings.api.deps import AdminKeyId, ContainerDep, KeyActor
 from tidings.audience.import_rows import parse_column_map
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
@@ -102,15 +103,21 @@ async def import_subscribers(
 @router.get("/export", summary="Export a filtered audience as CSV", response_class=Response)
 async def export_subscribers(
     container: ContainerDep,
+    actor: KeyActor,
     newsletter: Annotated[str | None, Query(max_length=64)] = None,
     state: SubscriptionState | None = None,
     tier: Annotated[str | None, Query(max_length=16)] = None,
     label: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Response:
     out = io.StringIO()
-    await container.importer.export_csv(
-        out, newsletter=newsletter, state=state.value if state else None, tier=tier, label=label
-    )
+    filters = {
+        "newsletter": newsletter,
+        "state": state.value if state else None,
+        "tier": tier,
+        "label": label,
+    }
+    rows = await container.importer.export_csv(out, **filters)
+    await container.audit.record_entry(actor, export_entry(rows, **filters))
     return Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import ContainerDep
+from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.schemas import EmailAddress, HeaderText
 from tidings.outbound.email_jobs import TransactionalEmail
 
@@ -30,9 +30,10 @@ class EmailQueued(BaseModel):
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, summary="Queue a transactional email")
-async def send_email(container: ContainerDep, body: EmailCreate) -> EmailQueued:
+async def send_email(container: ContainerDep, actor: KeyActor, body: EmailCreate) -> EmailQueued:
     """Refused (409 `placeholder_identity`) through a real provider while the sender address,
-    the postal address or the public URL are still the defaults."""
+    the postal address or the public URL are still the defaults. Audited as `email.send`
+    (the job, never the address)."""
     container.identity.check()
     email = container.settings.email
     job, created = await container.mailer.queue(
@@ -46,4 +47,5 @@ async def send_email(container: ContainerDep, body: EmailCreate) -> EmailQueued:
         ),
         idempotency_key=body.idempotency_key,
     )
+    await container.audit.record(actor, "email.send", f"job:{job.id}", {"created": created})
     return EmailQueued(job_id=job.id, created=created)

@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import ContainerDep
+from tidings.access.audit import archive_entry
+from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.schemas import EmailAddress, HeaderText, RecordView
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 
@@ -75,10 +76,12 @@ class NewsletterPublic(RecordView):
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a newsletter")
-async def create_newsletter(container: ContainerDep, body: NewsletterCreate) -> NewsletterPublic:
-    return NewsletterPublic.of(
-        await container.newsletters.create(NewsletterFields(**body.model_dump()))
-    )
+async def create_newsletter(
+    container: ContainerDep, actor: KeyActor, body: NewsletterCreate
+) -> NewsletterPublic:
+    row = await container.newsletters.create(NewsletterFields(**body.model_dump()))
+    await container.audit.record_entry(actor, archive_entry(row.id, row.slug, row.archive))
+    return NewsletterPublic.of(row)
 
 
 @router.get("", summary="List newsletters")
@@ -93,10 +96,15 @@ async def get_newsletter(container: ContainerDep, slug: Slug) -> NewsletterPubli
 
 @router.patch("/{slug}", summary="Change a newsletter")
 async def update_newsletter(
-    container: ContainerDep, slug: Slug, body: NewsletterUpdate
+    container: ContainerDep, actor: KeyActor, slug: Slug, body: NewsletterUpdate
 ) -> NewsletterPublic:
     changes = NewsletterChanges(**body.model_dump(exclude_unset=True))
-    return NewsletterPublic.of(await container.newsletters.update(slug, changes))
+    before = await container.newsletters.get(slug)
+    row = await container.newsletters.update(slug, changes)
+    await container.audit.record_entry(
+        actor, archive_entry(row.id, row.slug, row.archive, before=before.archive)
+    )
+    return NewsletterPublic.of(row)
 
 
 @router.delete("/{slug}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete (if empty)")

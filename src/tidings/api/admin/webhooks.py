@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
-from tidings.api.deps import ContainerDep
+from tidings.access.audit import webhook_url_entry
+from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import RecordView
 
@@ -68,10 +69,13 @@ class DeliveryPublic(RecordView):
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create an endpoint")
-async def create_endpoint(container: ContainerDep, body: EndpointCreate) -> EndpointWithSecret:
+async def create_endpoint(
+    container: ContainerDep, actor: KeyActor, body: EndpointCreate
+) -> EndpointWithSecret:
     row = await container.webhooks.create_endpoint(
         body.url, body.event_types, body.description, include_imports=body.include_imports
     )
+    await container.audit.record_entry(actor, webhook_url_entry(row.id, row.url))
     return EndpointWithSecret.of(row)
 
 
@@ -90,8 +94,9 @@ async def get_endpoint(container: ContainerDep, endpoint_id: EndpointId) -> Endp
 
 @router.patch("/{endpoint_id}", summary="Change URL, event types, description, or enable/disable")
 async def update_endpoint(
-    container: ContainerDep, endpoint_id: EndpointId, body: EndpointUpdate
+    container: ContainerDep, actor: KeyActor, endpoint_id: EndpointId, body: EndpointUpdate
 ) -> EndpointPublic:
+    before = await container.webhooks.get_endpoint(endpoint_id)
     row = await container.webhooks.update_endpoint(
         endpoint_id,
         url=body.url,
@@ -100,6 +105,7 @@ async def update_endpoint(
         enabled=body.enabled,
         include_imports=body.include_imports,
     )
+    await container.audit.record_entry(actor, webhook_url_entry(row.id, row.url, before=before.url))
     return EndpointPublic.of(row)
 
 
