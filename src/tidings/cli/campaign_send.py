@@ -128,7 +128,10 @@ def register(app: typer.Typer) -> None:
         campaign_id: int = typer.Argument(..., help="The campaign's id."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
         wait: bool = typer.Option(
-            False, "--wait", help="Wait until it is submitted or failed (a worker must run)."
+            False,
+            "--wait",
+            help="Wait until it is submitted or failed, or pauses itself (a provider refusing "
+            "the sender, an auto-pause: exit 1 naming why). A worker must run.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
     ) -> None:
