@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from argon2 import PasswordHasher
 
-from tests.support.admin_ui import PASSWORD
+from tests.factories import make_settings
+from tests.support.admin_ui import PASSWORD, ui_app
 from tests.support.clock import Clock
 from tidings.access.admins import AdminAccounts, SessionPolicy
 from tidings.access.audit import MOST_REPEATED_TARGETS, OTHER_TARGETS, AuditLog
@@ -90,3 +91,17 @@ async def test_entries_older_than_the_retention_are_purged(db: Database) -> None
     clock.advance(timedelta(days=11))
     assert await audit.purge() == 1
     assert [entry.target for entry in await audit.list()] == ["campaign:2"]
+
+
+async def test_the_retention_setting_reaches_the_purge(database_url: str) -> None:
+    """`admin_ui.audit_retention_days` is what the worker's purge keeps: an owner who sets 7
+    days keeps a week of entries, not the default year."""
+    clock = Clock()
+    settings = make_settings(database_url, admin_ui={"audit_retention_days": 7})
+    async with ui_app(settings, clock=clock) as (_, container):
+        await container.audit.record(Actor.command_line("root"), "campaign.send", "campaign:1")
+        clock.advance(timedelta(days=6))
+        assert await container.audit.purge() == 0
+        clock.advance(timedelta(days=2))
+        assert await container.audit.purge() == 1
+        assert await container.audit.list() == []
