@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from tests.factories import admin_headers, api_client, make_settings
 from tests.support.admin_ui import DRAFT, composed_campaign, signed_in, ui_app
 from tests.support.cli import clean_env, tidings
 from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
+from tests.support.waiting import wait_for
 from tidings.audience.newsletters import NewsletterChanges
 from tidings.bootstrap import Container
 from tidings.storage.tables import captured_messages
@@ -122,6 +125,12 @@ async def test_operator_publishes_a_paid_issue_without_its_paid_passages(sent: S
     """Publishing a sent paid issue is the operator's call; even then the archive shows the
     free edition, so a paid-only passage never appears."""
     client, container, headers, ids = sent
+    before = parsedate_to_datetime((await client.get("/archive/weekly")).headers["last-modified"])
+
+    async def a_second_later() -> bool:  # Last-Modified counts whole seconds
+        return datetime.now(UTC) >= before + timedelta(seconds=1)
+
+    await wait_for(a_second_later)
     for subject in ("Paid", "Beta"):
         marked = await client.patch(
             f"/api/admin/campaigns/{ids[subject]}", json={"archive_public": True}, headers=headers
@@ -130,6 +139,9 @@ async def test_operator_publishes_a_paid_issue_without_its_paid_passages(sent: S
         assert marked.json()["archive_public"] is True
         assert marked.json()["status"] == "submitted"
     seen = await _public(client, ids)
+    # Caches must learn that the index changed, though no issue was sent since.
+    index = await client.get("/archive/weekly")
+    assert parsedate_to_datetime(index.headers["last-modified"]) > before
     for subject in AUDIENCES:
         assert seen[subject]["page"] == 200, subject
         assert (seen[subject]["index"], seen[subject]["atom"], seen[subject]["rss"]) == (

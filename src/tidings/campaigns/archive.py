@@ -115,7 +115,7 @@ class PublicArchive:
             subscribe_url=subscribe_url,
             atom_url=atom_url,
         )
-        return ArchiveDocument(page.encode(), max(issue.sent_at, newsletter.updated_at))
+        return ArchiveDocument(page.encode(), max(_changed(issue), newsletter.updated_at))
 
     async def feed(self, slug: str, kind: Literal["atom", "rss"]) -> ArchiveDocument:
         newsletter, issues = await self._issues(slug, FEED_LIMIT)
@@ -147,5 +147,10 @@ class PublicArchive:
         return ArchiveDocument(atom(feed) if kind == "atom" else rss(feed), updated)
 
 
+def _changed(issue: SentIssue) -> datetime:
+    # Publishing an issue sent earlier changes what the archive shows from that moment.
+    return max(issue.sent_at, issue.campaign.updated_at)
+
+
 def _latest(issues: list[SentIssue], newsletter: NewsletterRow) -> datetime:
-    return max([newsletter.updated_at, *(issue.sent_at for issue in issues)])
+    return max([newsletter.updated_at, *(_changed(issue) for issue in issues)])
