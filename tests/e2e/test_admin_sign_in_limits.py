@@ -71,7 +71,9 @@ async def test_a_stranger_cannot_lock_the_owner_out(database_url: str) -> None:
         assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]
         # With the right password a new device gets in once the minute is over: no lock-out.
         newcomer = browser(client_ip=ATTACKER_IP)
-        assert (await sign_in(newcomer, OWNER)).status_code == 429
+        slowed = await sign_in(newcomer, OWNER)
+        assert slowed.status_code == 429
+        assert "Wait 60 seconds" in slowed.text
         clock.advance(timedelta(seconds=60))
         assert (await sign_in(newcomer, OWNER)).status_code == 303
         # A forged known-client cookie is worth nothing.

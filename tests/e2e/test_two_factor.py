@@ -186,3 +186,35 @@ async def test_the_code_step_belongs_to_the_browser_that_passed_the_password(
         assert (await elsewhere.get("/admin/account")).status_code == 303
         assert (await _code_step(laptop, code)).status_code == 303
         assert (await laptop.get("/admin/account")).status_code == 200
+
+
+async def test_turning_two_factor_off_and_changing_the_password_ask_for_the_current_one(
+    database_url: str,
+) -> None:
+    """A stolen session alone must not strip the account's second factor nor take it over
+    by a new password (issue 35 item 5)."""
+    clock = Clock(datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC))
+    async with ui_app(make_settings(database_url), clock=clock) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        await _enrol(client, clock)
+        wrong = "not-the-password-at-all"
+        kept_on = await client.post(
+            "/admin/account/two-factor/off", data={"csrf_token": csrf, "current_password": wrong}
+        )
+        assert kept_on.status_code == 422
+        new = "a different horse battery staple"
+        kept = await client.post(
+            "/admin/account/password",
+            data={
+                "csrf_token": csrf,
+                "current_password": wrong,
+                "new_password": new,
+                "confirm_password": new,
+            },
+        )
+        assert kept.status_code == 422
+        admin = await container.admins.find("operator@example.org")
+        assert admin.totp_enabled_at is not None
+        assert "current password is not right" in kept.text
+        assert (await sign_in(browser())).status_code == 200  # the old password, then the code

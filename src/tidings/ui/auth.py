@@ -33,8 +33,14 @@ from tidings.ui.guard import (
 from tidings.ui.templating import UiRoute, render
 
 public = APIRouter(prefix="/admin", route_class=UiRoute, include_in_schema=False)
-TOO_MANY = "Too many sign-in attempts. Wait a while and try again."
 router = APIRouter(route_class=UiRoute)
+
+
+def _too_many(limited: RateLimited) -> str:
+    """The refusal, naming the wait (at most `admin_ui.sign_in_max_delay_seconds`)."""
+    seconds = limited.retry_after_seconds
+    unit = "second" if seconds == 1 else "seconds"
+    return f"Too many failed sign-in attempts. Wait {seconds} {unit} and try again."
 
 
 def safe_return_path(candidate: str | None) -> str:
@@ -152,7 +158,11 @@ async def sign_in(
         )
     except RateLimited as limited:
         page = _sign_in_page(
-            request, next_path=next_path, email=email, error=TOO_MANY, status_code=429
+            request,
+            next_path=next_path,
+            email=email,
+            error=_too_many(limited),
+            status_code=429,
         )
         return _rate_limited(page, limited)
     if isinstance(outcome, StartedSession):
@@ -193,7 +203,7 @@ async def sign_in_code(
             )
         return _code_page(request, next_path=next_path, error=refused.detail, status_code=401)
     except RateLimited as limited:
-        page = _code_page(request, next_path=next_path, error=TOO_MANY, status_code=429)
+        page = _code_page(request, next_path=next_path, error=_too_many(limited), status_code=429)
         return _rate_limited(page, limited)
     return _signed_in(request, started, next_path)
 
