@@ -36,7 +36,7 @@ from tests.support.sending import (
 )
 from tidings.bootstrap import Container, utcnow
 from tidings.delivery.provider import Envelope, Rejection, SendResult
-from tidings.delivery.smtp import SAME_REFUSAL_DOMAINS
+from tidings.delivery.smtp_failures import SAME_REFUSAL_DOMAINS
 from tidings.devservers.sink import Faults, SmtpSink
 from tidings.domain.provider_health import ProviderProblem
 from tidings.storage.tables import campaign_recipients, jobs, subscribers

@@ -18,7 +18,8 @@ from tests.support.tls import client_context, self_signed_certificate, server_co
 from tidings.bootstrap import utcnow
 from tidings.delivery.connection_check import check_smtp
 from tidings.delivery.provider import Envelope, ProviderUnreachable, SenderRefused
-from tidings.delivery.smtp import SAME_REFUSAL_DOMAINS, SmtpProvider
+from tidings.delivery.smtp import SmtpProvider
+from tidings.delivery.smtp_failures import SAME_REFUSAL_DOMAINS
 from tidings.devservers.sink import Faults, SmtpSink
 
 RELAY_DENIED = "554 5.7.1 <{}>: Relay access denied"

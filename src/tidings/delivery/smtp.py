@@ -11,8 +11,9 @@ A refusal of the sender is no recipient's failure and raises `SenderRefused`: a 
 RCPT refused for authentication or relaying (530, 535, 5.7.0, 5.7.8, "relay access denied");
 a 5.7.x policy refusal before this relay ever accepted a recipient; the same 5xx refusal
 (code and enhanced status, but never 5.1.x or 5.2.x, the recipient's own) for
-`SAME_REFUSAL_DOMAINS` different recipient domains with no acceptance in between; and a login
-refused or a certificate not trusted at connect, which no retry mends (`smtp_failures`).
+`SAME_REFUSAL_DOMAINS` different recipient domains with no acceptance in between (a
+`SenderWatch` per provider); and a login refused or a certificate not trusted at connect,
+which no retry mends (`smtp_failures`).
 
 A pooled connection may have been closed by the relay while it sat idle. If that shows up
 before DATA was issued, nothing was handed over, so the transaction is replayed once on a
@@ -41,9 +42,8 @@ from tidings.delivery.provider import (
 )
 from tidings.delivery.smtp_failures import (
     Security,
+    SenderWatch,
     connect_failure,
-    is_policy_refusal,
-    is_recipient_refusal,
     reply_summary,
     sender_refusal,
 )
@@ -60,54 +60,10 @@ from tidings.delivery.smtp_session import (
 SERVICE_CLOSING = 421
 QUEUE_ID = re.compile(r"queued as\s+<?([\w.@-]+)>?", re.IGNORECASE)
 MAX_DETAIL_LENGTH = 300
-# The same refusal for this many different recipient domains, none accepted in between, is
-# the relay refusing us: remote domains do not agree on a reply.
-SAME_REFUSAL_DOMAINS = 3
 
 
 class _DroppedBeforeData(Exception):
     """The connection died before DATA was issued: safe to replay on a fresh connection."""
-
-
-class _SenderWatch:
-    """The relay's refusals since it last accepted a recipient, to tell a refusal of the
-    sender from refusals of recipients (shared by this provider's connections)."""
-
-    __slots__ = ("_domains", "ever_accepted")
-
-    def __init__(self) -> None:
-        self.ever_accepted = False
-        self._domains: dict[str, set[str]] = {}
-
-    def observe(
-        self, recipients: list[str], replies: list[Reply], accepted: list[str]
-    ) -> str | None:
-        """The cause when these replies show the relay refusing us, else None."""
-        if accepted:
-            self.ever_accepted = True
-            self._domains.clear()
-            return None
-        for recipient, reply in zip(recipients, replies, strict=False):
-            if cause := self._refused(recipient, reply):
-                return cause
-        return None
-
-    def _refused(self, recipient: str, reply: Reply) -> str | None:
-        if not _is_permanent(reply.code):
-            return None
-        evident = sender_refusal(reply.code, reply.text)
-        if evident is not None:
-            return evident
-        if is_recipient_refusal(reply.text):
-            return None
-        summary = reply_summary(reply.code, reply.text)
-        if is_policy_refusal(reply.code, reply.text) and not self.ever_accepted:
-            return f"policy refusal before any recipient was accepted, {summary}"
-        domains = self._domains.setdefault(summary, set())
-        domains.add(recipient.rpartition("@")[2].lower())
-        if len(domains) >= SAME_REFUSAL_DOMAINS:
-            return f"the same refusal for {len(domains)} recipient domains, {summary}"
-        return None
 
 
 class _Stage:
@@ -168,7 +124,7 @@ class SmtpProvider:
         self._slots = asyncio.Semaphore(pool_size)
         self._idle: list[SmtpSession] = []
         self._closed = False
-        self._watch = _SenderWatch()
+        self._watch = SenderWatch()
 
     @property
     def endpoint(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +27,9 @@ PLAIN_TEXT_REPLIES = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", 
 # (530, 5.7.0) or refused (535, 5.7.8), and a relay that will not relay for us.
 AUTHENTICATION_CODES = frozenset({530, 535})
 AUTHENTICATION_STATUSES = frozenset({"5.7.0", "5.7.8", "5.7.14"})
+# The same refusal for this many different recipient domains, none accepted in between, is
+# the relay refusing us: remote domains do not agree on a reply.
+SAME_REFUSAL_DOMAINS = 3
 RELAY_DENIED = re.compile(
     r"relay(ing)?\s+(access\s+)?(denied|not\s+permitted|prohibited|not\s+allowed)"
     r"|unable\s+to\s+relay|authentication\s+required|must\s+authenticate",
@@ -96,6 +99,48 @@ def is_recipient_refusal(text: str) -> bool:
     taken for a refusal of the sender, however many domains return them."""
     status = enhanced_status(text)
     return status is not None and status[2:4] in ("1.", "2.")
+
+
+class SenderWatch:
+    """The relay's refusals since it last accepted a recipient, to tell a refusal of the
+    sender from refusals of recipients (shared by this provider's connections)."""
+
+    __slots__ = ("_domains", "ever_accepted")
+
+    def __init__(self) -> None:
+        self.ever_accepted = False
+        self._domains: dict[str, set[str]] = {}
+
+    def observe(
+        self, recipients: Sequence[str], replies: Sequence[tuple[int, str]], accepted: Sequence[str]
+    ) -> str | None:
+        """The cause when these replies show the relay refusing us, else None."""
+        if accepted:
+            self.ever_accepted = True
+            self._domains.clear()
+            return None
+        for recipient, reply in zip(recipients, replies, strict=False):
+            if cause := self._refused(recipient, reply):
+                return cause
+        return None
+
+    def _refused(self, recipient: str, reply: tuple[int, str]) -> str | None:
+        code, text = reply
+        if not 500 <= code <= 599:
+            return None
+        evident = sender_refusal(code, text)
+        if evident is not None:
+            return evident
+        if is_recipient_refusal(text):
+            return None
+        summary = reply_summary(code, text)
+        if is_policy_refusal(code, text) and not self.ever_accepted:
+            return f"policy refusal before any recipient was accepted, {summary}"
+        domains = self._domains.setdefault(summary, set())
+        domains.add(recipient.rpartition("@")[2].lower())
+        if len(domains) >= SAME_REFUSAL_DOMAINS:
+            return f"the same refusal for {SAME_REFUSAL_DOMAINS} recipient domains, {summary}"
+        return None
 
 
 def connect_failure(exc: BaseException, *, security: Security, timeout_seconds: float) -> SmtpFault:

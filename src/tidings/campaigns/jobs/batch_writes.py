@@ -20,8 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
+from tidings.campaigns.control import SendControl
 from tidings.campaigns.submit.strategy import InFlight, RecipientOutcome
-from tidings.domain.errors import TidingsError
+from tidings.domain.errors import Conflict, TidingsError
+from tidings.domain.provider_health import PROVIDER_PAUSE_ACTOR
 from tidings.domain.sending import RecipientState
 from tidings.queue.job import Job
 from tidings.storage.errors import is_outage
@@ -169,19 +171,33 @@ class BatchWrites:
 
         await self.write(make)
 
-    async def settle_with(
+    async def pause_refused(
         self,
         in_flight: InFlight,
+        ids: Sequence[int],
         outcomes: Sequence[RecipientOutcome],
-        also: Callable[[AsyncConnection], Awaitable[T]],
-    ) -> T:
-        """Outcomes in hand and `also` (a pause, say), in one transaction."""
+        reason: str,
+    ) -> None:
+        """The provider refused the sender (SND-26): the outcomes in hand recorded (the
+        chunk's unsent recipients back to `pending`) and the send paused with `reason`, by
+        `system:provider`, in one write; then `SendHalted`, so the batch is given back.
+        Nobody is `failed`, and no retry of the job is spent on it."""
+        if in_flight is InFlight.WHOLE_BATCH:
+            await self.give_back(in_flight, ids)  # the batch call certainly took nothing
 
-        async def make(conn: AsyncConnection) -> T:
+        async def make(conn: AsyncConnection) -> bool:
             await self._settle(conn, outcomes, in_flight.row_state, self.context.now())
-            return await also(conn)
+            try:
+                await SendControl(self.context).pause_in(
+                    conn, self.campaign_id, actor=PROVIDER_PAUSE_ACTOR, reason=reason
+                )
+            except Conflict:
+                return False  # paused or cancelled meanwhile: nothing more to say
+            return True
 
-        return await self.write(make)
+        if await self.write(make):
+            log.warning("campaign.paused", actor=PROVIDER_PAUSE_ACTOR, reason=reason)
+        raise SendHalted("the provider refused the sender: the send is paused")
 
     async def _settle(
         self,

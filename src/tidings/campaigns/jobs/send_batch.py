@@ -27,7 +27,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
-from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
 from tidings.campaigns.jobs.domain_hold import DomainHold
@@ -42,9 +41,8 @@ from tidings.campaigns.submit.strategy import (
     RecipientOutcome,
     SubmitStrategy,
 )
-from tidings.domain.errors import Conflict, TidingsError
+from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost, Defer, RetryLater
-from tidings.domain.provider_health import PROVIDER_PAUSE_ACTOR
 from tidings.domain.sending import (
     BatchCounts,
     BatchStatus,
@@ -296,7 +294,8 @@ class SendBatchHandler:
                 last = await strategy.submit(submission)
                 if last.verdict is ChunkVerdict.SENDER_REFUSED:
                     outcomes = settled_later + _recipient_outcomes(last, ids)
-                    await self._pause_refused(writes, in_flight, ids, outcomes, last)
+                    reason = last.detail or f"{last.provider} refused the sender"
+                    await writes.pause_refused(in_flight, ids, outcomes, reason)
                 if last.verdict in (ChunkVerdict.NOT_REACHED, ChunkVerdict.REFUSED):
                     await writes.give_back(in_flight, ids)  # nothing of it went out
                 if last.verdict is ChunkVerdict.NOT_REACHED:
@@ -322,34 +321,6 @@ class SendBatchHandler:
             await writes.settle(in_flight, settled_later)
             raise Defer(hold.reason, seconds=hold.wait_seconds)
         await self._finish(writes, batch, settled_later, last)
-
-    async def _pause_refused(
-        self,
-        writes: BatchWrites,
-        in_flight: InFlight,
-        ids: list[int],
-        outcomes: tuple[RecipientOutcome, ...],
-        refused: ChunkOutcome,
-    ) -> None:
-        """The provider refused the sender: the outcomes in hand recorded (the chunk's unsent
-        recipients back to `pending`), and the send paused with the problem named, in one
-        write; then the batch is given back (`SendHalted`). Nobody is `failed`."""
-        reason = refused.detail or f"{refused.provider} refused the sender"
-        if in_flight is InFlight.WHOLE_BATCH:
-            await writes.give_back(in_flight, ids)  # the batch call certainly took nothing
-
-        async def pause(conn: AsyncConnection) -> bool:
-            try:
-                await SendControl(self._ctx).pause_in(
-                    conn, writes.campaign_id, actor=PROVIDER_PAUSE_ACTOR, reason=reason
-                )
-            except Conflict:
-                return False  # paused or cancelled meanwhile: nothing more to say
-            return True
-
-        if await writes.settle_with(in_flight, outcomes, pause):
-            log.warning("campaign.paused", actor=PROVIDER_PAUSE_ACTOR, reason=reason)
-        raise SendHalted("the provider refused the sender: the send is paused")
 
     async def _deliver_at(self, conn: AsyncConnection, batch: BatchRow) -> datetime | None:
         """With a delivery spread, batch k of n is held until start + spread × k / n, so the

@@ -145,10 +145,11 @@ class PerRecipientSubmit:
         )
 
     async def submit(self, submission: RecipientMessages) -> ChunkOutcome:
-        """If the provider cannot be reached at all for the whole chunk, nothing went out:
-        NOT_REACHED. Otherwise each recipient's outcome; a deferral (4xx) is never a failure
-        (PRV-1): still deferred after the retries inside the batch, it comes back `pending`
-        with the reply's code."""
+        """If the provider refused the sender, SENDER_REFUSED: what went out stands, everyone
+        else is `pending` again. If it cannot be reached at all for the whole chunk, nothing
+        went out: NOT_REACHED. Otherwise each recipient's outcome; a deferral (4xx) is never
+        a failure (PRV-1): still deferred after the retries inside the batch, it comes back
+        `pending` with the reply's code."""
         chunk = list(submission.messages)
         outcomes = await self._send_all(chunk)
         name = self.provider.name
@@ -158,10 +159,7 @@ class PerRecipientSubmit:
                 ChunkVerdict.SENDER_REFUSED,
                 name,
                 recipients=tuple(
-                    RecipientOutcome(message.recipient_id, *outcome)
-                    if isinstance(outcome, tuple)
-                    and outcome[0] in (RecipientState.SENT, RecipientState.UNCERTAIN)
-                    else RecipientOutcome(message.recipient_id, RecipientState.PENDING)
+                    _recorded(message.recipient_id, outcome, sender_refused=True)
                     for message, outcome in zip(chunk, outcomes, strict=True)
                 ),
                 detail=refusal_reason(
@@ -181,9 +179,7 @@ class PerRecipientSubmit:
             ChunkVerdict.ANSWERED,
             name,
             recipients=tuple(
-                RecipientOutcome(message.recipient_id, RecipientState.PENDING, outcome.reason)
-                if isinstance(outcome, _Deferred)
-                else RecipientOutcome(message.recipient_id, *outcome)  # type: ignore[misc]
+                _recorded(message.recipient_id, outcome, sender_refused=False)
                 for message, outcome in zip(chunk, outcomes, strict=True)
             ),
         )
@@ -260,6 +256,18 @@ class PerRecipientSubmit:
         sends to that domain at half its rate for a cool-down (SND-25)."""
         if self._domains is not None:
             await self._domains.deferred(message.envelope.recipients[0], status)
+
+
+def _recorded(recipient_id: int, outcome: Outcome, *, sender_refused: bool) -> RecipientOutcome:
+    """What one recipient's outcome is recorded as. In a chunk that found the sender refused,
+    only what went out (or may have: `uncertain`) stands; everyone else is `pending` again."""
+    if isinstance(outcome, tuple):
+        state, reason = outcome
+        if not sender_refused or state in (RecipientState.SENT, RecipientState.UNCERTAIN):
+            return RecipientOutcome(recipient_id, state, reason)
+    elif isinstance(outcome, _Deferred) and not sender_refused:
+        return RecipientOutcome(recipient_id, RecipientState.PENDING, outcome.reason)
+    return RecipientOutcome(recipient_id, RecipientState.PENDING)
 
 
 def _message(
