@@ -8,6 +8,7 @@ no credentials, which answered every RCPT `554 5.7.1 <x@y>: Relay access denied`
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from tidings.bootstrap import utcnow
 from tidings.delivery.connection_check import check_smtp
 from tidings.delivery.provider import Envelope, ProviderUnreachable, SenderRefused
 from tidings.delivery.smtp import SmtpProvider
-from tidings.delivery.smtp_failures import SAME_REFUSAL_DOMAINS
+from tidings.delivery.smtp_failures import SAME_REFUSAL_DOMAINS, connect_failure
 from tidings.devservers.sink import Faults, SmtpSink
 
 RELAY_DENIED = "554 5.7.1 <{}>: Relay access denied"
@@ -179,3 +180,21 @@ async def test_connection_faults_are_named_as_smtp_check_names_them(
     assert not isinstance(unreachable.value, SenderRefused)
     assert unreachable.value.cause == "connection refused"
     assert unreachable.value.endpoint == f"127.0.0.1:{closed}"
+
+
+@pytest.mark.parametrize(
+    ("reason", "lasting"),
+    [("NO_SHARED_CIPHER", True), ("TLSV1_ALERT_PROTOCOL_VERSION", True),
+     ("UNEXPECTED_EOF_WHILE_READING", False), (None, False)],
+)  # fmt: skip
+def test_only_a_tls_handshake_that_cannot_agree_pauses_the_send(
+    reason: str | None, lasting: bool
+) -> None:
+    """A handshake with no protocol or cipher in common fails the same way every time, so the
+    send pauses; a handshake cut short may be the network's, and must be retried as an outage
+    rather than stop a campaign until someone looks."""
+    failure = ssl.SSLError(1, "handshake failed")
+    failure.reason = reason
+    fault = connect_failure(failure, security="starttls", timeout_seconds=1.0)
+    assert fault.lasting is lasting
+    assert fault.cause == f"TLS failed: {reason or 'SSLError'}"

@@ -23,6 +23,19 @@ Security = Literal["none", "starttls", "tls"]
 ENHANCED_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}\b")
 # What OpenSSL says when the first bytes it reads are not TLS (a relay greeting in the clear).
 PLAIN_TEXT_REPLIES = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"})
+# Handshakes that fail the same way every time (no common protocol or cipher); any other TLS
+# failure (a connection cut mid-handshake, say) may be the network's, and is retried.
+TLS_MISMATCHES = frozenset(
+    {
+        "SSLV3_ALERT_HANDSHAKE_FAILURE",
+        "NO_SHARED_CIPHER",
+        "NO_PROTOCOLS_AVAILABLE",
+        "UNSUPPORTED_PROTOCOL",
+        "TLSV1_ALERT_PROTOCOL_VERSION",
+        "WRONG_SSL_VERSION",
+        "TLSV1_ALERT_INSUFFICIENT_SECURITY",
+    }
+)
 # RCPT or MAIL replies that are about us, whatever the recipient: authentication required
 # (530, 5.7.0) or refused (535, 5.7.8), and a relay that will not relay for us.
 AUTHENTICATION_CODES = frozenset({530, 535})
@@ -165,7 +178,9 @@ def connect_failure(exc: BaseException, *, security: Security, timeout_seconds: 
                     lasting=True,
                 )
             return SmtpFault(
-                f"TLS failed: {reason}", "check smtp.security and smtp.port", lasting=True
+                f"TLS failed: {reason}",
+                "check smtp.security and smtp.port",
+                lasting=reason in TLS_MISMATCHES,
             )
     if isinstance(exc, SMTPAuthenticationError):
         return SmtpFault(
