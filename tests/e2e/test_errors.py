@@ -55,3 +55,49 @@ async def test_malformed_json_and_wrong_types_are_4xx_and_change_nothing(databas
             assert response.headers["content-type"] == PROBLEM
             assert "input" not in str(response.json().get("errors", ""))
         assert [key.name for key in await container.api_keys.list()] == ["tests"]
+
+
+async def test_unknown_fields_in_admin_bodies_are_422_naming_them(database_url: str) -> None:
+    """A misspelt field (`sheduled_at`) silently ignored looks like it worked: it must be
+    refused, by name, and change nothing."""
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = await admin_headers(container)
+        newsletter = {
+            "slug": "weekly",
+            "name": "The Weekly",
+            "sender_name": "Editor",
+            "sender_address": "editor@example.org",
+        }
+        refused = [
+            ("/api/admin/newsletters", {**newsletter, "doubleoptin": False}),
+            ("/api/admin/keys", {"name": "ci", "scopes": ["all"]}),
+            ("/api/admin/subscribers", {"email": "a@example.org", "teir": "paid", "x": 1}),
+            ("/api/admin/suppressions", {"email": "a@example.org", "notes": "n"}),
+        ]
+        for path, body in refused:
+            answer = await client.post(path, json=body, headers=headers)
+            assert (answer.status_code, answer.headers["content-type"]) == (422, PROBLEM), path
+            named = {error["field"] for error in answer.json()["errors"]}
+            known = {"slug", "name", "sender_name", "sender_address", "email"}
+            assert named == {f"body.{field}" for field in set(body) - known}, (path, named)
+        assert (await client.get("/api/admin/newsletters", headers=headers)).json() == []
+        assert (
+            await client.post("/api/admin/newsletters", json=newsletter, headers=headers)
+        ).status_code == 201
+        patched = await client.patch(
+            "/api/admin/newsletters/weekly", json={"nmae": "Typo"}, headers=headers
+        )
+        assert patched.status_code == 422
+        assert patched.json()["errors"] == [
+            {"field": "body.nmae", "message": "Extra inputs are not permitted"}
+        ]
+        campaign = await client.post(
+            "/api/admin/campaigns",
+            json={"newsletter": "weekly", "subject": "Hi", "body": "Hello", "sheduled_at": "x"},
+            headers=headers,
+        )
+        assert campaign.status_code == 422
+        assert [e["field"] for e in campaign.json()["errors"]] == ["body.sheduled_at"]
+        assert (await client.get("/api/admin/newsletters/weekly", headers=headers)).json()[
+            "name"
+        ] == "The Weekly"

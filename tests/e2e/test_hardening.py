@@ -110,7 +110,12 @@ async def test_debug_logging_never_prints_sql_parameters_or_rows(sqlite_url: str
             answer = await client.post(
                 "/api/admin/subscribers",
                 headers=headers,
-                json={"email": READER, "name": "Rosalind", "newsletters": ["weekly"]},
+                json={
+                    "email": READER,
+                    "name": "Rosalind",
+                    # `newsletters` here was ignored until unknown fields were refused.
+                    "subscriptions": [{"newsletter": "weekly", "confirmed": True}],
+                },
             )
             assert answer.status_code < 300, answer.text
             listed = await client.get("/api/admin/subscribers", headers=headers)

@@ -1,12 +1,13 @@
-"""Shared schema pieces: the base of record views, and the field types every route uses for
-header-bound text, addresses and times, so one rule (domain.email_headers) guards them all."""
+"""Shared schema pieces: the bases of request bodies and record views, and the field types
+every route uses for header-bound text, addresses and times, so one rule
+(domain.email_headers) guards them all."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Self
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from tidings.domain.clock import NEEDS_TIMEZONE, is_naive
@@ -16,6 +17,14 @@ from tidings.domain.email_headers import (
     address_problem,
     header_text_problem,
 )
+
+
+class RequestBody(BaseModel):
+    """The base of every admin request body: a field it does not know is a 422 naming it
+    (`body.sheduled_at`: Extra inputs are not permitted), not quietly ignored, so a typo or
+    a client written against another version never looks like it worked."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class RecordView(BaseModel):

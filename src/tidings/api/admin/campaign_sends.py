@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import AdminKeyId, ContainerDep
-from tidings.api.schemas import AwareDateTime
+from tidings.api.schemas import AwareDateTime, RequestBody
 from tidings.campaigns.control import ControlApplied
 from tidings.campaigns.lifecycle import SendAccepted
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 
 
-class ScheduleRequest(BaseModel):
+class ScheduleRequest(RequestBody):
     scheduled_at: AwareDateTime = Field(
         description="When to send, with a timezone (e.g. `2026-12-01T09:00:00Z`); at least 30 "
         "seconds ahead."

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.api.schemas import AwareDateTime, EmailAddress, HeaderText, RecordView
+from tidings.api.schemas import AwareDateTime, EmailAddress, HeaderText, RecordView, RequestBody
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.drafts import CampaignDraft
 
@@ -23,7 +23,7 @@ ARCHIVE_PUBLIC = (
 )
 
 
-class CampaignFields(BaseModel):
+class CampaignFields(RequestBody):
     subject: HeaderText = Field(min_length=1, max_length=998)
     preheader: HeaderText = Field(default="", max_length=500)
     body: str = Field(max_length=MAX_BODY, description="Markdown (default) or HTML.")
@@ -45,7 +45,7 @@ class CampaignCreate(CampaignFields):
     newsletter: str = Field(max_length=64, description="The newsletter's slug.")
 
 
-class CampaignUpdate(BaseModel):
+class CampaignUpdate(RequestBody):
     subject: HeaderText | None = Field(default=None, min_length=1, max_length=998)
     preheader: HeaderText | None = Field(default=None, max_length=500)
     body: str | None = Field(default=None, max_length=MAX_BODY)
@@ -114,7 +114,7 @@ class CampaignPublic(BaseModel):
         )
 
 
-class TestSend(BaseModel):
+class TestSend(RequestBody):
     to: list[EmailAddress] = Field(min_length=1, max_length=10)
     segment: str | None = Field(default=None, max_length=16)
 

@@ -6,13 +6,13 @@ from fastapi import APIRouter, status
 from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep, KeyActor
-from tidings.api.schemas import EmailAddress, HeaderText
+from tidings.api.schemas import EmailAddress, HeaderText, RequestBody
 from tidings.outbound.email_jobs import TransactionalEmail
 
 router = APIRouter(prefix="/emails", tags=["admin: transactional email"])
 
 
-class EmailCreate(BaseModel):
+class EmailCreate(RequestBody):
     to: EmailAddress
     subject: HeaderText = Field(min_length=1, max_length=998)
     text: str = Field(min_length=1, max_length=500_000)

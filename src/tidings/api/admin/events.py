@@ -11,13 +11,13 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.api.schemas import AwareDateTime, RecordView
+from tidings.api.schemas import AwareDateTime, RecordView, RequestBody
 from tidings.audience.provider_events import GENERIC_KINDS, MAX_GENERIC_EVENTS, GenericEvent
 
 router = APIRouter(prefix="/events", tags=["admin: events"])
 
 
-class EventIn(BaseModel):
+class EventIn(RequestBody):
     id: str = Field(min_length=1, max_length=255, description="The provider's event id (dedupe).")
     type: str = Field(max_length=16, description=" | ".join(GENERIC_KINDS))
     email: str = Field(max_length=320, description="The recipient address the event is about.")
@@ -29,7 +29,7 @@ class EventIn(BaseModel):
     diagnostic: str | None = Field(default=None, max_length=1000)
 
 
-class EventBatch(BaseModel):
+class EventBatch(RequestBody):
     events: list[EventIn] = Field(max_length=MAX_GENERIC_EVENTS)
 
 

@@ -6,18 +6,18 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, status
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tidings.api.deps import CallingKey, ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
-from tidings.api.schemas import RecordView
+from tidings.api.schemas import RecordView, RequestBody
 from tidings.domain.roles import Role
 
 router = APIRouter(prefix="/keys", tags=["admin: keys"])
 KeyId = Annotated[str, Path(pattern=r"^[a-z0-9]{10}$", description="The key's id part.")]
 
 
-class ApiKeyCreate(BaseModel):
+class ApiKeyCreate(RequestBody):
     name: str = Field(min_length=1, max_length=200, description="What the key is for.")
     role: Literal["owner", "editor", "viewer"] | None = Field(
         default=None,

@@ -6,18 +6,18 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, status
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tidings.access.audit import archive_entry
 from tidings.api.deps import ContainerDep, KeyActor
-from tidings.api.schemas import EmailAddress, HeaderText, RecordView
+from tidings.api.schemas import EmailAddress, HeaderText, RecordView, RequestBody
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 
 router = APIRouter(prefix="/newsletters", tags=["admin: newsletters"])
 Slug = Annotated[str, Path(max_length=64)]
 
 
-class NewsletterCreate(BaseModel):
+class NewsletterCreate(RequestBody):
     slug: str = Field(max_length=64, description="URL name: lowercase letters, digits, dashes.")
     name: HeaderText = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=2000)
@@ -42,7 +42,7 @@ class NewsletterCreate(BaseModel):
     )
 
 
-class NewsletterUpdate(BaseModel):
+class NewsletterUpdate(RequestBody):
     slug: str | None = Field(default=None, max_length=64)
     name: HeaderText | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import AdminKeyId, ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.api.schemas import EmailAddress, HeaderText
+from tidings.api.schemas import EmailAddress, HeaderText, RequestBody
 from tidings.audience.bulk import MAX_PICKED, BulkAction, BulkRequest, Selection
 from tidings.audience.subscribers import SubscriberView
 from tidings.domain.consent import SubscriptionState
@@ -20,7 +20,7 @@ SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
 Labels = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=50)]
 
 
-class SubscriptionRequest(BaseModel):
+class SubscriptionRequest(RequestBody):
     newsletter: str = Field(max_length=64)
     confirmed: bool = Field(
         default=False,
@@ -31,7 +31,7 @@ class SubscriptionRequest(BaseModel):
     )
 
 
-class SubscriberCreate(BaseModel):
+class SubscriberCreate(RequestBody):
     email: EmailAddress
     name: HeaderText | None = Field(default=None, max_length=200)
     tier: str = Field(default="free", max_length=16)
@@ -40,7 +40,7 @@ class SubscriberCreate(BaseModel):
     subscriptions: list[SubscriptionRequest] = Field(default_factory=list, max_length=100)
 
 
-class SubscriberUpdate(BaseModel):
+class SubscriberUpdate(RequestBody):
     name: HeaderText | None = Field(default=None, max_length=200)
     tier: str | None = Field(default=None, max_length=16)
     labels: Labels | None = None
@@ -131,7 +131,7 @@ async def create_subscriber(
     return SubscriberPublic.of(view)
 
 
-class SubscriberBulk(BaseModel):
+class SubscriberBulk(RequestBody):
     """A bulk action: on the `ids` given, or (without `ids`) on everyone matching the filter
     (`newsletter`, `state`, `tier`, `label`, `q`, as the search takes them)."""
 

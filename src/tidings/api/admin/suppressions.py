@@ -10,12 +10,12 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
-from tidings.api.schemas import RecordView
+from tidings.api.schemas import RecordView, RequestBody
 
 router = APIRouter(prefix="/suppressions", tags=["admin: suppressions"])
 
 
-class SuppressionCreate(BaseModel):
+class SuppressionCreate(RequestBody):
     email: str = Field(max_length=320)
     reason: str = Field(
         default="admin",
@@ -25,7 +25,7 @@ class SuppressionCreate(BaseModel):
     note: str | None = Field(default=None, max_length=500)
 
 
-class SuppressionLift(BaseModel):
+class SuppressionLift(RequestBody):
     email: str = Field(max_length=320)
     note: str = Field(min_length=1, max_length=500, description="Why it is lifted (recorded).")
 

@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, status
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tidings.access.audit import webhook_url_entry
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
-from tidings.api.schemas import RecordView
+from tidings.api.schemas import RecordView, RequestBody
 
 router = APIRouter(prefix="/webhooks", tags=["admin: webhooks"])
 EndpointId = Annotated[int, Path(ge=1, le=2**62)]
@@ -23,14 +23,14 @@ INCLUDE_IMPORTS = (
 EventTypes = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=50)]
 
 
-class EndpointCreate(BaseModel):
+class EndpointCreate(RequestBody):
     url: str = Field(max_length=2000, description="Where to POST events (http or https).")
     event_types: EventTypes = Field(description='Event types to receive, or `["*"]` for all.')
     description: str = Field(default="", max_length=500)
     include_imports: bool = Field(default=True, description=INCLUDE_IMPORTS)
 
 
-class EndpointUpdate(BaseModel):
+class EndpointUpdate(RequestBody):
     url: str | None = Field(default=None, max_length=2000)
     event_types: EventTypes | None = None
     description: str | None = Field(default=None, max_length=500)
