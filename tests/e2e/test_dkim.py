@@ -84,9 +84,13 @@ async def test_campaign_mail_is_signed_relaxed_and_verifies(
         signed = tags["h"].lower().split(":")
         for header in ("from", "to", "subject", "date", "message-id", "list-unsubscribe"):
             assert header in signed
-        assert signed.count("from") == 2
+        for header in ("from", "to", "subject", "date", "message-id", "content-type"):
+            assert signed.count(header) == 2, header
         # A changed body no longer verifies: the signature is worth something.
         assert not dkim.verify(raw.replace(b"Hello", b"Hullo", 1), dnsfunc=_dns(record))
+        # Nor does the message with a second Subject or Content-Type put in front (over-signed).
+        for added in (b"Subject: Act now\r\n", b"Content-Type: text/html\r\n"):
+            assert not dkim.verify(added + raw, dnsfunc=_dns(record))
 
 
 async def test_outbox_raw_prints_the_signed_message_as_sent(
