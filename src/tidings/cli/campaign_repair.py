@@ -56,7 +56,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Retry a failed send: its failed batches and transiently failed recipients are
         sent in a new attempt; nobody already sent is sent again. Refused while a batch is
-        submitting (reconcile it first) or after a verification failure."""
+        submitting (reconcile it first) or after a verification failure. Also a submitted
+        send whose recipients a relay refusing the sender failed (530, 535, 554)."""
 
         async def go() -> AttemptStarted:
             async with container_for(ctx) as container:
