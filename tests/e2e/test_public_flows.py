@@ -259,6 +259,12 @@ async def _subscriber_created_at(container: Container, subscriber_id: int) -> da
     return row.created_at
 
 
+async def _preferences_token(container: Container, subscriber_id: int) -> str:
+    """The preferences token tidings puts in mail to this subscriber."""
+    created_at = await _subscriber_created_at(container, subscriber_id)
+    return tokens.sign(container.site_secret(), "preferences", subscriber_id, created_at)
+
+
 async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) -> None:
     """A reader manages every list from one page reached from any email; ticking a list
     they have not confirmed sends a confirmation email, because a forwarded email must not
@@ -269,12 +275,7 @@ async def test_preferences_page_lists_newsletters_and_toggles_them(site: Any) ->
     (token,) = await confirmation_tokens(container)
     confirmed = await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "prefs@example.org")
-    preferences_token = tokens.sign(
-        container.site_secret(),
-        "preferences",
-        subscriber["id"],
-        await _subscriber_created_at(container, subscriber["id"]),
-    )
+    preferences_token = await _preferences_token(container, subscriber["id"])
     assert f"/preferences/{preferences_token}" in confirmed.text
     page = await client.get(f"/preferences/{preferences_token}")
     assert "The Weekly" in page.text
@@ -317,12 +318,7 @@ async def test_preferences_cannot_revive_an_unsubscribe_without_the_emailed_link
     await _subscribe(client, container, "dora@example.org")
     dora = await _subscriber(client, headers, "dora@example.org")
     assert dora["subscriptions"][0]["state"] == "confirmed"
-    preferences_token = tokens.sign(
-        container.site_secret(),
-        "preferences",
-        dora["id"],
-        await _subscriber_created_at(container, dora["id"]),
-    )
+    preferences_token = await _preferences_token(container, dora["id"])
     await client.put(f"/api/preferences/{preferences_token}", json={"newsletters": []})
     assert (await _subscriber(client, headers, "dora@example.org"))["subscriptions"][0][
         "state"
@@ -407,12 +403,7 @@ async def test_a_mangled_preferences_form_changes_nothing_and_answers_html(site:
     (token,) = await confirmation_tokens(container)
     await client.post(f"/confirm/{token}")
     subscriber = await _subscriber(client, headers, "erin@example.org")
-    preferences = tokens.sign(
-        container.site_secret(),
-        "preferences",
-        subscriber["id"],
-        await _subscriber_created_at(container, subscriber["id"]),
-    )
+    preferences = await _preferences_token(container, subscriber["id"])
     before = await snapshot(container)
     response = await client.post(f"/preferences/{preferences}", data={"newsletter": "1 OR 1"})
     assert response.status_code == 400
