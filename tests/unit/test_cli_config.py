@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 from tests.support.cli import Ran, clean_env, tidings
+from tidings.cli.banner import database_line, email_line
+from tidings.config import load_settings
 
 
 def _tidings(*args: str, **env: str) -> Ran:
@@ -85,3 +87,20 @@ def test_config_show_masks_secrets_inside_urls() -> None:
             result.stdout
         )
         assert "https://api:********@api.mailgun.test" in result.stdout
+
+
+def test_the_start_up_banner_masks_secrets_inside_urls() -> None:
+    """The banner lands in terminals and service logs: a key in a URL must not."""
+    settings = load_settings(
+        database={"url": "postgresql://tidings@db.internal/news?password=db-hunter2"},
+        email={"provider": "mailgun"},
+        mailgun={
+            "api_base_url": "https://api:key-hunter3@api.mailgun.test",
+            "domain": "mg.example.org",
+            "api_key": "key-test",
+        },
+    )
+    lines = database_line(settings) + "\n" + email_line(settings)
+    assert "hunter" not in lines
+    assert "password=********" in lines
+    assert "https://api:********@api.mailgun.test" in lines

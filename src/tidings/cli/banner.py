@@ -58,7 +58,8 @@ def email_line(settings: Settings) -> str:
     if provider == "smtp":
         smtp = settings.smtp
         return f"SMTP relay {smtp.host}:{smtp.port} ({smtp.security})"
-    return f"Mailgun, domain {settings.mailgun.domain} ({settings.mailgun.api_base_url})"
+    base_url = mask_url_password(str(settings.mailgun.api_base_url))
+    return f"Mailgun, domain {settings.mailgun.domain} ({base_url})"
 
 
 def real_mail_line(settings: Settings) -> str:
