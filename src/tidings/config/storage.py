@@ -1,0 +1,80 @@
+"""Settings for the database and the job queue."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from tidings.config.base import Section
+
+
+class DatabaseSettings(Section):
+    url: str = Field(
+        default="sqlite:///./tidings.db",
+        description=(
+            "Database URL. `sqlite:///path/to/file.db` (the default, one machine) or "
+            "`postgresql://user:password@host:5432/dbname` (many workers, many machines)."
+        ),
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=30_000,
+        ge=0,
+        description="SQLite only: how long a writer waits for the write lock before failing.",
+    )
+    pool_size: int = Field(
+        default=10, ge=1, le=200, description="PostgreSQL only: connections kept per process."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0].split("+", 1)[0]
+        if "://" not in value or scheme not in {"sqlite", "postgresql", "postgres"}:
+            raise ValueError("expected sqlite:///FILE or postgresql://USER@HOST/DB")
+        return value
+
+
+class QueueSettings(Section):
+    lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a claimed job is reserved before another worker may reclaim it.",
+    )
+    poll_interval_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=300,
+        description="How often an idle worker looks for due jobs (PostgreSQL also uses NOTIFY).",
+    )
+    max_attempts: int = Field(
+        default=12, ge=1, le=100, description="Attempts before a job is `dead`."
+    )
+    backoff_base_seconds: float = Field(
+        default=5.0, gt=0, description="First retry waits up to this long (doubling each time)."
+    )
+    backoff_max_seconds: float = Field(
+        default=3600.0, gt=0, description="Longest wait between two attempts."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=30.0, ge=0, description="On SIGTERM, how long in-flight jobs may take to finish."
+    )
+    prune_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="How often finished jobs and old attempts are pruned."
+    )
+    retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="Finished and dead jobs, and finished webhook deliveries, older than this "
+        "are pruned.",
+    )
+    email_concurrency: int = Field(
+        default=8, ge=1, le=1000, description="Transactional emails sent at once per worker."
+    )
+    webhook_concurrency: int = Field(
+        default=16, ge=1, le=1000, description="Webhook requests in flight at once per worker."
+    )
+
+    @model_validator(mode="after")
+    def _backoff_range(self) -> QueueSettings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError("backoff_max_seconds must be at least backoff_base_seconds")
+        return self
