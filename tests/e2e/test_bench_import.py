@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tidings.cli.bench.importing import bench_import, generate_csv
+from tidings.bench.importing import bench_import, generate_csv
 
 
 async def test_bench_import_returns_well_formed_json(sqlite_url: str) -> None:

@@ -2,7 +2,7 @@
 
 import json
 
-from tidings.cli.bench.subscribe import CASES, bench_subscribe
+from tidings.bench.subscribe import CASES, bench_subscribe
 
 
 async def test_bench_subscribe_reports_a_median_per_address_state(database_url: str) -> None:

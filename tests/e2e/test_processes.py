@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tidings.cli.bench.queue import pgqueuer_installed
+from tidings.bench.queue import pgqueuer_installed
 from tidings.storage import migrate
 from tidings.storage.database import create_database
 

@@ -14,10 +14,10 @@ from sqlalchemy import func, select
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.waiting import wait_for
+from tidings.bench import seeding
 from tidings.bootstrap import Container
 from tidings.config import Settings
 from tidings.delivery.provider import ProviderUnreachable
-from tidings.storage.bench import seeding
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,

@@ -3,7 +3,7 @@
 import json
 
 from tests.support.clock import START
-from tidings.rendering.bench import run_render_benchmark
+from tidings.bench.render import run_render_benchmark
 
 
 def test_the_render_benchmark_reports_both_paths_as_json() -> None:

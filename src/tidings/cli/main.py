@@ -11,6 +11,7 @@ from tidings import __version__
 from tidings.cli import (
     admins,
     audit,
+    bench,
     campaign,
     config_cmd,
     demo,
@@ -27,7 +28,6 @@ from tidings.cli import (
     subscribers,
     webhooks,
 )
-from tidings.cli.bench import commands as bench
 from tidings.cli.context import CliState
 
 app = typer.Typer(

@@ -5,7 +5,7 @@ multipart/alternative structure and boundaries) once. Its serialised bytes are c
 slot; a recipient's message is the per-recipient header lines (To, Date, Message-ID,
 List-Unsubscribe) plus the skeleton with the recipient's values encoded for the part they
 land in. No `EmailMessage` and no template render per recipient: that is what makes the
-send loop fast (see `bench.py`).
+send loop fast (see `tidings/bench/render.py`).
 """
 
 from __future__ import annotations

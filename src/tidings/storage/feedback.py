@@ -197,9 +197,3 @@ def hashed_tables() -> Sequence[tuple[Any, Any]]:
         (inbound_events, inbound_events.c.id),
     )
 
-
-async def bare_insert(conn: AsyncConnection, rows: list[dict[str, Any]], *, chunk: int) -> None:
-    """The events benchmark's yardstick: `rows` written as received events by plain
-    multi-row INSERTs of `chunk` rows, no lookups, no policy."""
-    for start in range(0, len(rows), chunk):
-        await conn.execute(inbound_events.insert().values(rows[start : start + chunk]))

@@ -18,9 +18,9 @@ import httpx
 
 from tidings.api.app import create_app
 from tidings.audience.newsletters import NewsletterFields
+from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import Container, build, start
 from tidings.config import load_settings
-from tidings.storage.bench.scratch import scratch_database
 
 CASES = ("new", "pending", "confirmed", "unsubscribed", "suppressed")
 NEWSLETTER = "bench"

@@ -13,7 +13,7 @@ from pgqueuer import PsycopgDriver, QueueManager
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
-from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, serve_benchmark
+from tidings.bench.processes import BENCH_KIND, PING_KIND, serve_benchmark
 
 
 async def main(dsn: str) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import event
 
 from tidings.audience.newsletters import NewsletterFields
+from tidings.bench import seeding, yardsticks
+from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import Container, running
 from tidings.campaigns.commands import DraftFields
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
@@ -27,8 +29,6 @@ from tidings.domain.jobs import JobStatus
 from tidings.domain.segments import parse_filter
 from tidings.observability.logging import configure_logging
 from tidings.queue import store
-from tidings.storage.bench import seeding
-from tidings.storage.bench.scratch import scratch_database
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -157,7 +157,7 @@ async def _reference(container: Container, probe: Probe, audience_filter: str) -
     with probe.sampling():
         started = time.perf_counter()
         async with container.db.write() as conn:
-            rows = await seeding.reference_insert_select(
+            rows = await yardsticks.reference_insert_select(
                 conn, draft.campaign.id, newsletter_id, parse_filter(audience_filter)
             )
         elapsed = time.perf_counter() - started

@@ -1,9 +1,10 @@
 """The memory floor `tidings bench send` puts beside a worker's peak RSS: a process that loads
 the libraries a sending worker loads, connects to the database through SQLAlchemy's async
 engine as a worker does, opens an HTTP client, and sends nothing; no tidings module beyond
-this package's empty `__init__`s. Prints `{"peak_rss_mb": …, "libraries": […]}`.
+the `__init__`s of `tidings` and of this package, which import nothing. Prints
+`{"peak_rss_mb": …, "libraries": […]}`.
 
-`python -m tidings.cli.bench.bare_process ASYNC_DATABASE_URL` (`storage.database.async_url`'s form)
+`python -m tidings.bench.bare_process ASYNC_DATABASE_URL` (`storage.database.async_url`'s form)
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Synthetic audiences for benchmarks and large tests, generated inside the database (no rows
 shipped from Python): confirmed subscribers `reader-N@example.test`, tiers alternating free
-and paid, every fifth one labelled `beta`."""
+and paid, every fifth one labelled `beta`; and what a benchmark sets up around them (a
+newsletter, a campaign already sent, a preparation made to look interrupted)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from datetime import datetime
 from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.domain.segments import AudienceFilter
 from tidings.storage.importing import refresh_statistics
-from tidings.storage.sending.candidates import audience
+from tidings.storage.newsletters import insert_newsletter
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
@@ -107,28 +107,6 @@ async def seed_audience(
     return first_id
 
 
-async def reference_insert_select(
-    conn: AsyncConnection, campaign_id: int, newsletter_id: int, audience_filter: AudienceFilter
-) -> int:
-    """The benchmark's yardstick (BEN-1): the same audience written as recipient rows by ONE
-    bare INSERT … SELECT, no pages, no verification. Returns the rows written."""
-    chosen = audience(newsletter_id, audience_filter).subquery()
-    await conn.execute(
-        insert(campaign_recipients).from_select(
-            ["campaign_id", "subscriber_id", "position", "state", "updated_at"],
-            select(
-                literal(campaign_id),
-                chosen.c.subscriber_id,
-                literal(0),
-                literal("excluded"),
-                func.current_timestamp(),
-            ),
-        )
-    )
-    counted = select(func.count()).where(campaign_recipients.c.campaign_id == campaign_id)
-    return int((await conn.execute(counted)).scalar_one())
-
-
 async def forget_preparation(conn: AsyncConnection, campaign_id: int) -> None:
     """Make a complete preparation look interrupted just before `prepared_at` was saved, so
     the next attempt must discard and rebuild it (the BEN-1 rebuild phase)."""
@@ -199,37 +177,19 @@ async def seed_sent_campaign(
     return int(campaign_id)
 
 
-async def database_bytes(conn: AsyncConnection) -> int:
-    """The database's size: `pg_database_size` on PostgreSQL; on SQLite the pages in use
-    (free pages left by deleted rows are not counted) times the page size."""
-    if conn.dialect.name == "postgresql":
-        query = text("SELECT pg_database_size(current_database())")
-        return int((await conn.execute(query)).scalar_one())
-    pages = (await conn.execute(text("PRAGMA page_count"))).scalar_one()
-    free = (await conn.execute(text("PRAGMA freelist_count"))).scalar_one()
-    page_size = (await conn.execute(text("PRAGMA page_size"))).scalar_one()
-    return (int(pages) - int(free)) * int(page_size)
-
-
-async def wal_position(conn: AsyncConnection) -> int | None:
-    """PostgreSQL's current write-ahead log position in bytes (None on SQLite): the WAL a
-    piece of work wrote is the difference of two readings."""
-    if conn.dialect.name != "postgresql":
-        return None
-    query = text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
-    return int((await conn.execute(query)).scalar_one())
-
-
-async def next_transaction_id(conn: AsyncConnection) -> int | None:
-    """PostgreSQL's next transaction id (None on SQLite), read without taking one: ids go
-    only to transactions that write, so two readings count the writing transactions
-    committed or rolled back between them (this server's other databases too)."""
-    if conn.dialect.name != "postgresql":
-        return None
-    query = text("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-    return int((await conn.execute(query)).scalar_one())
-
-
-async def batch_count(conn: AsyncConnection, campaign_id: int) -> int:
-    query = select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
-    return int((await conn.execute(query)).scalar_one())
+async def seed_newsletter(conn: AsyncConnection, *, slug: str, now: datetime) -> int:
+    """A newsletter named Bench, written by the storage's own query, for benchmarks that run
+    no container; returns its id."""
+    row = await insert_newsletter(
+        conn,
+        slug=slug,
+        name="Bench",
+        description="",
+        sender_name="Bench",
+        sender_address="bench@example.org",
+        reply_to=None,
+        double_opt_in=True,
+        created_at=now,
+        updated_at=now,
+    )
+    return row.id

@@ -13,315 +13,34 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-import psycopg
-from aiosmtplib import SMTP
-from sqlalchemy.engine import make_url
-
 from tidings.audience.newsletters import NewsletterFields
+from tidings.bench import readings, seeding
+from tidings.bench.bare_clients import (
+    BATCHES_IN_FLIGHT,
+    BENCH_DOMAIN,
+    bare_client,
+    bare_database_client,
+    bare_http_client,
+)
+from tidings.bench.bare_process import peak_rss_mb
+from tidings.bench.local_processes import (
+    DEFAULT_POSTFIX_ROOT,
+    POSTFIX_ROOT_ENV,
+    cpu_seconds,
+    dev_provider_process,
+    postfix_root,
+    smtp_sink,
+)
+from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import running
 from tidings.campaigns.commands import DraftFields
-from tidings.cli.bench.bare_process import peak_rss_mb
-from tidings.cli.context import free_port
 from tidings.config import load_settings
-from tidings.delivery.form_data import encode_multipart
-from tidings.delivery.mailgun import MailgunProvider
-from tidings.delivery.provider import BatchMessage, BatchRecipient
-from tidings.domain import tokens
 from tidings.observability.logging import configure_logging
-from tidings.rendering.batch import batch_template, batch_variables
-from tidings.rendering.bench import sample_recipient
-from tidings.rendering.engine import TemplateEngine
-from tidings.rendering.render import SegmentRendering, render_segment
-from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
-from tidings.rendering.slots import RecipientValues
-from tidings.storage.bench import floor, seeding
-from tidings.storage.bench.scratch import scratch_database
-from tidings.storage.database import async_url, libpq_url
-
-POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
-DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
-
-
-def postfix_root() -> Path | None:
-    """Where `smtp-sink` was unpacked (`apt-get download postfix` then `dpkg -x DEB ROOT`)."""
-    root = Path(os.environ.get(POSTFIX_ROOT_ENV, DEFAULT_POSTFIX_ROOT))
-    return root if (root / "usr/sbin/smtp-sink").is_file() else None
-
-
-@asynccontextmanager
-async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
-    """A sink on loopback in its own process: Postfix `smtp-sink` if available, else
-    `tidings dev-smtp`. Yields (name, port)."""
-    port = free_port()
-    root = postfix_root() if prefer_postfix else None
-    if root is not None:
-        env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
-        command = [str(root / "usr/sbin/smtp-sink")]
-        if os.geteuid() == 0:
-            command += ["-u", "nobody"]
-        command += [f"127.0.0.1:{port}", "1000"]
-        name = "postfix smtp-sink"
-    else:
-        env = dict(os.environ)
-        command = [sys.executable, "-m", "tidings", "dev-smtp", "--port", str(port)]
-        name = "tidings dev-smtp (aiosmtpd)"
-    process = await asyncio.create_subprocess_exec(
-        *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
-        await _wait_for_port(port)
-        yield name, port
-    finally:
-        process.terminate()
-        await process.wait()
-
-
-def _sample_rendering(now: datetime) -> SegmentRendering:
-    """The sample issue's paid segment: what both bare clients send, as the worker does."""
-    return render_segment(
-        sample_content(),
-        "paid",
-        sender=SAMPLE_SENDER,
-        list_info=SAMPLE_LIST,
-        base_url=SAMPLE_BASE_URL,
-        engine=TemplateEngine(),
-        now=now,
-    )
-
-
-def _messages(count: int) -> list[tuple[str, bytes]]:
-    now = datetime.now(UTC)
-    rendering = _sample_rendering(now)
-    return [
-        (person.address, rendering.personalise(person, now=now))
-        for person in (sample_recipient(number) for number in range(count))
-    ]
-
-
-async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]:
-    """The limit: aiosmtplib over `connections` connections, messages prepared beforehand."""
-    messages = _messages(count)
-    share = [messages[index::connections] for index in range(connections)]
-
-    async def one_connection(mine: list[tuple[str, bytes]]) -> None:
-        client = SMTP(hostname="127.0.0.1", port=port, use_tls=False, start_tls=False)
-        await client.connect()
-        for address, data in mine:
-            await client.sendmail(SAMPLE_SENDER.address, [address], data)
-        await client.quit()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(one_connection(mine) for mine in share))
-    elapsed = time.perf_counter() - started
-    return {
-        "messages": count,
-        "seconds": round(elapsed, 3),
-        "per_second": round(count / elapsed, 1),
-        "message_bytes": len(messages[0][1]),
-    }
-
-
-BENCH_DOMAIN = "mg.bench.example"
-BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare client's
-
-
-@asynccontextmanager
-async def dev_provider_process() -> AsyncIterator[int]:
-    """`tidings dev-provider` in its own process on a free loopback port."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tidings",
-        "dev-provider",
-        "--port",
-        str(port),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        await _wait_for_port(port)
-        yield port
-    finally:
-        process.terminate()
-        await process.wait()
-
-
-async def _wait_for_port(port: int) -> None:
-    for _ in range(400):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.05)
-
-
-BATCH_SIZE = 1000
-BENCH_SECRET = "bench-site-secret-" + "x" * 26  # a benchmark's own key
-
-
-class BatchRequests:
-    """The requests a campaign of `count` readers makes, one per 1,000, built the way a worker
-    builds them: each reader's two signed link tokens, Message-ID and variables, the form and
-    its encoding. What a worker adds to this is the database: claims, reads and outcomes."""
-
-    def __init__(self, count: int) -> None:
-        now = datetime.now(UTC)
-        self._rendering = _sample_rendering(now)
-        self._template = batch_template(self._rendering)
-        self._encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
-        # What a batch read gives a worker: the reader and its rows' ids and creation times.
-        self._people = [(sample_recipient(number), now) for number in range(count)]
-        self.starts = list(range(0, count, BATCH_SIZE))
-
-    def build(self, start: int) -> tuple[str, bytes]:
-        """(Content-Type, body) of the batch starting at reader `start`."""
-        return self.build_for(self._people[start : start + BATCH_SIZE], f"bare-{start}")
-
-    def build_for(
-        self, people: Iterable[tuple[RecipientValues, datetime]], key: str
-    ) -> tuple[str, bytes]:
-        """(Content-Type, body) of one request to `people` (each with its creation time, which
-        its link tokens sign)."""
-        template, rendering = self._template, self._rendering
-        recipients = []
-        for person, created in people:
-            number = int(person.subscriber_id)
-            values = person._replace(
-                unsubscribe_token=tokens.sign(BENCH_SECRET, "unsubscribe", number, created),
-                preferences_token=tokens.sign(BENCH_SECRET, "preferences", number, created),
-            )
-            recipients.append(
-                BatchRecipient(
-                    values.address,
-                    rendering.message_id_for(values.address),
-                    batch_variables(template, values),
-                )
-            )
-        message = BatchMessage(
-            sender=template.from_header,
-            subject=template.subject,
-            html=template.html,
-            text=template.text,
-            headers=template.headers,
-            variable_names=template.variable_names,
-            recipients=recipients,
-            idempotency_key=key,
-        )
-        return encode_multipart(self._encoder.form_fields(message))
-
-
-async def bare_http_client(
-    port: int, count: int, *, concurrency: int, build_while_sending: bool = False
-) -> dict[str, Any]:
-    """The limit for the batch API: httpx posting the requests, `concurrency` at once, built
-    beforehand; or, with `build_while_sending`, each poster building its next request (the
-    same work as a worker's, with no database) as the others wait for their answers."""
-    batches = BatchRequests(count)
-    ready: dict[int, tuple[str, bytes]] = {}
-    if not build_while_sending:
-        ready = {start: batches.build(start) for start in batches.starts}
-    queue = list(batches.starts)
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
-    ) as client:
-
-        async def poster() -> None:
-            while queue:
-                start = queue.pop()
-                content_type, body = ready.pop(start) if ready else batches.build(start)
-                response = await client.post(
-                    f"/v3/{BENCH_DOMAIN}/messages",
-                    content=body,
-                    headers={"content-type": content_type},
-                )
-                response.raise_for_status()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(poster() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    return {
-        "messages": count,
-        "batches": len(batches.starts),
-        "requests_built": "while sending" if build_while_sending else "beforehand",
-        "seconds": round(elapsed, 3),
-        "per_second": round(count / elapsed, 1),
-    }
-
-
-async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
-    """The floor with a database (PostgreSQL): the requests built the same way from the rows
-    a finished send left in `url`, each batch's rows marked in flight and returned by one
-    statement and marked sent by another (`storage.bench.floor`), on one connection per
-    request in flight. None on SQLite."""
-    if make_url(url).get_backend_name() != "postgresql":
-        return None
-    requests = BatchRequests(0)
-    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
-        queue = await floor.batch_ids(conn)
-    batches, count = len(queue), 0
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
-    ) as client:
-
-        async def poster() -> None:
-            nonlocal count
-            async with await psycopg.AsyncConnection.connect(
-                libpq_url(url), autocommit=True
-            ) as conn:
-                while queue:
-                    batch_id = queue.pop()
-                    readers = await floor.take(conn, batch_id)
-                    people = [(_values(reader), reader.created_at) for reader in readers]
-                    content_type, body = requests.build_for(people, f"floor-{batch_id}")
-                    response = await client.post(
-                        f"/v3/{BENCH_DOMAIN}/messages",
-                        content=body,
-                        headers={"content-type": content_type},
-                    )
-                    response.raise_for_status()
-                    await floor.settle(conn, batch_id)
-                    count += len(readers)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(poster() for _ in range(BATCHES_IN_FLIGHT)))
-        elapsed = time.perf_counter() - started
-    return {
-        "messages": count,
-        "batches": batches,
-        "requests_built": "while sending, from the rows",
-        "seconds": round(elapsed, 3),
-        "per_second": round(count / elapsed, 1),
-    }
-
-
-def _values(reader: floor.Reader) -> RecipientValues:
-    return RecipientValues(
-        address=reader.email,
-        name=reader.name,
-        unsubscribe_token="",
-        preferences_token="",
-        subscriber_id=str(reader.subscriber_id),
-        recipient_id=str(reader.recipient_id),
-        attributes=reader.attributes,
-    )
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU the process has used so far (Linux /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from tidings.rendering.sample import sample_content
+from tidings.storage.database import async_url
 
 
 async def bare_process(url: str) -> dict[str, Any]:
@@ -330,7 +49,7 @@ async def bare_process(url: str) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tidings.cli.bench.bare_process",
+        "tidings.bench.bare_process",
         async_url(url),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -360,8 +79,8 @@ async def tidings_send(
                 conn, newsletter_id=newsletter.id, count=count, now=container.sending.now()
             )
         async with container.db.read() as conn:
-            seeded_bytes = await seeding.database_bytes(conn)
-            seeded_wal = await seeding.wal_position(conn)
+            seeded_bytes = await readings.database_bytes(conn)
+            seeded_wal = await readings.wal_position(conn)
         draft = await container.campaigns.create(
             "bench",
             DraftFields(
@@ -381,7 +100,7 @@ async def tidings_send(
             **worker_env,
         }
         async with container.db.read() as conn:
-            xid_before = await seeding.next_transaction_id(conn)
+            xid_before = await readings.next_transaction_id(conn)
         processes = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -404,11 +123,11 @@ async def tidings_send(
                 if cpu_at_prepared is None:
                     prepared = await container.sends.get_send(draft.campaign.id)
                     if prepared is not None and prepared.prepared_at is not None:
-                        cpu_at_prepared = [_cpu_seconds(process.pid) for process in processes]
+                        cpu_at_prepared = [cpu_seconds(process.pid) for process in processes]
                 await asyncio.sleep(0.2)
             wall = time.perf_counter() - started
             rss = [peak_rss_mb(process.pid) for process in processes]
-            cpu_done = [_cpu_seconds(process.pid) for process in processes]
+            cpu_done = [cpu_seconds(process.pid) for process in processes]
         finally:
             for process in processes:
                 if process.returncode is None:
@@ -418,10 +137,10 @@ async def tidings_send(
         window = await container.sends.submission_window(draft.campaign.id)
         send = await container.sends.get_send(draft.campaign.id)
         async with container.db.read() as conn:
-            sent_bytes = await seeding.database_bytes(conn)
-            sent_wal = await seeding.wal_position(conn)
-            xid_after = await seeding.next_transaction_id(conn)
-            batches = await seeding.batch_count(conn, draft.campaign.id)
+            sent_bytes = await readings.database_bytes(conn)
+            sent_wal = await readings.wal_position(conn)
+            xid_after = await readings.next_transaction_id(conn)
+            batches = await readings.batch_count(conn, draft.campaign.id)
     assert send is not None
     wal = None if seeded_wal is None or sent_wal is None else sent_wal - seeded_wal
     seconds = window.total_seconds() if window else wall

@@ -20,17 +20,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
-from tidings.cli.bench.send import _cpu_seconds, _wait_for_port
-from tidings.cli.context import free_port
+from tidings.bench import readings, seeding, yardsticks
+from tidings.bench.local_processes import cpu_seconds, free_port, wait_for_port
+from tidings.bench.scratch import scratch_database
 from tidings.delivery.mailgun_events import event_data, signed_body
 from tidings.domain.email_headers import message_id
-from tidings.storage import feedback, migrate
-from tidings.storage.bench import seeding
-from tidings.storage.bench.scratch import scratch_database
+from tidings.storage import migrate
 from tidings.storage.database import create_database
-from tidings.storage.tables import inbound_events, newsletters
 
 TARGET_EVENTS_PER_SECOND = 2000
 TARGET_RATIO = 0.25
@@ -49,20 +45,7 @@ async def _prepare(url: str, events: int) -> int:
         await migrate.upgrade(db)
         now = datetime.now(UTC)
         async with db.write() as conn:
-            newsletter_id = (
-                await conn.execute(
-                    newsletters.insert()
-                    .values(
-                        slug="bench",
-                        name="Bench",
-                        sender_name="Bench",
-                        sender_address="bench@example.org",
-                        created_at=now,
-                        updated_at=now,
-                    )
-                    .returning(newsletters.c.id)
-                )
-            ).scalar_one()
+            newsletter_id = await seeding.seed_newsletter(conn, slug="bench", now=now)
             await seeding.seed_audience(conn, newsletter_id=newsletter_id, count=events, now=now)
             return await seeding.seed_sent_campaign(
                 conn, newsletter_id=newsletter_id, sending_domain=DOMAIN, now=now
@@ -195,7 +178,7 @@ async def _bare(url: str, events: int) -> float:
     try:
         started = time.perf_counter()
         async with db.write() as conn:
-            await feedback.bare_insert(conn, rows, chunk=BARE_CHUNK)
+            await yardsticks.bare_event_insert(conn, rows, chunk=BARE_CHUNK)
         return time.perf_counter() - started
     finally:
         await db.dispose()
@@ -205,10 +188,7 @@ async def _count_applied(url: str) -> int:
     db = create_database(url)
     try:
         async with db.read() as conn:
-            query = select(inbound_events.c.id).where(
-                inbound_events.c.source == "mailgun", inbound_events.c.status == "applied"
-            )
-            return len((await conn.execute(query)).all())
+            return await readings.applied_event_count(conn, "mailgun")
     finally:
         await db.dispose()
 
@@ -233,11 +213,11 @@ async def bench_events(configured_url: str, *, events: int, connections: int) ->
             stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            await _wait_for_port(port)
+            await wait_for_port(port)
             _, warm_up_outcomes = await _post_all(port, bodies[:warm_up], connections)
-            cpu_before = _cpu_seconds(process.pid)
+            cpu_before = cpu_seconds(process.pid)
             elapsed, outcomes = await _post_all(port, bodies[warm_up:], connections)
-            cpu_after = _cpu_seconds(process.pid)
+            cpu_after = cpu_seconds(process.pid)
         finally:
             process.terminate()
             await process.wait()

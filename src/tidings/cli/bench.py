@@ -41,7 +41,7 @@ def queue(
     workers, on a scratch database of the configured kind (created and dropped). On
     PostgreSQL, PgQueuer (`pip install 'tidings[bench]'`) does the same on another scratch
     database of the same server in the same run, and the ratio is printed."""
-    from tidings.cli.bench.queue import bench_queue
+    from tidings.bench.queue import bench_queue
 
     url = state_of(ctx).settings().database.url
     result = bench_queue(
@@ -59,7 +59,7 @@ def render(
 ) -> None:
     """Personalised messages per second (rendered once per segment, headers built, bytes
     ready for SMTP), beside a full template render and EmailMessage per recipient (CMP-3)."""
-    from tidings.rendering.bench import run_render_benchmark
+    from tidings.bench.render import run_render_benchmark
 
     print(
         json.dumps(
@@ -82,7 +82,7 @@ def import_(
     ),
 ) -> None:
     """CSV rows imported per second (AUD-9) on a scratch database of the configured kind."""
-    from tidings.cli.bench.importing import bench_import
+    from tidings.bench.importing import bench_import
 
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_import(url, rows=rows, webhooks=webhooks)), indent=2))
@@ -100,7 +100,7 @@ def prepare(
 ) -> None:
     """Recipient preparation (BEN-1) on a scratch database of the configured kind: the full
     audience, discard-and-rebuild, a label audience, each beside one bare INSERT … SELECT."""
-    from tidings.cli.bench.prepare import bench_prepare
+    from tidings.bench.prepare import bench_prepare
 
     url = state_of(ctx).settings().database.url
     print(json.dumps(asyncio.run(bench_prepare(url, members, concurrency)), indent=2))
@@ -133,7 +133,7 @@ def send(
     process that only loads the worker's libraries, and on PostgreSQL a bare psycopg client
     building the batch requests from the send's rows with the least SQL (the floor with a
     database)."""
-    from tidings.cli.bench.send import bench_send
+    from tidings.bench.send import bench_send
 
     unknown = set(provider) - {"smtp", "http"}
     if unknown:
@@ -160,7 +160,7 @@ def subscribe(
     and suppressed address (AUD-5: no enumeration by timing; target: the slowest median
     under 1.2x the fastest), through the real app on a scratch database of the configured
     kind."""
-    from tidings.cli.bench.subscribe import bench_subscribe
+    from tidings.bench.subscribe import bench_subscribe
 
     url = state_of(ctx).settings().database.url
     configure_logging(level="warning")  # a log line per request would be timed too
@@ -178,7 +178,7 @@ def events(
     """Signed Mailgun events per second taken by one `tidings api` process (verified,
     recorded once, applied to the reader's recipient row), beside a bare multi-row INSERT of
     the same rows, on a scratch database of the configured kind (PRV-6)."""
-    from tidings.cli.bench.events import bench_events
+    from tidings.bench.events import bench_events
 
     url = state_of(ctx).settings().database.url
     result = bench_events(url, events=count, connections=connections)

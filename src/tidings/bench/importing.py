@@ -13,6 +13,8 @@ from typing import Any
 from tidings.audience.context import AudienceContext
 from tidings.audience.import_chunks import ImportReport
 from tidings.audience.importer import Importer
+from tidings.bench import seeding
+from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import queue_policy, utcnow
 from tidings.config import QueueSettings
 from tidings.domain.jobs import JobStatus
@@ -22,8 +24,6 @@ from tidings.queue import store as job_store
 from tidings.queue.service import JobQueue
 from tidings.rendering import TemplateEngine
 from tidings.storage import migrate
-from tidings.storage import newsletters as newsletter_queries
-from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import Database, create_database
 
 NEWSLETTER = "bench"
@@ -74,20 +74,8 @@ def _context(db: Database) -> AudienceContext:
 
 
 async def _create_newsletter(db: Database) -> None:
-    now = utcnow()
     async with db.write() as conn:
-        await newsletter_queries.insert_newsletter(
-            conn,
-            slug=NEWSLETTER,
-            name="Bench",
-            description="",
-            sender_name="Bench",
-            sender_address="bench@example.org",
-            reply_to=None,
-            double_opt_in=True,
-            created_at=now,
-            updated_at=now,
-        )
+        await seeding.seed_newsletter(conn, slug=NEWSLETTER, now=utcnow())
 
 
 async def _timed_imports(

@@ -7,8 +7,8 @@ import asyncio
 import sys
 import time
 
+from tidings.bench.processes import BENCH_KIND, PING_KIND, serve_benchmark
 from tidings.bootstrap import queue_policy, utcnow
-from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, serve_benchmark
 from tidings.config import QueueSettings
 from tidings.observability.logging import configure_logging
 from tidings.queue.job import Job

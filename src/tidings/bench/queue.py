@@ -10,12 +10,12 @@ import sys
 import time
 from typing import Any
 
+from tidings.bench.processes import BENCH_KIND, PING_KIND, run_benchmark_workers
+from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import queue_policy, utcnow
-from tidings.cli.bench.processes import BENCH_KIND, PING_KIND, run_benchmark_workers
 from tidings.config import QueueSettings
 from tidings.queue.service import JobQueue
 from tidings.storage import migrate
-from tidings.storage.bench.scratch import scratch_database
 from tidings.storage.database import Database, create_database, libpq_url
 
 ENQUEUE_CHUNK = 1000  # jobs per transaction in the batch enqueue
@@ -61,7 +61,7 @@ async def _tidings(
         async with db.write() as conn:
             await queue.enqueue(conn, PING_KIND, f"ping-{number}", {"n": number})
 
-    command = [sys.executable, "-m", "tidings.cli.bench.queue_worker", url, str(concurrency)]
+    command = [sys.executable, "-m", "tidings.bench.queue_worker", url, str(concurrency)]
     measured = await run_benchmark_workers(
         [command] * workers, queue_empty=queue_empty, send_probe=send_probe, probes=probes
     )
@@ -79,7 +79,7 @@ async def _pgqueuer(configured_url: str, jobs: int, workers: int, probes: int) -
     from pgqueuer import PsycopgDriver
     from pgqueuer.queries import Queries
 
-    from tidings.cli.bench import pgqueuer_worker
+    from tidings.bench import pgqueuer_worker
 
     async with scratch_database(configured_url) as url:
         dsn = libpq_url(url)

@@ -1,0 +1,229 @@
+"""The bare clients `tidings bench send` puts beside a worker: aiosmtplib sending the same
+personalised messages to the same sink, httpx posting the same batch requests to the same
+provider (built beforehand, or while sending), and on PostgreSQL a psycopg client building
+them from the send's rows with the least SQL (`bench.floor`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import psycopg
+from aiosmtplib import SMTP
+from sqlalchemy.engine import make_url
+
+from tidings.bench import floor
+from tidings.bench.render import sample_recipient
+from tidings.delivery.form_data import encode_multipart
+from tidings.delivery.mailgun import MailgunProvider
+from tidings.delivery.provider import BatchMessage, BatchRecipient
+from tidings.domain import tokens
+from tidings.rendering.batch import batch_template, batch_variables
+from tidings.rendering.engine import TemplateEngine
+from tidings.rendering.render import SegmentRendering, render_segment
+from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
+from tidings.rendering.slots import RecipientValues
+from tidings.storage.database import libpq_url
+
+BENCH_DOMAIN = "mg.bench.example"
+BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare client's
+
+
+def _sample_rendering(now: datetime) -> SegmentRendering:
+    """The sample issue's paid segment: what both bare clients send, as the worker does."""
+    return render_segment(
+        sample_content(),
+        "paid",
+        sender=SAMPLE_SENDER,
+        list_info=SAMPLE_LIST,
+        base_url=SAMPLE_BASE_URL,
+        engine=TemplateEngine(),
+        now=now,
+    )
+
+
+def _messages(count: int) -> list[tuple[str, bytes]]:
+    now = datetime.now(UTC)
+    rendering = _sample_rendering(now)
+    return [
+        (person.address, rendering.personalise(person, now=now))
+        for person in (sample_recipient(number) for number in range(count))
+    ]
+
+
+async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]:
+    """The limit: aiosmtplib over `connections` connections, messages prepared beforehand."""
+    messages = _messages(count)
+    share = [messages[index::connections] for index in range(connections)]
+
+    async def one_connection(mine: list[tuple[str, bytes]]) -> None:
+        client = SMTP(hostname="127.0.0.1", port=port, use_tls=False, start_tls=False)
+        await client.connect()
+        for address, data in mine:
+            await client.sendmail(SAMPLE_SENDER.address, [address], data)
+        await client.quit()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_connection(mine) for mine in share))
+    elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+        "message_bytes": len(messages[0][1]),
+    }
+
+
+BATCH_SIZE = 1000
+BENCH_SECRET = "bench-site-secret-" + "x" * 26  # a benchmark's own key
+
+
+class BatchRequests:
+    """The requests a campaign of `count` readers makes, one per 1,000, built the way a worker
+    builds them: each reader's two signed link tokens, Message-ID and variables, the form and
+    its encoding. What a worker adds to this is the database: claims, reads and outcomes."""
+
+    def __init__(self, count: int) -> None:
+        now = datetime.now(UTC)
+        self._rendering = _sample_rendering(now)
+        self._template = batch_template(self._rendering)
+        self._encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
+        # What a batch read gives a worker: the reader and its rows' ids and creation times.
+        self._people = [(sample_recipient(number), now) for number in range(count)]
+        self.starts = list(range(0, count, BATCH_SIZE))
+
+    def build(self, start: int) -> tuple[str, bytes]:
+        """(Content-Type, body) of the batch starting at reader `start`."""
+        return self.build_for(self._people[start : start + BATCH_SIZE], f"bare-{start}")
+
+    def build_for(
+        self, people: Iterable[tuple[RecipientValues, datetime]], key: str
+    ) -> tuple[str, bytes]:
+        """(Content-Type, body) of one request to `people` (each with its creation time, which
+        its link tokens sign)."""
+        template, rendering = self._template, self._rendering
+        recipients = []
+        for person, created in people:
+            number = int(person.subscriber_id)
+            values = person._replace(
+                unsubscribe_token=tokens.sign(BENCH_SECRET, "unsubscribe", number, created),
+                preferences_token=tokens.sign(BENCH_SECRET, "preferences", number, created),
+            )
+            recipients.append(
+                BatchRecipient(
+                    values.address,
+                    rendering.message_id_for(values.address),
+                    batch_variables(template, values),
+                )
+            )
+        message = BatchMessage(
+            sender=template.from_header,
+            subject=template.subject,
+            html=template.html,
+            text=template.text,
+            headers=template.headers,
+            variable_names=template.variable_names,
+            recipients=recipients,
+            idempotency_key=key,
+        )
+        return encode_multipart(self._encoder.form_fields(message))
+
+
+async def bare_http_client(
+    port: int, count: int, *, concurrency: int, build_while_sending: bool = False
+) -> dict[str, Any]:
+    """The limit for the batch API: httpx posting the requests, `concurrency` at once, built
+    beforehand; or, with `build_while_sending`, each poster building its next request (the
+    same work as a worker's, with no database) as the others wait for their answers."""
+    batches = BatchRequests(count)
+    ready: dict[int, tuple[str, bytes]] = {}
+    if not build_while_sending:
+        ready = {start: batches.build(start) for start in batches.starts}
+    queue = list(batches.starts)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
+    ) as client:
+
+        async def poster() -> None:
+            while queue:
+                start = queue.pop()
+                content_type, body = ready.pop(start) if ready else batches.build(start)
+                response = await client.post(
+                    f"/v3/{BENCH_DOMAIN}/messages",
+                    content=body,
+                    headers={"content-type": content_type},
+                )
+                response.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(poster() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "batches": len(batches.starts),
+        "requests_built": "while sending" if build_while_sending else "beforehand",
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+    }
+
+
+async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
+    """The floor with a database (PostgreSQL): the requests built the same way from the rows
+    a finished send left in `url`, each batch's rows marked in flight and returned by one
+    statement and marked sent by another (`bench.floor`), on one connection per
+    request in flight. None on SQLite."""
+    if make_url(url).get_backend_name() != "postgresql":
+        return None
+    requests = BatchRequests(0)
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        queue = await floor.batch_ids(conn)
+    batches, count = len(queue), 0
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
+    ) as client:
+
+        async def poster() -> None:
+            nonlocal count
+            async with await psycopg.AsyncConnection.connect(
+                libpq_url(url), autocommit=True
+            ) as conn:
+                while queue:
+                    batch_id = queue.pop()
+                    readers = await floor.take(conn, batch_id)
+                    people = [(_values(reader), reader.created_at) for reader in readers]
+                    content_type, body = requests.build_for(people, f"floor-{batch_id}")
+                    response = await client.post(
+                        f"/v3/{BENCH_DOMAIN}/messages",
+                        content=body,
+                        headers={"content-type": content_type},
+                    )
+                    response.raise_for_status()
+                    await floor.settle(conn, batch_id)
+                    count += len(readers)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(poster() for _ in range(BATCHES_IN_FLIGHT)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": count,
+        "batches": batches,
+        "requests_built": "while sending, from the rows",
+        "seconds": round(elapsed, 3),
+        "per_second": round(count / elapsed, 1),
+    }
+
+
+def _values(reader: floor.Reader) -> RecipientValues:
+    return RecipientValues(
+        address=reader.email,
+        name=reader.name,
+        unsubscribe_token="",
+        preferences_token="",
+        subscriber_id=str(reader.subscriber_id),
+        recipient_id=str(reader.recipient_id),
+        attributes=reader.attributes,
+    )

@@ -1,0 +1,98 @@
+"""Processes a benchmark starts on loopback and reads from outside: the SMTP sink (Postfix
+`smtp-sink` when found, else `tidings dev-smtp`), `tidings dev-provider`, a wait for a port to
+answer, and a process's CPU time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
+DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
+
+
+def postfix_root() -> Path | None:
+    """Where `smtp-sink` was unpacked (`apt-get download postfix` then `dpkg -x DEB ROOT`)."""
+    root = Path(os.environ.get(POSTFIX_ROOT_ENV, DEFAULT_POSTFIX_ROOT))
+    return root if (root / "usr/sbin/smtp-sink").is_file() else None
+
+
+@asynccontextmanager
+async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
+    """A sink on loopback in its own process: Postfix `smtp-sink` if available, else
+    `tidings dev-smtp`. Yields (name, port)."""
+    port = free_port()
+    root = postfix_root() if prefer_postfix else None
+    if root is not None:
+        env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
+        command = [str(root / "usr/sbin/smtp-sink")]
+        if os.geteuid() == 0:
+            command += ["-u", "nobody"]
+        command += [f"127.0.0.1:{port}", "1000"]
+        name = "postfix smtp-sink"
+    else:
+        env = dict(os.environ)
+        command = [sys.executable, "-m", "tidings", "dev-smtp", "--port", str(port)]
+        name = "tidings dev-smtp (aiosmtpd)"
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        await wait_for_port(port)
+        yield name, port
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+@asynccontextmanager
+async def dev_provider_process() -> AsyncIterator[int]:
+    """`tidings dev-provider` in its own process on a free loopback port."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tidings",
+        "dev-provider",
+        "--port",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await wait_for_port(port)
+        yield port
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now, for a server the benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_for_port(port: int) -> None:
+    for _ in range(400):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU the process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

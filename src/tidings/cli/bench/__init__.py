@@ -1,1 +1,0 @@
-"""`tidings bench ...`: commands that measure and print JSON. Never timed tests."""

@@ -1,1 +1,0 @@
-"""Storage for the benchmarks only: scratch databases and synthetic audiences."""
