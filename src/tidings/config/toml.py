@@ -41,36 +41,55 @@ class TomlTypeError(ValueError):
 
 def _toml_type_problem(annotation: Any, value: Any) -> str | None:
     """Why `value`, as TOML typed it, cannot be a setting of type `annotation` (or None)."""
-    if get_origin(annotation) in (Union, UnionType):
-        options = [arg for arg in get_args(annotation) if arg is not type(None)]
-        problems = [_toml_type_problem(option, value) for option in options]
-        return None if None in problems else problems[0]
-    if get_origin(annotation) in (list, tuple, set, frozenset):
-        if not isinstance(value, list):
-            return 'expected a TOML array, such as ["a", "b"]'
-        (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
-        problems = [_toml_type_problem(item, element) for element in value]
-        return next((f"in the array: {problem}" for problem in problems if problem), None)
-    if get_origin(annotation) is dict:
-        if not isinstance(value, dict):
-            return 'expected a TOML table, such as { "gmail.com" = 600 }'
-        _key, item = get_args(annotation)
-        problems = [_toml_type_problem(item, element) for element in value.values()]
-        return next((f"in the table: {problem}" for problem in problems if problem), None)
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return _union_problem(annotation, value)
+    if origin in (list, tuple, set, frozenset):
+        return _array_problem(annotation, value)
+    if origin is dict:
+        return _table_problem(annotation, value)
+    return _scalar_problem(annotation, value)
+
+
+def _union_problem(annotation: Any, value: Any) -> str | None:
+    """None when any option (`None` aside) takes the value, else the first option's problem."""
+    options = [arg for arg in get_args(annotation) if arg is not type(None)]
+    problems = [_toml_type_problem(option, value) for option in options]
+    return None if None in problems else problems[0]
+
+
+def _array_problem(annotation: Any, value: Any) -> str | None:
+    if not isinstance(value, list):
+        return 'expected a TOML array, such as ["a", "b"]'
+    (item,) = {arg for arg in get_args(annotation) if arg is not Ellipsis} or {str}
+    problems = [_toml_type_problem(item, element) for element in value]
+    return next((f"in the array: {problem}" for problem in problems if problem), None)
+
+
+def _table_problem(annotation: Any, value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return 'expected a TOML table, such as { "gmail.com" = 600 }'
+    _key, item = get_args(annotation)
+    problems = [_toml_type_problem(item, element) for element in value.values()]
+    return next((f"in the table: {problem}" for problem in problems if problem), None)
+
+
+def _scalar_problem(annotation: Any, value: Any) -> str | None:
     if isinstance(value, bool) and annotation is not bool:
         return "expected " + _TOML_FORMS.get(annotation, "a string") + ", found true/false"
-    accepted = {
-        bool: (bool,),
-        int: (int,),
-        float: (int, float),
-        timedelta: (int, float, str),  # seconds, or `24h` / ISO 8601 text
-    }.get(annotation, (str,))
-    if isinstance(value, accepted):
+    if isinstance(value, _TOML_ACCEPTED.get(annotation, (str,))):
         return None
     found = "a string" if isinstance(value, str) else f"a TOML {type(value).__name__}"
     return f"expected {_TOML_FORMS.get(annotation, 'a string')}, found {found}"
 
 
+# The TOML types each setting type takes (anything else: a string), and how to write it.
+_TOML_ACCEPTED: dict[Any, tuple[type, ...]] = {
+    bool: (bool,),
+    int: (int,),
+    float: (int, float),
+    timedelta: (int, float, str),  # seconds, or `24h` / ISO 8601 text
+}
 _TOML_FORMS: dict[Any, str] = {
     bool: "true or false",
     int: 'a whole number without quotes (2, not "2" or 2.0)',
