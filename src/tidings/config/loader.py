@@ -1,5 +1,4 @@
-"""Loading settings: the environment over the TOML file over the defaults, where each value
-came from, and the error text that names the key."""
+"""Loading settings: environment over TOML file over defaults, each value's origin, error text."""
 
 from __future__ import annotations
 
