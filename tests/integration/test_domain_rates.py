@@ -18,8 +18,8 @@ from sqlalchemy import func, select
 from tests.support.waiting import wait_for
 from tidings.domain.domain_rate import Slowdown, rate_now
 from tidings.outbound.domain_rates import DomainRates
-from tidings.storage.clock import database_now
 from tidings.storage.database import Database, create_database
+from tidings.storage.dialect import database_now
 from tidings.storage.tables import domain_send_rates
 
 PER_MINUTE = 600.0  # 10 a second, a burst of 10

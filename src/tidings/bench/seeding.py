@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.dialect import UTCDateTime
 from tidings.storage.importing import refresh_statistics
 from tidings.storage.newsletters import insert_newsletter
 from tidings.storage.tables import (
@@ -22,7 +23,6 @@ from tidings.storage.tables import (
     subscribers,
     subscriptions,
 )
-from tidings.storage.types import UTCDateTime
 
 BETA_LABEL = "beta"
 

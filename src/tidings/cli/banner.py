@@ -12,6 +12,7 @@ from tidings import __version__
 from tidings.config import Settings, mask_url_password, placeholder_identity
 from tidings.storage import revision
 from tidings.storage.database import Database
+from tidings.storage.dialect import is_sqlite_url
 
 CAPTURE_NOTE = "mail is captured locally; see `tidings outbox`"
 METRICS_OFF = "off (metrics.enabled, or metrics.port for a port of their own)"
@@ -46,7 +47,7 @@ def database_line(settings: Settings) -> str:
     """The SQLite file's path, or the URL with its password masked."""
     url = settings.database.url
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database:
+    if is_sqlite_url(parsed) and parsed.database:
         return f"SQLite {Path(parsed.database).resolve()}"
     return f"PostgreSQL {mask_url_password(url)}"
 

@@ -32,9 +32,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.jobs import JobStatus
 from tidings.queue.job import Job
-from tidings.storage.clock import database_timestamp
+from tidings.storage.dialect import (
+    database_timestamp,
+    insert_for,
+    is_postgresql,
+    json_object_builder,
+)
 from tidings.storage.tables import job_attempts, jobs
-from tidings.storage.upsert import insert_for
 
 NOTIFY_CHANNEL = "tidings_jobs"
 
@@ -76,7 +80,6 @@ async def enqueue(
         "created_at": now,
         "updated_at": now,
     }
-    dialect = conn.dialect.name
     statement = insert_for(conn, jobs).values(values)
     if revive:
         statement = statement.on_conflict_do_update(
@@ -89,7 +92,7 @@ async def enqueue(
     inserted = await conn.execute(statement.returning(jobs))
     row = inserted.first()
     if row is not None:
-        if dialect == "postgresql":  # delivered at commit, so listeners never see uncommitted work
+        if is_postgresql(conn):  # delivered at commit, so listeners never see uncommitted work
             await conn.execute(
                 text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind}
             )
@@ -108,7 +111,7 @@ async def enqueue_many(
     Returns how many jobs were added."""
     source = rows.subquery("due")
     fields = [(literal(c.key), c) for c in source.c if c.key != "idempotency_key"]
-    build = func.jsonb_build_object if conn.dialect.name == "postgresql" else func.json_object
+    build = json_object_builder(conn)
     jobs_to_add = select(
         literal(kind),
         source.c.idempotency_key,
@@ -126,7 +129,7 @@ async def enqueue_many(
         .on_conflict_do_nothing(index_elements=["idempotency_key"])
     )
     added = int((await conn.execute(statement)).rowcount)
-    if added and conn.dialect.name == "postgresql":
+    if added and is_postgresql(conn):
         await conn.execute(
             text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind}
         )
@@ -175,7 +178,7 @@ async def settle_and_claim(
     guarantee. Jobs whose lease ran out are made pending again by `reap_expired`, not here.
     Commit before working."""
     limits = {kind: limit for kind, limit in limits.items() if limit > 0}
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         return await _settle_and_claim_in_one_statement(
             conn, outcomes, limits=limits, now=now, lease=lease
         )
@@ -244,7 +247,7 @@ async def settle(conn: AsyncConnection, outcomes: Sequence[Outcome], *, now: dat
     one statement, the rest one by one."""
     if not outcomes:
         return set()
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         settled, _none = await _settle_and_claim_in_one_statement(
             conn, outcomes, limits={}, now=now, lease=timedelta(0)
         )
@@ -568,7 +571,7 @@ async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | 
         .returning(jobs)
     )
     row = result.first()
-    if row is not None and conn.dialect.name == "postgresql":
+    if row is not None and is_postgresql(conn):
         await conn.execute(
             text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": row.kind}
         )

@@ -19,11 +19,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
-from tidings.storage.upsert import insert_for
-
-
-def is_postgresql(conn: AsyncConnection) -> bool:
-    return conn.dialect.name == "postgresql"
+from tidings.storage.dialect import insert_for, is_postgresql
 
 
 def among(conn: AsyncConnection, column: Column[Any], values: Collection[Any]) -> Any:

@@ -18,6 +18,14 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tidings.storage.dialect import (
+    backend_name,
+    dialect_name,
+    is_postgresql,
+    is_postgresql_url,
+    is_sqlite,
+    is_sqlite_url,
+)
 from tidings.storage.errors import (
     busy_as_retry_later,
     missing_sqlite_folder,
@@ -31,12 +39,11 @@ _IMMEDIATE = "tidings_sqlite_immediate"
 def async_url(url: str) -> str:
     """Map a plain database URL onto the async drivers tidings uses."""
     parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
+    if is_sqlite_url(parsed):
         return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
-    if backend in {"postgresql", "postgres"}:
+    if is_postgresql_url(parsed):
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
-    raise ValueError(f"unsupported database backend: {backend}")
+    raise ValueError(f"unsupported database backend: {backend_name(parsed)}")
 
 
 def libpq_url(url: str | URL) -> str:
@@ -51,17 +58,17 @@ class Database:
 
     def __init__(self, engine: AsyncEngine, shown_url: str | None = None) -> None:
         self.engine = engine
-        self.dialect = engine.dialect.name
+        self.dialect = dialect_name(engine)
         self.shown_url = shown_url or engine.url.render_as_string(hide_password=True)
         self._writer = asyncio.Lock() if self.is_sqlite else None
 
     @property
     def is_sqlite(self) -> bool:
-        return self.dialect == "sqlite"
+        return is_sqlite(self.engine)
 
     @property
     def is_postgresql(self) -> bool:
-        return self.dialect == "postgresql"
+        return is_postgresql(self.engine)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -115,14 +122,14 @@ def create_database(
     # Parameters are addresses, names and token hashes: never in a log line or an error
     # message, whatever the log level.
     kwargs: dict[str, Any] = {"hide_parameters": True}
-    if make_url(driver_url).get_backend_name() == "sqlite":
+    if is_sqlite_url(driver_url):
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000}
         if make_url(driver_url).database in (None, "", ":memory:"):
             raise ValueError("an in-memory SQLite database cannot be shared; give a file path")
     else:
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
     engine = create_async_engine(driver_url, **kwargs)
-    if engine.dialect.name == "sqlite":
+    if is_sqlite(engine):
         _configure_sqlite(engine, busy_timeout_ms)
     else:
         _configure_postgresql(engine)

@@ -39,7 +39,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage import feedback, subscribers, transactional_outcomes
-from tidings.storage.bulk import insert_rows, is_postgresql, pairs_among, unnested
+from tidings.storage.bulk import insert_rows, pairs_among, unnested
+from tidings.storage.dialect import UTCDateTime, is_postgresql
 from tidings.storage.sending import recipient_outcomes
 from tidings.storage.tables import (
     address_feedback,
@@ -48,7 +49,6 @@ from tidings.storage.tables import (
     transactional_messages,
 )
 from tidings.storage.tables import subscribers as subscriber_table
-from tidings.storage.types import UTCDateTime
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from tidings.domain.errors import InvalidInput, NotReady, TidingsError
 from tidings.domain.jobs import DatabaseBusy
+from tidings.storage.dialect import is_sqlite_url
 from tidings.storage.tables import metadata
 
 ErrorFactory = Callable[[], TidingsError]
@@ -213,7 +214,7 @@ class DatabaseUnreachable(NotReady):
 def unreachable_database(url: URL, shown_url: str, error: BaseException) -> DatabaseUnreachable:
     """Describe a failed connection to `url` (shown to people as `shown_url`)."""
     setting = "database.url, TIDINGS_DATABASE_URL"
-    if url.get_backend_name() == "sqlite":
+    if is_sqlite_url(url):
         if folder := missing_sqlite_folder(url):
             reason = f"the directory {folder} does not exist"
             advice = "Create it, or point the URL at a file in an existing directory"

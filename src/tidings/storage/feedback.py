@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.feedback import AddressRecord
 from tidings.storage.bulk import among
+from tidings.storage.dialect import insert_for, is_postgresql
 from tidings.storage.tables import address_feedback, address_history, inbound_events
-from tidings.storage.upsert import insert_for
 
 Recorded = Literal["new", "duplicate", "replayed"]
 
@@ -138,7 +138,7 @@ async def load_record(conn: AsyncConnection, email_hash: str) -> AddressRecord:
     """The address's record, locked for the rest of the transaction on PostgreSQL (two events
     for one address must not both read the old record); SQLite has one writer anyway."""
     query = select(address_feedback).where(address_feedback.c.email_hash == email_hash)
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         query = query.with_for_update()
     row = (await conn.execute(query)).first()
     if row is None:
@@ -196,4 +196,3 @@ def hashed_tables() -> Sequence[tuple[Any, Any]]:
         (address_feedback, address_feedback.c.email_hash),
         (inbound_events, inbound_events.c.id),
     )
-

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.consent import SubscriptionState, state_of
 from tidings.storage.bulk import among, insert_rows
+from tidings.storage.dialect import is_postgresql
 from tidings.storage.subscribers import has_label, state_clause
 from tidings.storage.tables import (
     labels,
@@ -170,7 +171,7 @@ async def refresh_statistics(conn: AsyncConnection) -> None:
     answers a 1,000-key lookup with a sequential scan, which turns a 100,000-row import
     into minutes. Without ownership, PostgreSQL skips the tables with a warning. SQLite's
     planner uses the indexes regardless, so there is nothing to do."""
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         await conn.execute(text("ANALYZE subscribers, subscriptions, subscriber_labels"))
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, text
 
 from tidings.storage.database import Database
+from tidings.storage.dialect import is_postgresql
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -44,7 +45,7 @@ def head_revisions() -> tuple[str, ...]:
 
 
 def _lock(connection: Connection) -> None:
-    if connection.dialect.name == "postgresql":
+    if is_postgresql(connection):
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_ID})
 
 

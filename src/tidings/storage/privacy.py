@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.dialect import json_array_elements
 from tidings.storage.tables import captured_messages, jobs, webhook_deliveries
 
 REDACTED = {"redacted": True}
@@ -42,10 +43,7 @@ def _about(subscriber_id: int) -> ColumnElement[bool]:
 def _captured_for(conn: AsyncConnection, email_key: str) -> ColumnElement[bool]:
     """A captured message with the person among its recipients. The one dialect branch:
     each spells "an element of this JSON array" its own way."""
-    function = (
-        func.jsonb_array_elements_text if conn.dialect.name == "postgresql" else func.json_each
-    )
-    elements = function(captured_messages.c.recipients).table_valued("value")
+    elements = json_array_elements(conn)(captured_messages.c.recipients).table_valued("value")
     return exists(select(1).select_from(elements).where(func.lower(elements.c.value) == email_key))
 
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.dialect import insert_for
 from tidings.storage.tables import rate_limits
-from tidings.storage.upsert import insert_for
 
 
 async def hit(conn: AsyncConnection, bucket: str, window_start: datetime) -> int:

@@ -9,8 +9,8 @@ from datetime import datetime
 from sqlalchemy import case, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.dialect import insert_for
 from tidings.storage.tables import sign_in_failures
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True, slots=True)

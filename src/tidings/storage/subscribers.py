@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    String,
     and_,
     delete,
     exists,
@@ -20,13 +19,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
 
 from tidings.storage.bulk import among
+from tidings.storage.dialect import attribute_text, insert_for
 from tidings.storage.tables import labels, subscriber_labels, subscribers, subscriptions
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,37 +178,10 @@ def has_label(label: str) -> Any:
     )
 
 
-class _AttributeText(FunctionElement[str]):
-    """A subscriber attribute as text when it is a string or a number, else NULL: the SQL
-    form of `segments.attribute_text`. The one dialect branch for reading `attributes`."""
-
-    type = String()
-    inherit_cache = True
-    name = "attribute_text"
-
-
-@compiles(_AttributeText, "postgresql")
-def _attribute_text_postgresql(element: _AttributeText, compiler: SQLCompiler, **kw: Any) -> str:
-    column, key, _path = (compiler.process(clause, **kw) for clause in element.clauses)
-    return (
-        f"CASE WHEN jsonb_typeof({column} -> {key}) IN ('string', 'number') "
-        f"THEN {column} ->> {key} END"
-    )
-
-
-@compiles(_AttributeText, "sqlite")
-def _attribute_text_sqlite(element: _AttributeText, compiler: SQLCompiler, **kw: Any) -> str:
-    column, _key, path = (compiler.process(clause, **kw) for clause in element.clauses)
-    return (
-        f"CASE WHEN json_type({column}, {path}) IN ('text', 'integer', 'real') "
-        f"THEN CAST(json_extract({column}, {path}) AS TEXT) END"
-    )
-
-
 def attribute_equals(key: str, value: str) -> Any:
     """The subscriber's attribute `key` reads `value` (AUD-12's `attr:KEY=VALUE`). Keys are
     letters, digits, `_`, `.` and `-` (the filter grammar), so the quoted JSON path is safe."""
-    return _AttributeText(subscribers.c.attributes, literal(key), literal(f'$."{key}"')) == value
+    return attribute_text(subscribers.c.attributes, literal(key), literal(f'$."{key}"')) == value
 
 
 def _filtered(search: SearchFilter) -> Any:

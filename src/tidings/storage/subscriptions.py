@@ -11,8 +11,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.consent import is_suppressed, mailable
+from tidings.storage.dialect import insert_for
 from tidings.storage.tables import newsletters, subscribers, subscriptions
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True, slots=True)

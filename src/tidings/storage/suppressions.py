@@ -11,8 +11,8 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage import feedback
+from tidings.storage.dialect import insert_for
 from tidings.storage.tables import subscribers, suppression_log, suppressions
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from tidings.storage.types import UTCDateTime
+from tidings.storage.dialect import UTCDateTime
 
 # 64-bit ids on PostgreSQL; SQLite only auto-increments a column declared INTEGER.
 BigId = BigInteger().with_variant(Integer(), "sqlite")

@@ -17,9 +17,9 @@ from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.bulk import among
+from tidings.storage.dialect import insert_for
 from tidings.storage.sending.recipient_outcomes import outcome_values
 from tidings.storage.tables import jobs, subscribers, transactional_messages
-from tidings.storage.upsert import insert_for
 
 # A transactional message is never "unsubscribed through" (no list link in it).
 KINDS = frozenset({"delivered", "soft_bounce", "hard_bounce", "complaint"})

@@ -27,8 +27,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.events import WEBHOOK_KEY_PREFIX
+from tidings.storage.dialect import UTCDateTime, is_postgresql
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
-from tidings.storage.types import UTCDateTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,7 @@ def _events_table(conn: AsyncConnection, events: Sequence[NewEvent]) -> Any:
         ],
         separators=(",", ":"),
     )
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         recordset = func.jsonb_to_recordset(cast(bindparam("events", rows, type_=Text), JSONB))
         return recordset.table_valued(
             column("event_id", Text), column("event_type", Text), column("payload", JSONB)
@@ -183,7 +183,7 @@ async def deliveries_to_enqueue(
     )
     columns = ["endpoint_id", "event_id", "event_type", "payload", "status", "created_at"]
     write = insert(webhook_deliveries).from_select([*columns, "updated_at"], rows)
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         written: Any = write.returning(
             webhook_deliveries.c.id,
             webhook_deliveries.c.event_id,

@@ -2,6 +2,7 @@
 
 from alembic import context
 
+from tidings.storage.dialect import is_sqlite
 from tidings.storage.tables import metadata
 
 connection = context.config.attributes.get("connection")
@@ -11,7 +12,7 @@ if connection is None:
 context.configure(
     connection=connection,
     target_metadata=metadata,
-    render_as_batch=connection.dialect.name == "sqlite",
+    render_as_batch=is_sqlite(connection),
     compare_type=True,
 )
 with context.begin_transaction():

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
 from tidings.storage.bulk import among
-from tidings.storage.clock import database_timestamp
 from tidings.storage.consent import mailable
+from tidings.storage.dialect import database_timestamp
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,

@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchStatus, Exclusion, Page, RecipientState
+from tidings.storage.dialect import is_postgresql
 from tidings.storage.tables import (
     campaign_batches,
     campaign_candidates,
@@ -132,7 +133,7 @@ async def create_page_batch(
     ordinary commit, whose flush carries every earlier page with it (the WAL is written in
     order), and a crash before that leaves an unprepared attempt, discarded and rebuilt
     (SND-8); nothing is sent from a batch before `prepared_at`."""
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         await conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
         return await _page_in_one_statement(conn, campaign_id, page, now=now)
     return await _page_step_by_step(conn, campaign_id, page, now=now)

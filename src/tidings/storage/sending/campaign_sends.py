@@ -12,9 +12,9 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import CampaignStatus
+from tidings.storage.dialect import insert_for
 from tidings.storage.sending.batch_claims import claim_is_live
 from tidings.storage.tables import campaign_sends, campaigns
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True, slots=True)

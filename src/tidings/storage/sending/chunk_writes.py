@@ -30,8 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
 from tidings.domain.sending import BatchStatus, CampaignStatus, Exclusion, RecipientState
-from tidings.storage.bulk import is_postgresql, unnested
+from tidings.storage.bulk import unnested
 from tidings.storage.consent import mailable
+from tidings.storage.dialect import is_postgresql
 from tidings.storage.sending import batch_claims
 from tidings.storage.sending.batch_claims import Withdrawn
 from tidings.storage.sending.campaign_sends import status

@@ -11,9 +11,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.domain_rate import Slowdown, Taken, rate_now, take
-from tidings.storage.clock import database_now
+from tidings.storage.dialect import database_now, insert_for
 from tidings.storage.tables import domain_send_rates
-from tidings.storage.upsert import insert_for
 
 _rates = domain_send_rates.c
 

@@ -11,8 +11,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.auto_pause import FeedbackTally
+from tidings.storage.dialect import insert_for
 from tidings.storage.tables import campaign_batches, campaign_feedback_counts, campaigns
-from tidings.storage.upsert import insert_for
 
 _counts = campaign_feedback_counts.c
 

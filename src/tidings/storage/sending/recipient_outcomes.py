@@ -17,13 +17,13 @@ from sqlalchemy import ColumnElement, and_, bindparam, case, func, literal, or_,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.bulk import pairs_among
+from tidings.storage.dialect import UTCDateTime
 from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
     campaigns,
     inbound_events,
 )
-from tidings.storage.types import UTCDateTime
 
 
 async def recipient_of(conn: AsyncConnection, campaign_id: int, subscriber_id: int) -> int | None:

@@ -1,5 +1,5 @@
 """Named statements on the shared send-rate row of a provider (PRV-5): reserve, read, cool down,
-give back. Each is one statement; every time in them is the database's (storage.clock).
+give back. Each is one statement; every time in them is the database's (storage.dialect).
 
 The arithmetic is domain.send_rate's GCRA step written in SQL; the limiter passes the amounts
 (`cost`, `lead`) that the domain computes, so the statements only compare and add.
@@ -13,9 +13,8 @@ from sqlalchemy import ColumnElement, case, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.send_rate import NEVER
-from tidings.storage.clock import database_now
+from tidings.storage.dialect import database_now, insert_for
 from tidings.storage.tables import send_rates
-from tidings.storage.upsert import insert_for
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from tidings.storage.types import UTCDateTime
+from tidings.storage.dialect import UTCDateTime
 
 revision: str = "0003"
 down_revision: str | None = "0002"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from tidings.storage.types import UTCDateTime
+from tidings.storage.dialect import UTCDateTime
 
 revision: str = "0004"
 down_revision: str | None = "0003"

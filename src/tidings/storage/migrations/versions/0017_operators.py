@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from tidings.storage.types import UTCDateTime
+from tidings.storage.dialect import UTCDateTime
 
 revision: str = "0017"
 down_revision: str | None = "0016"
