@@ -19,8 +19,8 @@ from tests.support.sending import (
     wait_for_campaign_status,
 )
 from tests.support.waiting import wait_for
+from tidings.campaigns.jobs.batch_writes import BatchError
 from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH
-from tidings.campaigns.jobs.send_batch import BatchError
 from tidings.domain.sending import BatchStatus
 from tidings.storage.sending import batch_claims, batches
 from tidings.storage.tables import campaign_batches, captured_messages

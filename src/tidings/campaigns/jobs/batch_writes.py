@@ -1,5 +1,7 @@
 """The writes a worker makes about the one batch it holds: every one inside the queue's fenced
-transaction (the job's claim held) and conditional on the batch's claim token (SND-12).
+transaction (the job's claim held) and conditional on the batch's claim token (SND-12) — the
+claim, the chunks' marks and outcomes, the hand-backs, and the batch's outcome, which one
+method (`_finish_in`) writes whichever way the batch ends.
 
 Each is also conditional on the rows' states, so it can be made again: through a brief
 database outage (a restart, a failover) the worker keeps the outcomes it holds and tries the
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TypeVar
 
 import structlog
@@ -21,19 +25,42 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
-from tidings.campaigns.submit.strategy import InFlight, RecipientOutcome
+from tidings.campaigns.submit.strategy import ChunkOutcome, ChunkVerdict, InFlight, RecipientOutcome
 from tidings.domain.errors import Conflict, TidingsError
 from tidings.domain.provider_health import PROVIDER_PAUSE_ACTOR
-from tidings.domain.sending import RecipientState
+from tidings.domain.sending import (
+    BatchCounts,
+    BatchStatus,
+    RecipientState,
+    VerificationFailed,
+    batch_outcome,
+)
 from tidings.queue.job import Job
 from tidings.storage.errors import is_outage
 from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.sending import chunk_writes
+from tidings.storage.sending.batch_claims import ClaimOutcome
+from tidings.storage.sending.batches import BatchRow
 
 log = structlog.get_logger("tidings.campaigns")
 T = TypeVar("T")
 FIRST_PAUSE_SECONDS = 0.1
 LONGEST_PAUSE_SECONDS = 2.0
+
+
+class BatchError(StrEnum):
+    """The error code a batch is left with when it does not complete."""
+
+    OUTCOME_UNCERTAIN = "outcome_uncertain"  # the provider may have it: an operator decides
+    PROVIDER_REFUSED = "provider_refused"
+    BATCH_ERROR = "batch_error"  # an unexpected error; the job's retry sends the rest
+
+
+# A chunk verdict that ends the batch without completing it: the batch's status and its code.
+UNFINISHED: dict[ChunkVerdict, tuple[BatchStatus, BatchError]] = {
+    ChunkVerdict.ANSWER_LOST: (BatchStatus.SUBMITTING, BatchError.OUTCOME_UNCERTAIN),
+    ChunkVerdict.REFUSED: (BatchStatus.FAILED, BatchError.PROVIDER_REFUSED),
+}
 
 
 class SendHalted(TidingsError):
@@ -56,6 +83,11 @@ class BatchWrites:
     @property
     def token(self) -> str:
         return str(self.job.claim_token)
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One fenced transaction, tried once: the claim's, which reads the batch as it
+        claims it, and the hand-backs' (left to the takeover after the lease if they fail)."""
+        return self.context.queue.fenced(self.job)
 
     async def write(self, make: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """`make` in one fenced transaction, tried again through a database outage for up to
@@ -216,3 +248,157 @@ class BatchWrites:
                 now=now,
                 from_state=from_state,
             )
+
+    async def claim(self, conn: AsyncConnection, *, worker: str) -> ClaimOutcome:
+        """The batch claimed for this job (`transaction`'s `conn`)."""
+        outcome, _previous = await claim_queries.claim(
+            conn, self.batch_id, token=self.token, now=self.context.now(), worker=worker
+        )
+        return outcome
+
+    async def take_over(self, conn: AsyncConnection, batch: BatchRow) -> bool:
+        """Whoever held the batch died mid-send: what it had in flight may have gone out.
+        Per recipient, that is the rows marked `sending`; for a batch call, every row still
+        pending once the batch was marked handed over (SND-13). A batch call is never
+        resubmitted: the batch awaits an operator, and this returns False."""
+        in_flight = [RecipientState.SENDING]
+        if batch.handed_over_at is not None:
+            in_flight.append(RecipientState.PENDING)
+        uncertain = await claim_queries.move(
+            conn,
+            self.batch_id,
+            token=self.token,
+            now=self.context.now(),
+            from_states=in_flight,
+            to_state=RecipientState.UNCERTAIN,
+            reason="in_flight_at_crash",
+        )
+        log.warning("campaign.batch_taken_over", uncertain=uncertain)
+        if batch.handed_over_at is None:
+            return True
+        await self._finish_in(
+            conn,
+            BatchStatus.SUBMITTING,
+            await claim_queries.counts(conn, self.batch_id),
+            error_code=BatchError.OUTCOME_UNCERTAIN,
+            error="The worker sending this batch stopped after the request may have "
+            "reached the provider. Reconcile it before any retry.",
+        )
+        return False
+
+    async def finish(
+        self,
+        in_flight: InFlight,
+        settled: Sequence[RecipientOutcome],
+        last: ChunkOutcome | None,
+        recipient_count: int,
+    ) -> tuple[BatchStatus, BatchCounts]:
+        """The last chunk's outcomes and the batch's own, in one transaction: absolute
+        counts from the rows, and the status they make (SND-11) — unless the last chunk's
+        verdict left the batch unfinished. Kept through a brief database outage."""
+        unfinished = None if last is None else UNFINISHED.get(last.verdict)
+
+        async def make(conn: AsyncConnection) -> tuple[BatchStatus, BatchCounts]:
+            await claim_queries.settle(
+                conn,
+                self.batch_id,
+                [(o.recipient_id, o.state, o.reason) for o in settled],
+                token=self.token,
+                now=self.context.now(),
+                from_state=in_flight.row_state,
+                counted=False,  # `_finish_in` writes the counts from the rows, just below
+            )
+            counts = await claim_queries.counts(conn, self.batch_id)
+            if unfinished is None:
+                status = batch_outcome(recipient_count, counts, batch_id=self.batch_id)
+            else:
+                status = unfinished[0]
+            await self._finish_in(
+                conn,
+                status,
+                counts,
+                provider_message_id=None if last is None else last.provider_message_id,
+                error_code=None if unfinished is None else unfinished[1],
+                error=None if unfinished is None or last is None else last.detail,
+            )
+            return status, counts
+
+        return await self.write(make)
+
+    async def fail(self, error: VerificationFailed) -> None:
+        """The batch failed its checks before anything of it was sent (SND-19)."""
+        async with self.transaction() as conn:
+            await self._finish_in(
+                conn,
+                BatchStatus.FAILED,
+                await claim_queries.counts(conn, self.batch_id),
+                error_code=error.code,
+                error=error.detail,
+            )
+
+    async def _finish_in(
+        self,
+        conn: AsyncConnection,
+        status: BatchStatus,
+        counts: BatchCounts,
+        *,
+        provider_message_id: str | None = None,
+        error_code: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """The batch's outcome, whichever way it ends: `status` with absolute `counts`."""
+        await claim_queries.finish(
+            conn,
+            self.batch_id,
+            token=self.token,
+            now=self.context.now(),
+            status=status,
+            counts=counts,
+            provider_message_id=provider_message_id,
+            error_code=error_code,
+            error=error,
+        )
+
+    async def release(self) -> None:
+        """SND-21: stopped between chunks, every outcome settled (or a retry later). The batch
+        goes back to `pending`: whoever runs its job next sends only what is still pending.
+        If even this write fails, the batch is left to the takeover after its lease."""
+        try:
+            async with self.transaction() as conn:
+                released = await claim_queries.release(
+                    conn, self.batch_id, token=self.token, now=self.context.now()
+                )
+        except Exception as exc:
+            log.warning("campaign.batch_not_released", error_type=type(exc).__name__)
+            return
+        log.info("campaign.batch_released", released=released)
+
+    async def release_after_error(self, error: BaseException) -> None:
+        """An unexpected error (SND-12's "of any type", at the batch): recipients in flight
+        may have gone out, so they become `uncertain`; the rest stay `pending`, the error is
+        recorded on the batch, and the batch goes back to `pending` for the job's retry."""
+        kind = type(error).__name__
+        log.error("campaign.batch_error", error_type=kind)
+        try:
+            async with self.transaction() as conn:
+                now = self.context.now()
+                await claim_queries.move(
+                    conn,
+                    self.batch_id,
+                    token=self.token,
+                    now=now,
+                    from_states=[RecipientState.SENDING],
+                    to_state=RecipientState.UNCERTAIN,
+                    reason="in_flight_at_error",
+                )
+                await claim_queries.release(
+                    conn,
+                    self.batch_id,
+                    token=self.token,
+                    now=now,
+                    error_code=BatchError.BATCH_ERROR,
+                    error=f"The worker sending this batch stopped on an unexpected {kind}; "
+                    "its job tries the readers not yet sent again.",
+                )
+        except Exception as exc:
+            log.warning("campaign.batch_not_released", error_type=type(exc).__name__)

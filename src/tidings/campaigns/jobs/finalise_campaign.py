@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import close_cancelled
+from tidings.campaigns.jobs.batch_writes import BatchError
 from tidings.campaigns.jobs.payloads import FinaliseCampaign
-from tidings.campaigns.jobs.send_batch import BatchError
 from tidings.campaigns.verification import check_frozen, check_ownership
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import (

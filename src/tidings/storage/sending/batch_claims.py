@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from sqlalchemy import Boolean, and_, case, exists, func, null, select, update
@@ -44,6 +45,15 @@ class RecipientRow(NamedTuple):
     attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
 
 
+class ClaimOutcome(StrEnum):
+    """What claiming a batch found."""
+
+    CLAIMED = "claimed"  # this token holds it now (or held it already)
+    TAKEN_OVER = "taken_over"  # a stale claim taken over: its in-flight rows are unknown
+    HELD = "held"  # a live claim: leave it alone
+    FINISHED = "finished"  # submitted or failed already
+
+
 def claim_is_live(token_column: Any) -> Any:
     """True while a running job holds `token_column`'s token under a lease unexpired by the
     database's clock (the queue's leases are judged by it, never by a worker's)."""
@@ -56,11 +66,10 @@ def claim_is_live(token_column: Any) -> Any:
 
 async def claim(
     conn: AsyncConnection, batch_id: int, *, token: str, now: datetime, worker: str = ""
-) -> tuple[str, str | None]:
+) -> tuple[ClaimOutcome, str | None]:
     """Claim the batch for `token`: `pending -> submitting`, or take over a `submitting`
-    batch whose claim is stale (its job no longer holds it). Returns (outcome, previous
-    token) where outcome is `claimed`, `taken_over`, `held` (a live claim: leave it alone) or
-    `finished` (submitted or failed already)."""
+    batch whose claim is stale (its job no longer holds it). Returns the outcome and, for a
+    takeover, the previous token."""
     fresh = await conn.execute(
         update(campaign_batches)
         .where(
@@ -82,7 +91,7 @@ async def claim(
         )
     )
     if fresh.rowcount == 1:
-        return "claimed", None
+        return ClaimOutcome.CLAIMED, None
     row = (
         await conn.execute(
             select(campaign_batches.c.status, campaign_batches.c.claim_token).where(
@@ -91,9 +100,9 @@ async def claim(
         )
     ).first()
     if row is None or row.status != BatchStatus.SUBMITTING.value:
-        return "finished", None
+        return ClaimOutcome.FINISHED, None
     if row.claim_token == token:
-        return "claimed", None
+        return ClaimOutcome.CLAIMED, None
     stale = await conn.execute(
         update(campaign_batches)
         .where(
@@ -104,7 +113,9 @@ async def claim(
         )
         .values(claim_token=token, claimed_at=now, claimed_by=worker[:100], updated_at=now)
     )
-    return ("taken_over", row.claim_token) if stale.rowcount == 1 else ("held", None)
+    if stale.rowcount == 1:
+        return ClaimOutcome.TAKEN_OVER, row.claim_token
+    return ClaimOutcome.HELD, None
 
 
 def _holding(batch_id: int, token: str) -> Any:
