@@ -27,7 +27,7 @@ from tidings.bootstrap import Container
 from tidings.devservers.dev_faults import Fault
 from tidings.devservers.dev_server import DevProviderServer
 from tidings.domain.email_headers import message_id
-from tidings.queue import store
+from tidings.queue import rounds
 from tidings.storage.sending import batch_claims as claim_queries
 from tidings.storage.tables import campaign_batches, jobs, send_rates, webhook_deliveries
 
@@ -194,7 +194,7 @@ async def test_a_worker_dying_during_a_batch_call_leaves_it_for_an_operator(
         await container.queue.enqueue(conn, "probe", "probe-dying", {})
     now = container.sending.now()
     async with container.db.write() as conn:  # a worker claims page 1 and starts the call...
-        (dying,) = await store.claim(
+        (dying,) = await rounds.claim(
             conn, kinds=["probe"], limit=1, now=now, lease=timedelta(seconds=30)
         )
         batch_id = (

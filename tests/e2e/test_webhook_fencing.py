@@ -15,7 +15,7 @@ from tests.support.waiting import wait_for
 from tidings.bootstrap import running
 from tidings.domain.jobs import ClaimLost, GiveUp
 from tidings.outbound.webhooks import DELIVER_WEBHOOK, WebhookJobHandler
-from tidings.queue import store as job_store
+from tidings.queue import rounds
 from tidings.storage import webhooks as webhook_queries
 from tidings.storage.tables import jobs
 
@@ -36,7 +36,7 @@ async def test_a_stalled_webhook_worker_writes_nothing_after_its_job_is_reclaime
         delivery = await container.webhooks.send_test(endpoint.id)
         now = container.clock()
         async with container.db.write() as conn:
-            (job,) = await job_store.claim(
+            (job,) = await rounds.claim(
                 conn, kinds=[DELIVER_WEBHOOK], limit=1, now=now, lease=timedelta(seconds=30)
             )
         handler = WebhookJobHandler(container.queue, container.webhook_client, container.clock)
@@ -72,7 +72,7 @@ async def test_a_webhook_worker_holding_its_claim_records_the_410_and_disables(
         endpoint = await container.webhooks.create_endpoint(receiver.url, ["*"])
         delivery = await container.webhooks.send_test(endpoint.id)
         async with container.db.write() as conn:
-            (job,) = await job_store.claim(
+            (job,) = await rounds.claim(
                 conn,
                 kinds=[DELIVER_WEBHOOK],
                 limit=1,

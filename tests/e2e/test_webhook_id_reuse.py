@@ -15,7 +15,7 @@ from tests.support.waiting import wait_for
 from tidings.domain.events import webhook_delivery_key
 from tidings.domain.jobs import GiveUp, JobStatus
 from tidings.outbound.webhooks import DELIVER_WEBHOOK
-from tidings.queue import store as job_store
+from tidings.queue import rounds
 
 LEASE = timedelta(seconds=60)
 
@@ -78,7 +78,7 @@ async def test_a_job_left_from_a_deleted_delivery_never_delivers_the_row_reusing
         assert new_job.id != old_job.id
         assert new_job.status is JobStatus.PENDING
         async with container.db.write() as conn:  # taken as a worker takes them (fenced writes)
-            claimed = await job_store.claim(
+            claimed = await rounds.claim(
                 conn, kinds=[DELIVER_WEBHOOK], limit=10, now=container.clock(), lease=LEASE
             )
         by_id = {job.id: job for job in claimed}

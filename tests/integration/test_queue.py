@@ -10,7 +10,7 @@ from tests.support.clock import Clock
 from tests.support.queue_policy import policy
 from tidings.bootstrap import utcnow
 from tidings.domain.jobs import GiveUp, JobStatus, RetryLater
-from tidings.queue import store
+from tidings.queue import rounds, store
 from tidings.queue.job import Job
 from tidings.queue.policy import DuplicateHandler, HandlerRegistry
 from tidings.queue.service import JobQueue
@@ -63,7 +63,7 @@ async def test_enqueue_rolls_back_with_the_callers_transaction(db: Database) -> 
 
 async def _claim(db: Database, *, lease_seconds: float, limit: int = 1) -> list[Job]:
     async with db.write() as conn:
-        return await store.claim(
+        return await rounds.claim(
             conn, kinds=["noop"], limit=limit, now=utcnow(), lease=timedelta(seconds=lease_seconds)
         )
 
@@ -85,8 +85,8 @@ async def test_late_worker_write_is_refused_by_the_claim_token(db: Database) -> 
     assert fresh.claim_token != slow.claim_token
     assert fresh.attempts == 2
     async with db.write() as conn:
-        assert not await store.bury(conn, slow, now=utcnow(), error="late")
-        assert await store.complete(conn, fresh, now=utcnow())
+        assert not await rounds.bury(conn, slow, now=utcnow(), error="late")
+        assert await rounds.complete(conn, fresh, now=utcnow())
     job, _ = await queue.get(fresh.id)
     assert job.status is JobStatus.DONE
     assert await _outcomes(db) == [(fresh.id, "done")]
@@ -304,9 +304,9 @@ async def test_prune_removes_old_finished_jobs_only(db: Database) -> None:
     queue = JobQueue(db, FAST, clock)
     await _enqueue(db, queue, 3)
     async with db.write() as conn:
-        claimed = await store.claim(conn, kinds=["noop"], limit=2, now=clock.now, lease=FAST.lease)
+        claimed = await rounds.claim(conn, kinds=["noop"], limit=2, now=clock.now, lease=FAST.lease)
         for job in claimed:
-            await store.complete(conn, job, now=clock.now)
+            await rounds.complete(conn, job, now=clock.now)
     clock.now += timedelta(days=FAST.retention_days + 1)
     assert await queue.prune_once() == 2
     remaining = await queue.list_jobs()
@@ -435,7 +435,7 @@ async def test_enqueue_with_revive_rearms_a_finished_job_and_leaves_a_live_one(
 
     async def claim() -> Job:
         async with db.write() as conn:
-            (claimed,) = await store.claim(
+            (claimed,) = await rounds.claim(
                 conn, kinds=["noop"], limit=1, now=clock.now, lease=FAST.lease
             )
             return claimed
@@ -450,7 +450,7 @@ async def test_enqueue_with_revive_rearms_a_finished_job_and_leaves_a_live_one(
         False,
     )
     async with db.write() as conn:
-        assert await store.bury(conn, claimed, now=clock.now, error="gave up")
+        assert await rounds.bury(conn, claimed, now=clock.now, error="gave up")
     clock.advance(timedelta(seconds=1))
     rearmed, revived = await revive()
     assert revived
@@ -459,7 +459,7 @@ async def test_enqueue_with_revive_rearms_a_finished_job_and_leaves_a_live_one(
     assert abs(rearmed.run_at - utcnow()) < timedelta(seconds=5)  # due now, by the database
     claimed = await claim()
     async with db.write() as conn:
-        assert await store.complete(conn, claimed, now=clock.now)
+        assert await rounds.complete(conn, claimed, now=clock.now)
     rearmed, revived = await revive()  # a finished (done) job is made due again too
     assert (revived, rearmed.status) == (True, JobStatus.PENDING)
     assert [outcome for _id, outcome in await _outcomes(db)] == ["dead", "done"]

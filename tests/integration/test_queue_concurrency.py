@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from tests.support.queue_policy import policy
 from tidings.bootstrap import utcnow
 from tidings.domain.jobs import JobStatus, RetryLater
-from tidings.queue import store
+from tidings.queue import rounds
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.service import JobQueue
@@ -131,7 +131,7 @@ async def test_a_worker_whose_clock_is_an_hour_ahead_takes_no_live_job(db: Datab
             conn, "noop", "later", {}, run_at=utcnow() + timedelta(minutes=10)
         )
     async with db.write() as conn:  # a worker with a right clock holds `live`
-        (held,) = await store.claim(
+        (held,) = await rounds.claim(
             conn, kinds=["noop"], limit=5, now=utcnow(), lease=timedelta(seconds=30)
         )
     assert held.id == live.id
@@ -160,7 +160,7 @@ async def test_a_worker_whose_clock_is_an_hour_ahead_takes_no_live_job(db: Datab
     waiting, _ = await queue.get(later.id)
     assert (waiting.status, waiting.attempts) == (JobStatus.PENDING, 0)
     async with db.write() as conn:
-        assert await store.complete(conn, held, now=utcnow())  # the rightful worker finishes
+        assert await rounds.complete(conn, held, now=utcnow())  # the rightful worker finishes
 
 
 async def test_a_worker_whose_connection_is_killed_carries_on(database_url: str) -> None:

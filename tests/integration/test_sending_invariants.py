@@ -246,10 +246,10 @@ async def _claimed_batch(container: Container, campaign_id: int) -> tuple[int, A
         ).scalar_one()
     async with container.db.write() as conn:
         await container.queue.enqueue(conn, "probe", f"probe-{batch_id}", {})
-    from tidings.queue import store
+    from tidings.queue import rounds
 
     async with container.db.write() as conn:
-        (job,) = await store.claim(
+        (job,) = await rounds.claim(
             conn,
             kinds=["probe"],
             limit=1,

@@ -28,7 +28,7 @@ from tidings.config import Settings, load_settings
 from tidings.domain.jobs import JobStatus
 from tidings.domain.segments import parse_filter
 from tidings.observability.logging import configure_logging
-from tidings.queue import store
+from tidings.queue import rounds
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -122,7 +122,7 @@ async def _prepare(container: Container, probe: Probe, campaign_id: int) -> dict
     if job.status != JobStatus.PENDING:
         await container.queue.replay(job.id)
     async with container.db.write() as conn:
-        (job,) = await store.claim(
+        (job,) = await rounds.claim(
             conn,
             kinds=[SEND_CAMPAIGN],
             limit=1,
@@ -140,7 +140,7 @@ async def _prepare(container: Container, probe: Probe, campaign_id: int) -> dict
         elapsed = time.perf_counter() - started
     await preparation.drop_candidates(job, campaign_id)  # clean-up, timed on its own
     async with container.db.write() as conn:
-        await store.complete(conn, job, now=container.sending.now())
+        await rounds.complete(conn, job, now=container.sending.now())
     gc.collect()
     return {
         "candidates": candidates,

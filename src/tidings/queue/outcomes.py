@@ -17,8 +17,7 @@ from datetime import datetime
 
 import structlog
 
-from tidings.queue import store
-from tidings.queue.store import Outcome
+from tidings.queue.rounds import Outcome, settle
 from tidings.storage.database import Database
 
 log = structlog.get_logger("tidings.queue")
@@ -110,7 +109,7 @@ class OutcomeWriter:
         for attempt in range(OUTCOME_WRITE_TRIES):
             try:
                 async with self._db.write() as conn:
-                    return await store.settle(conn, outcomes, now=self._now())
+                    return await settle(conn, outcomes, now=self._now())
             except Exception as exc:
                 log.warning(
                     "job.outcome_write_failed",

@@ -20,7 +20,7 @@ from tidings.queue.connection import RoundConnection
 from tidings.queue.job import Job
 from tidings.queue.outcomes import OutcomeWriter
 from tidings.queue.policy import HandlerRegistry, QueuePolicy, Registration
-from tidings.queue.store import Outcome
+from tidings.queue.rounds import Outcome, settle_and_claim
 from tidings.storage.database import Database
 
 log = structlog.get_logger("tidings.queue")
@@ -95,7 +95,7 @@ class Worker:
         self._armed_during_round.clear()
         try:
             async with self._connection.round() as conn:
-                written, claimed = await store.settle_and_claim(
+                written, claimed = await settle_and_claim(
                     conn,
                     [outcome for outcome, _ in taken],
                     limits=free,
