@@ -32,11 +32,11 @@ from tidings.audience.bulk import BulkActions, BulkRequest
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.context import AudienceContext
-from tidings.audience.feedback import Feedback
+from tidings.audience.hearing.inbound_mail import InboundMail
+from tidings.audience.hearing.intake import ProviderEvents
+from tidings.audience.hearing.recording import Feedback
 from tidings.audience.importer import Importer
-from tidings.audience.inbound_mail import InboundMail
 from tidings.audience.newsletters import Newsletters
-from tidings.audience.provider_events import ProviderEvents
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
 from tidings.audience.stats import AudienceStats

@@ -3,12 +3,12 @@ the API (problem+json) and the admin UI (error pages)."""
 
 from __future__ import annotations
 
-from tidings.audience.feedback import ReplayedEvent
+from tidings.audience.hearing.recording import ReplayedEvent
 from tidings.audience.public import LinkProblem
 from tidings.campaigns.lifecycle import EmptyAudience
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import ResendRefused, RetryRefused
-from tidings.delivery.mailgun_events import SignatureRejected
+from tidings.delivery.event_webhooks import SignatureRejected
 from tidings.domain.errors import (
     Conflict,
     InvalidInput,

@@ -21,7 +21,7 @@ from tests.e2e.audience_helpers import create_newsletter, snapshot
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.sns import TOPIC, FakeSns, fake_sns
 from tidings.bootstrap import Container
-from tidings.delivery.mailgun_events import SignatureRejected
+from tidings.delivery.event_webhooks import SignatureRejected
 from tidings.delivery.sns import SnsCertificates
 from tidings.storage.tables import subscribers, suppressions
 

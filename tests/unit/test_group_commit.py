@@ -1,4 +1,4 @@
-"""Group commit for provider deliveries (`audience/delivery_batch.py`, PRV-6): concurrent
+"""Group commit for provider deliveries (`audience/hearing/group_commit.py`, PRV-6): concurrent
 events share a write, each is answered for itself, a failed write falls back to one event at
 a time, and a second batch is written while the first still waits on the database."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tidings.audience.delivery_batch import GroupCommit
+from tidings.audience.hearing.group_commit import GroupCommit
 
 
 async def test_concurrent_events_share_writes_and_each_gets_its_own_answer() -> None:

@@ -12,8 +12,7 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from tidings import __version__
-from tidings.api import events as provider_events
-from tidings.api import health
+from tidings.api import health, provider_events
 from tidings.api.admin import (
     audience_csv,
     campaign_repairs,

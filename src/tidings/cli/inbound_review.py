@@ -9,7 +9,7 @@ import json
 import typer
 from rich.table import Table
 
-from tidings.audience.feedback import LISTED_STATUSES
+from tidings.audience.hearing.recording import LISTED_STATUSES
 from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.audit import Actor
 

@@ -19,33 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tidings.domain.errors import InvalidInput, TidingsError
+from tidings.delivery.event_webhooks import MalformedEvent, SignatureRejected, json_loads
+from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import EventKind, ReportedEvent
 
 SOURCE = "mailgun"
 MAX_DIAGNOSTIC = 1000
 MAX_KEY = 255
-
-
-class SignatureRejected(TidingsError):
-    """The event's signature is missing, wrong or too old: it did not come from the provider
-    (or is a replay), and nothing was recorded."""
-
-    code = "signature_rejected"
-    title = "The event's signature was not accepted"
-
-
-def json_loads(text: bytes | str) -> Any:
-    """`json.loads`, with JSON nested deeper than Python's parser can follow (`[[[[...`, which
-    raises RecursionError) refused as ValueError, like any other malformed JSON."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply") from None
-
-
-class MalformedEvent(ValueError):
-    """A signed event whose content cannot be read: kept as unparsed for the operator."""
 
 
 @dataclass(frozen=True, slots=True)

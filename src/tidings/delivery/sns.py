@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tidings.delivery import rsa_signature
-from tidings.delivery.mailgun_events import MalformedEvent, SignatureRejected, json_loads
+from tidings.delivery.event_webhooks import MalformedEvent, SignatureRejected, json_loads
 from tidings.domain.errors import InvalidInput
 from tidings.domain.feedback import EventKind, ReportedEvent
 

@@ -1,5 +1,5 @@
 """A batch of `delivered` events recorded at once (PRV-6: a million-recipient campaign brings
-a million of them within the hour; `audience/delivery_batch.py` gathers them).
+a million of them within the hour; `audience/hearing/group_commit.py` gathers them).
 
 For each event: the subscriber with the reported address, the campaign recipient its
 Message-ID names, the received-event row (the dedupe and replay guard), the recipient's

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import AwareDateTime, RecordView, RequestBody
-from tidings.audience.provider_events import GENERIC_KINDS, MAX_GENERIC_EVENTS, GenericEvent
+from tidings.audience.hearing.intake import GENERIC_KINDS, MAX_GENERIC_EVENTS, GenericEvent
 
 router = APIRouter(prefix="/events", tags=["admin: events"])
 

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.api.errors import tidings_problem
 from tidings.api.middleware import count_request
-from tidings.audience.feedback import Outcome
+from tidings.audience.hearing.recording import Outcome
 from tidings.bootstrap import Container
 from tidings.domain.errors import TidingsError
 

@@ -9,8 +9,9 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from tidings.audience.feedback import Feedback, Outcome
+from tidings.audience.hearing.recording import Feedback, Outcome
 from tidings.delivery import mailgun_events, sns
+from tidings.delivery.event_webhooks import MalformedEvent, SignatureRejected
 from tidings.delivery.sns import SnsCertificates
 from tidings.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from tidings.domain.feedback import EventKind, ReportedEvent
@@ -65,7 +66,7 @@ class ProviderEvents:
         )
         try:
             event = mailgun_events.parse(signed)
-        except mailgun_events.MalformedEvent as exc:
+        except MalformedEvent as exc:
             return await self._feedback.record_unparsed(
                 source=mailgun_events.SOURCE,
                 event_key="unparsed:" + hashlib.sha256(body).hexdigest(),
@@ -82,7 +83,7 @@ class ProviderEvents:
         self.check_size(len(body))
         message = sns.read_message(body)
         if message.get("TopicArn") not in self._ses_topics:
-            raise mailgun_events.SignatureRejected("the topic is not one of ses.topic_arns")
+            raise SignatureRejected("the topic is not one of ses.topic_arns")
         await self._sns.verify(message, now=now, max_age_seconds=self._max_age)
         if message["Type"] == "SubscriptionConfirmation":
             await self._sns.confirm(message)
@@ -93,7 +94,7 @@ class ProviderEvents:
             return Outcome.IGNORED
         try:
             events = sns.ses_events(message)
-        except mailgun_events.MalformedEvent as exc:
+        except MalformedEvent as exc:
             return await self._feedback.record_unparsed(
                 source=sns.SOURCE,
                 event_key="unparsed:" + str(message.get("MessageId"))[:200],

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from tidings.audience.feedback import Feedback, Outcome
+from tidings.audience.hearing.recording import Feedback, Outcome
 from tidings.audience.public import LinkProblem, PublicFlows
 from tidings.delivery.imap_mailbox import OpenMailbox
 from tidings.delivery.inbound_mail import MailReport, read_report, stored_recipients

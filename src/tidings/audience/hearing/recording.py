@@ -1,7 +1,7 @@
-"""Hearing back (PRV-6, AUD-13): a reported event is recorded once, tied to its subscriber and
-campaign recipient, and the bounce policy (`domain/feedback.py`) is carried out — suppress,
-unsubscribe everywhere, lift a soft-bounce suppression — with every decision on the person's
-history and the webhooks `subscriber.bounced`, `subscriber.complained`, `subscriber.suppressed`.
+"""Recording what is heard back (PRV-6, AUD-13): a reported event is recorded once, tied to
+its subscriber and campaign recipient, and handed to the verdict (`verdict.py`); deliveries,
+the bulk of all events, by group commit (`group_commit.py`). Unreadable and unverified reports
+are kept for the operator, who reviews the unverified ones here.
 
 All of it happens in one transaction, so a provider hears 2xx only once the event and what it
 changed are durable. Logs carry kinds, sources and ids; never the address or the diagnostic.
@@ -9,42 +9,28 @@ changed are durable. Logs carry kinds, sources and ids; never the address or the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any, overload
+from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.delivery_batch import GroupCommit
-from tidings.audience.events import subscriber_event
+from tidings.audience.hearing.group_commit import GroupCommit
+from tidings.audience.hearing.verdict import CampaignWatch, Target, Verdict, storable
 from tidings.audience.public import PublicFlows
 from tidings.domain.audience import Address, normalise_email
 from tidings.domain.email_headers import campaign_of_message_id, names_a_campaign
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
-from tidings.domain.feedback import (
-    AddressRecord,
-    BouncePolicy,
-    EventKind,
-    FeedbackEvent,
-    ReportedEvent,
-    stronger_reason,
-    verdict,
-)
+from tidings.domain.feedback import BouncePolicy, EventKind, ReportedEvent
 from tidings.storage import delivered_events, transactional_outcomes
 from tidings.storage import feedback as queries
 from tidings.storage import subscribers as subscriber_queries
-from tidings.storage import subscriptions as subscription_queries
-from tidings.storage import suppressions as suppression_queries
-from tidings.storage.sending import feedback_counts, recipient_outcomes
-from tidings.storage.subscribers import SubscriberRow
+from tidings.storage.sending import recipient_outcomes
 
 log = structlog.get_logger("tidings.feedback")
-# Called in the event's transaction when a campaign gains a hard bounce or a complaint.
-CampaignWatch = Callable[[AsyncConnection, int], Awaitable[object]]
 MAX_UNPARSED_BYTES = 65_536
 
 
@@ -69,14 +55,6 @@ class ReplayedEvent(Conflict):
     title = "The event's signature was already used"
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    subscriber: SubscriberRow | None
-    email_hash: str | None
-    campaign_id: int | None
-    recipient_id: int | None
-
-
 class Feedback:
     def __init__(
         self,
@@ -89,12 +67,11 @@ class Feedback:
         watch_campaign: CampaignWatch | None = None,
     ) -> None:
         self._ctx = context
-        self._watch_campaign = watch_campaign  # the auto-pause check (SND-24)
-        self._flows = flows
+        self._verdict = Verdict(context, flows, policy, watch_campaign)
         self.policy = policy
         self._retention = retention
         self._on_event = on_event
-        # Deliveries, the bulk of all events, are written by group commit (delivery_batch.py).
+        # Deliveries, the bulk of all events, are written by group commit (group_commit.py).
         self._deliveries: GroupCommit[ReportedEvent, Outcome] = GroupCommit(
             self._apply_deliveries, self._receive_alone
         )
@@ -146,8 +123,8 @@ class Feedback:
                 token=token,
                 kind=kind.value if kind else None,
                 status=status.value,
-                diagnostic=_storable(reason[:500]),
-                payload=_storable(body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace")),
+                diagnostic=storable(reason[:500]),
+                payload=storable(body[:MAX_UNPARSED_BYTES].decode("utf-8", "replace")),
                 received_at=self._ctx.now(),
             )
         if recorded == "replayed":
@@ -242,8 +219,8 @@ class Feedback:
             campaign_id=target.campaign_id,
             recipient_id=target.recipient_id,
             occurred_at=event.occurred_at,
-            code=_storable(event.code),
-            diagnostic=_storable(event.diagnostic),
+            code=storable(event.code),
+            diagnostic=storable(event.diagnostic),
             received_at=self._ctx.now(),
         )
         if recorded == "replayed":
@@ -258,7 +235,7 @@ class Feedback:
         if status is Outcome.APPLIED:
             assert target.subscriber is not None
             assert event.kind is not None
-            await self._apply(conn, event, event.kind, target, target.subscriber)
+            await self._verdict.apply(conn, event, event.kind, target, target.subscriber)
         return status
 
     async def _apply_deliveries(self, events: list[ReportedEvent]) -> list[Outcome | Exception]:
@@ -313,15 +290,15 @@ class Feedback:
             if event.message_id
             else None,
             occurred_at=event.occurred_at,
-            code=_storable(event.code),
-            diagnostic=_storable(event.diagnostic),
+            code=storable(event.code),
+            diagnostic=storable(event.diagnostic),
         )
 
     async def _delivered_beyond_rows(
         self, conn: AsyncConnection, event: ReportedEvent, record: delivered_events.DeliveredRecord
     ) -> Outcome:
         """What a new delivery changes besides its own rows: a transactional message's
-        outcome, and the verdict on an address with a bounce record (`_apply`)."""
+        outcome, and the verdict on an address with a bounce record (`Verdict`)."""
         if record.transactional and event.message_id:
             await transactional_outcomes.record_outcome(
                 conn, event.message_id, kind="delivered", at=event.occurred_at, code=None
@@ -331,174 +308,41 @@ class Feedback:
         if record.has_record:
             subscriber = await subscriber_queries.get(conn, record.subscriber_id)
             if subscriber is not None:
-                target = _Target(
+                target = Target(
                     subscriber, record.email_hash, record.campaign_id, record.recipient_id
                 )
-                await self._apply(conn, event, EventKind.DELIVERED, target, subscriber)
+                await self._verdict.apply(conn, event, EventKind.DELIVERED, target, subscriber)
         return Outcome.APPLIED
 
-    async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> _Target:
+    async def _target(self, conn: AsyncConnection, event: ReportedEvent) -> Target:
         """The subscriber and campaign recipient the event is about, as far as known."""
         if event.recipient_id is not None:
             # A VERP return path whose MAC verified names the row, and only the row: the
             # addresses the report itself names are whatever its sender wrote (PRV-6).
             found = await recipient_outcomes.recipient_by_id(conn, event.recipient_id)
             if found is None or found[1] is None:
-                return _Target(None, None, None, None)
+                return Target(None, None, None, None)
             subscriber = await subscriber_queries.get(conn, found[1])
             if subscriber is None:
-                return _Target(None, None, None, None)
-            return _Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
+                return Target(None, None, None, None)
+            return Target(subscriber, subscriber.email_hash, found[0], event.recipient_id)
         if event.address is None:
-            return _Target(None, None, None, None)
+            return Target(None, None, None, None)
         try:
             address = normalise_email(event.address)
         except InvalidInput:
-            return _Target(None, None, None, None)
+            return Target(None, None, None, None)
         email_hash = self._ctx.email_hash(address.key)
         subscriber = await subscriber_queries.get_by_key(conn, address.key)
         if subscriber is None:
-            return _Target(None, email_hash, None, None)
+            return Target(None, email_hash, None, None)
         campaign_id = None
         if event.message_id is not None:
             campaign_id = campaign_of_message_id(event.message_id, subscriber.email)
         recipient_id = None
         if campaign_id is not None:
             recipient_id = await recipient_outcomes.recipient_of(conn, campaign_id, subscriber.id)
-        return _Target(subscriber, subscriber.email_hash, campaign_id, recipient_id)
-
-    async def _apply(
-        self,
-        conn: AsyncConnection,
-        event: ReportedEvent,
-        kind: EventKind,
-        target: _Target,
-        subscriber: SubscriberRow,
-    ) -> None:
-        now = self._ctx.now()
-        email_hash = subscriber.email_hash
-        if target.recipient_id is not None:
-            first = await recipient_outcomes.record_outcome(
-                conn, target.recipient_id, kind=kind.value, at=event.occurred_at, code=event.code
-            )
-            if target.campaign_id is not None and (first.hard_bounced or first.complained):
-                await feedback_counts.count(
-                    conn,
-                    target.campaign_id,
-                    hard_bounced=int(first.hard_bounced),
-                    complained=int(first.complained),
-                )
-                if self._watch_campaign is not None:
-                    await self._watch_campaign(conn, target.campaign_id)
-        if kind is EventKind.UNSUBSCRIBE:
-            left = await self._unsubscribe(conn, subscriber, target.campaign_id)
-            await self._history(conn, event, email_hash, target, f"unsubscribed:{left}")
-            return
-        if kind is EventKind.DELIVERED and not await queries.touch_delivered(
-            conn, email_hash, event.occurred_at
-        ):
-            return  # nothing was counted against the address: nothing to clear
-        record = (await queries.load_record(conn, email_hash)).merged(_domain_event(event, kind))
-        await queries.save_record(conn, email_hash, record, now=now)
-        wanted = verdict(record, self.policy)
-        current = await suppression_queries.reason_of(conn, email_hash)
-        actor = f"policy:{event.source}"
-        decisions: list[str] = []
-        if wanted.suppression is not None and stronger_reason(current, wanted.suppression):
-            if current is None:
-                await suppression_queries.suppress(
-                    conn, email_hash, reason=wanted.suppression, note=None, actor=actor, now=now
-                )
-            else:
-                await suppression_queries.change_reason(
-                    conn, email_hash, reason=wanted.suppression, actor=actor, now=now
-                )
-            decisions.append(f"suppressed:{wanted.suppression}")
-            await subscriber_event(
-                self._ctx, conn, "subscriber.suppressed", subscriber, reason=wanted.suppression
-            )
-        elif wanted.suppression is None and current == "soft_bounce":
-            await suppression_queries.lift(
-                conn,
-                email_hash,
-                note="delivered after the soft bounces",
-                actor=actor,
-                now=now,
-                only_reason="soft_bounce",
-            )
-            decisions.append("suppression_lifted")
-        if wanted.unsubscribe_everywhere:
-            left = await self._unsubscribe(conn, subscriber, None)
-            if left:
-                decisions.append(f"unsubscribed:{left}")
-        if kind in (EventKind.HARD_BOUNCE, EventKind.SOFT_BOUNCE):
-            await subscriber_event(
-                self._ctx,
-                conn,
-                "subscriber.bounced",
-                subscriber,
-                bounce="hard" if kind is EventKind.HARD_BOUNCE else "soft",
-                code=event.code,
-                campaign_id=target.campaign_id,
-                soft_bounces_counted=len(record.soft_bounces),
-            )
-        elif kind is EventKind.COMPLAINT:
-            await subscriber_event(
-                self._ctx, conn, "subscriber.complained", subscriber, campaign_id=target.campaign_id
-            )
-        if kind is not EventKind.DELIVERED or decisions:
-            await self._history(
-                conn, event, email_hash, target, ",".join(decisions) or _counted(kind, record)
-            )
-
-    async def _unsubscribe(
-        self, conn: AsyncConnection, subscriber: SubscriberRow, campaign_id: int | None
-    ) -> int:
-        """Leave every newsletter (a complaint, a provider-side unsubscribe of unknown
-        origin) or only the campaign's; returns how many subscriptions ended."""
-        newsletter_id = None
-        if campaign_id is not None:
-            newsletter_id = await recipient_outcomes.newsletter_of(conn, campaign_id)
-        left = 0
-        for subscription, _slug, _name in await subscription_queries.of_subscriber(
-            conn, subscriber.id
-        ):
-            if newsletter_id is not None and subscription.newsletter_id != newsletter_id:
-                continue
-            if subscription.unsubscribed_at is None:
-                await self._flows.unsubscribe_in(conn, subscription)
-                left += 1
-        return left
-
-    async def _history(
-        self,
-        conn: AsyncConnection,
-        event: ReportedEvent,
-        email_hash: str,
-        target: _Target,
-        decision: str,
-    ) -> None:
-        await queries.add_history(
-            conn,
-            email_hash=email_hash,
-            event=event.kind.value if event.kind else "other",
-            decision=decision[:32],
-            source=event.source,
-            campaign_id=target.campaign_id,
-            code=_storable(event.code),
-            diagnostic=_storable(event.diagnostic),
-            occurred_at=event.occurred_at,
-            created_at=self._ctx.now(),
-        )
-
-
-@overload
-def _storable(text: str) -> str: ...
-@overload
-def _storable(text: None) -> None: ...
-def _storable(text: str | None) -> str | None:
-    """Remote text as a database can hold it: PostgreSQL refuses NUL characters."""
-    return None if text is None else text.replace("\x00", "\ufffd")
+        return Target(subscriber, subscriber.email_hash, campaign_id, recipient_id)
 
 
 def _address(address: str | None) -> Address | None:
@@ -508,13 +352,3 @@ def _address(address: str | None) -> Address | None:
         return normalise_email(address)
     except InvalidInput:
         return None
-
-
-def _domain_event(event: ReportedEvent, kind: EventKind) -> FeedbackEvent:
-    return FeedbackEvent(kind, event.occurred_at, f"{event.source}:{event.event_key}", event.code)
-
-
-def _counted(kind: EventKind, record: AddressRecord) -> str:
-    if kind is EventKind.SOFT_BOUNCE:
-        return f"counted:{len(record.soft_bounces)}"
-    return "recorded"
