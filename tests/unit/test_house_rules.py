@@ -39,8 +39,6 @@ DIALECT_EXEMPT = (
     Path("config.py"),
     Path("config"),
 )
-# Left for the benchmarks' move into their own package (issue 41 item 5, another change).
-BENCH = "bench"
 
 
 def _dialect_checks(tree: ast.AST) -> list[int]:
@@ -80,11 +78,7 @@ def _dialect_offenders() -> list[str]:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if (
-            relative == DIALECT_SEAM
-            or BENCH in relative.parts
-            or any(relative.is_relative_to(e) for e in DIALECT_EXEMPT)
-        ):
+        if relative == DIALECT_SEAM or any(relative.is_relative_to(e) for e in DIALECT_EXEMPT):
             continue
         offenders += [f"{relative}:{line}" for line in _dialect_checks(ast.parse(path.read_text()))]
     return offenders

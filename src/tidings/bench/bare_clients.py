@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import psycopg
 from aiosmtplib import SMTP
-from sqlalchemy.engine import make_url
 
 from tidings.bench import floor
 from tidings.bench.render import sample_recipient
@@ -28,6 +27,7 @@ from tidings.rendering.render import SegmentRendering, render_segment
 from tidings.rendering.sample import SAMPLE_BASE_URL, SAMPLE_LIST, SAMPLE_SENDER, sample_content
 from tidings.rendering.slots import RecipientValues
 from tidings.storage.database import libpq_url
+from tidings.storage.dialect import is_postgresql_url
 
 BENCH_DOMAIN = "mg.bench.example"
 BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare client's
@@ -176,7 +176,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
     a finished send left in `url`, each batch's rows marked in flight and returned by one
     statement and marked sent by another (`bench.floor`), on one connection per
     request in flight. None on SQLite."""
-    if make_url(url).get_backend_name() != "postgresql":
+    if not is_postgresql_url(url):
         return None
     requests = BatchRequests(0)
     async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:

@@ -27,6 +27,7 @@ from tidings.delivery.mailgun_events import event_data, signed_body
 from tidings.domain.email_headers import message_id
 from tidings.storage import migrate
 from tidings.storage.database import create_database
+from tidings.storage.dialect import is_postgresql_url
 
 TARGET_EVENTS_PER_SECOND = 2000
 TARGET_RATIO = 0.25
@@ -228,7 +229,7 @@ async def bench_events(configured_url: str, *, events: int, connections: int) ->
     ratio = round(ours / bare, 3)
     return {
         "benchmark": "events",
-        "database": "postgresql" if configured_url.startswith("postgresql") else "sqlite",
+        "database": "postgresql" if is_postgresql_url(configured_url) else "sqlite",
         "events": events,
         "connections": connections,
         "warm_up_events": warm_up,

@@ -6,13 +6,14 @@ from __future__ import annotations
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.storage.dialect import is_postgresql
 from tidings.storage.tables import campaign_batches, inbound_events
 
 
 async def database_bytes(conn: AsyncConnection) -> int:
     """The database's size: `pg_database_size` on PostgreSQL; on SQLite the pages in use
     (free pages left by deleted rows are not counted) times the page size."""
-    if conn.dialect.name == "postgresql":
+    if is_postgresql(conn):
         query = text("SELECT pg_database_size(current_database())")
         return int((await conn.execute(query)).scalar_one())
     pages = (await conn.execute(text("PRAGMA page_count"))).scalar_one()
@@ -24,7 +25,7 @@ async def database_bytes(conn: AsyncConnection) -> int:
 async def wal_position(conn: AsyncConnection) -> int | None:
     """PostgreSQL's current write-ahead log position in bytes (None on SQLite): the WAL a
     piece of work wrote is the difference of two readings."""
-    if conn.dialect.name != "postgresql":
+    if not is_postgresql(conn):
         return None
     query = text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
     return int((await conn.execute(query)).scalar_one())
@@ -34,7 +35,7 @@ async def next_transaction_id(conn: AsyncConnection) -> int | None:
     """PostgreSQL's next transaction id (None on SQLite), read without taking one: ids go
     only to transactions that write, so two readings count the writing transactions
     committed or rolled back between them (this server's other databases too)."""
-    if conn.dialect.name != "postgresql":
+    if not is_postgresql(conn):
         return None
     query = text("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
     return int((await conn.execute(query)).scalar_one())

@@ -13,6 +13,7 @@ from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from tidings.storage.database import libpq_url
+from tidings.storage.dialect import is_sqlite_url
 
 
 @asynccontextmanager
@@ -20,7 +21,7 @@ async def scratch_database(configured_url: str) -> AsyncIterator[str]:
     """Yield the URL of a new, empty database of the same kind (and server) as
     `configured_url`; drop it on exit. SQLite gets a file in a temporary directory."""
     url = make_url(configured_url)
-    if url.get_backend_name() == "sqlite":
+    if is_sqlite_url(url):
         with tempfile.TemporaryDirectory(prefix="tidings-bench-") as directory:
             yield f"sqlite:///{Path(directory) / 'bench.db'}"
         return

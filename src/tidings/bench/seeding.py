@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.storage.dialect import UTCDateTime
+from tidings.storage.dialect import UTCDateTime, is_postgresql
 from tidings.storage.importing import refresh_statistics
 from tidings.storage.newsletters import insert_newsletter
 from tidings.storage.tables import (
@@ -27,8 +27,8 @@ from tidings.storage.tables import (
 BETA_LABEL = "beta"
 
 
-def _numbers(dialect: str, count: int) -> str:
-    if dialect == "postgresql":
+def _numbers(postgresql: bool, count: int) -> str:
+    if postgresql:
         return f"SELECT n FROM generate_series(1, {int(count)}) AS g(n)"
     return (
         "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq"
@@ -41,16 +41,16 @@ async def seed_audience(
 ) -> int:
     """Add `count` confirmed subscribers of `newsletter_id`, numbered after the existing ones
     (`reader-<n>`); returns the first new id."""
-    dialect = conn.dialect.name
+    postgresql = is_postgresql(conn)
     first_id = (
         int((await conn.execute(select(func.coalesce(func.max(subscribers.c.id), 0)))).scalar_one())
         + 1
     )
     if count <= 0:  # SQLite's number series would still yield its first row
         return first_id
-    stamp = "CAST(:now AS TIMESTAMPTZ)" if dialect == "postgresql" else ":now"
-    json_empty = "CAST('{}' AS JSONB)" if dialect == "postgresql" else "'{}'"
-    when = now if dialect == "postgresql" else now.replace(tzinfo=None).isoformat(" ")
+    stamp = "CAST(:now AS TIMESTAMPTZ)" if postgresql else ":now"
+    json_empty = "CAST('{}' AS JSONB)" if postgresql else "'{}'"
+    when = now if postgresql else now.replace(tzinfo=None).isoformat(" ")
     await conn.execute(
         text(
             "INSERT INTO subscribers (email, email_key, email_hash, name, tier, attributes,"
@@ -60,7 +60,7 @@ async def seed_audience(
             f" 'seed-' || (n + :offset),"
             f" 'Reader ' || (n + :offset),"
             f" CASE WHEN n % 2 = 0 THEN 'paid' ELSE 'free' END, {json_empty}, {stamp}, {stamp}"
-            f" FROM ({_numbers(dialect, count)}) AS numbers"
+            f" FROM ({_numbers(postgresql, count)}) AS numbers"
         ),
         {"offset": first_id - 1, "now": when},
     )
