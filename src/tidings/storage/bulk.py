@@ -64,6 +64,11 @@ def pairs_among(
     return tuple_(first, second).in_(select(zipped.c.a, zipped.c.b))
 
 
+_Rows = Sequence[dict[str, Any]]
+_Values = dict[str, Any]
+_Finish = Callable[[Any], Any]
+
+
 async def insert_rows(
     conn: AsyncConnection,
     table: Table,
@@ -75,10 +80,24 @@ async def insert_rows(
     """INSERT `rows` (dicts with the same keys), each with `constants` added. `finish` takes
     the dialect's insert construct and adds ON CONFLICT / RETURNING."""
     constants = constants or {}
-    if not is_postgresql(conn):
-        statement = finish(insert_for(conn, table))
-        result: Result[Any] = await conn.execute(statement, [{**row, **constants} for row in rows])
-        return result
+    if is_postgresql(conn):
+        return await _insert_rows_postgresql(conn, table, rows, constants, finish)
+    return await _insert_rows_sqlite(conn, table, rows, constants, finish)
+
+
+async def _insert_rows_sqlite(
+    conn: AsyncConnection, table: Table, rows: _Rows, constants: _Values, finish: _Finish
+) -> Result[Any]:
+    """SQLite: one `executemany` of the rows."""
+    statement = finish(insert_for(conn, table))
+    result: Result[Any] = await conn.execute(statement, [{**row, **constants} for row in rows])
+    return result
+
+
+async def _insert_rows_postgresql(
+    conn: AsyncConnection, table: Table, rows: _Rows, constants: _Values, finish: _Finish
+) -> Result[Any]:
+    """PostgreSQL: one INSERT ... SELECT FROM unnest(one array per column)."""
     names = list(rows[0])
     source_rows = unnested({name: table.c[name].type for name in names}, rows, prefix="rows")
     fixed = [
@@ -87,5 +106,5 @@ async def insert_rows(
     ]
     source = select(*(source_rows.c[name] for name in names), *fixed)
     statement = insert_for(conn, table).from_select([*names, *constants], source)
-    result = await conn.execute(finish(statement))
+    result: Result[Any] = await conn.execute(finish(statement))
     return result

@@ -93,9 +93,9 @@ async def record_delivered(
     if not events:
         return []
     if is_postgresql(conn):
-        found = await _at_once(conn, events, received_at)
+        found = await _record_delivered_postgresql(conn, events, received_at)
     else:
-        found = await _step_by_step(conn, events, received_at)
+        found = await _record_delivered_sqlite(conn, events, received_at)
     # Not inserted: inserted before (a retry), or another event's signature token (a replay).
     not_new = [(e.source, e.event_key) for e, r in zip(events, found, strict=True) if not r.new]
     if not not_new:
@@ -129,9 +129,10 @@ _GIVEN: dict[str, Any] = {
 }
 
 
-async def _at_once(
+async def _record_delivered_postgresql(
     conn: AsyncConnection, events: Sequence[DeliveredEvent], received_at: datetime
 ) -> list[DeliveredRecord]:
+    """PostgreSQL: every event in one statement (`_statement`)."""
     values: dict[str, Any] = {
         f"given_{name}": [getattr(event, name) for event in events] for name in _GIVEN
     }
@@ -240,7 +241,7 @@ def _statement() -> Select[Any]:
     )
 
 
-async def _step_by_step(
+async def _record_delivered_sqlite(
     conn: AsyncConnection, events: Sequence[DeliveredEvent], received_at: datetime
 ) -> list[DeliveredRecord]:
     """The same as `_statement`, as separate statements (SQLite)."""

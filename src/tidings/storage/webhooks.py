@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Insert
 
 from tidings.domain.events import WEBHOOK_KEY_PREFIX
 from tidings.storage.dialect import UTCDateTime, is_postgresql
@@ -184,16 +185,9 @@ async def deliveries_to_enqueue(
     columns = ["endpoint_id", "event_id", "event_type", "payload", "status", "created_at"]
     write = insert(webhook_deliveries).from_select([*columns, "updated_at"], rows)
     if is_postgresql(conn):
-        written: Any = write.returning(
-            webhook_deliveries.c.id,
-            webhook_deliveries.c.event_id,
-            webhook_deliveries.c.endpoint_id,
-        ).cte("written")
-        query = select(written)
+        written, query = _deliveries_to_enqueue_postgresql(write)
     else:
-        await conn.execute(write)
-        written = webhook_deliveries
-        query = select(written).where(written.c.event_id.in_([event.event_id for event in events]))
+        written, query = await _deliveries_to_enqueue_sqlite(conn, write, events)
     key = (
         literal(WEBHOOK_KEY_PREFIX, String)  # webhook_delivery_key, in SQL
         + written.c.event_id
@@ -205,6 +199,25 @@ async def deliveries_to_enqueue(
         written.c.id.label("delivery_id"),
         written.c.event_id.label("event_id"),
     )
+
+
+def _deliveries_to_enqueue_postgresql(write: Insert) -> tuple[Any, Select[Any]]:
+    """PostgreSQL: the deliveries' INSERT rides inside the select, as a data-modifying CTE."""
+    written = write.returning(
+        webhook_deliveries.c.id,
+        webhook_deliveries.c.event_id,
+        webhook_deliveries.c.endpoint_id,
+    ).cte("written")
+    return written, select(written)
+
+
+async def _deliveries_to_enqueue_sqlite(
+    conn: AsyncConnection, write: Insert, events: Sequence[NewEvent]
+) -> tuple[Any, Select[Any]]:
+    """SQLite: the deliveries inserted now, the select finding them by event id."""
+    await conn.execute(write)
+    written = webhook_deliveries
+    return written, select(written).where(written.c.event_id.in_([e.event_id for e in events]))
 
 
 async def get_delivery_of(

@@ -135,11 +135,11 @@ async def create_page_batch(
     (SND-8); nothing is sent from a batch before `prepared_at`."""
     if is_postgresql(conn):
         await conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
-        return await _page_in_one_statement(conn, campaign_id, page, now=now)
-    return await _page_step_by_step(conn, campaign_id, page, now=now)
+        return await _create_page_batch_postgresql(conn, campaign_id, page, now=now)
+    return await _create_page_batch_sqlite(conn, campaign_id, page, now=now)
 
 
-async def _page_in_one_statement(
+async def _create_page_batch_postgresql(
     conn: AsyncConnection, campaign_id: int, page: Page, *, now: datetime
 ) -> PageResult:
     """PostgreSQL: the batch row (its `recipient_count` counted from the page's candidates,
@@ -201,10 +201,10 @@ async def _page_in_one_statement(
     return PageResult(batch_id, recipient_count, exclusions)
 
 
-async def _page_step_by_step(
+async def _create_page_batch_sqlite(
     conn: AsyncConnection, campaign_id: int, page: Page, *, now: datetime
 ) -> PageResult:
-    """The same writes as `_page_in_one_statement`, one at a time: the batch row, ONE
+    """The same writes as `_create_page_batch_postgresql`, one at a time: the batch row, ONE
     INSERT … SELECT of the page's recipient rows, the count, the exclusions, then the
     count stored (or the batch removed when nothing in the page was sendable)."""
     batch_id = (

@@ -64,7 +64,7 @@ async def settle_and_mark(
     (`token`). Returns the excluded; None when the send is no longer submitting (paused or
     cancelled, SND-23): the outcomes are settled and nothing is marked."""
     if is_postgresql(conn) and not {outcome[0] for outcome in settled} & set(ids):
-        return await _in_one_statement(
+        return await _settle_and_mark_postgresql(
             conn,
             {
                 "chunk_batch_id": batch_id,
@@ -79,6 +79,33 @@ async def settle_and_mark(
                 "settled_reason": [outcome[2] for outcome in settled],
             },
         )
+    return await _settle_and_mark_sqlite(
+        conn,
+        batch_id,
+        campaign_id=campaign_id,
+        newsletter_id=newsletter_id,
+        settled=settled,
+        ids=ids,
+        in_flight=in_flight,
+        token=token,
+        now=now,
+    )
+
+
+async def _settle_and_mark_sqlite(
+    conn: AsyncConnection,
+    batch_id: int,
+    *,
+    campaign_id: int,
+    newsletter_id: int,
+    settled: Sequence[Outcome],
+    ids: Sequence[int],
+    in_flight: RecipientState,
+    token: str,
+    now: datetime,
+) -> list[Withdrawn] | None:
+    """The same steps one at a time (SQLite; on PostgreSQL too when a row is both settled and
+    marked, which one statement's snapshot cannot do)."""
     if settled:
         await batch_claims.settle(
             conn, batch_id, settled, token=token, now=now, from_state=in_flight
@@ -96,11 +123,12 @@ async def settle_and_mark(
     )
 
 
-async def _in_one_statement(
+async def _settle_and_mark_postgresql(
     conn: AsyncConnection, parameters: dict[str, Any]
 ) -> list[Withdrawn] | None:
-    """The parameters are named apart from every column: an UPDATE given execution
-    parameters named like its table's columns would SET those columns from them."""
+    """PostgreSQL: the one statement (`_statement`). The parameters are named apart from
+    every column: an UPDATE given execution parameters named like its table's columns would
+    SET those columns from them."""
     rows = list(await conn.execute(_statement(), parameters))
     if not rows[0].sending:
         return None
