@@ -19,9 +19,10 @@ from tidings.storage import migrate
 from tidings.storage.database import create_database
 
 # What `tidings worker` never uses (without a metrics port): the web stack and the app, the
-# migration machinery, the dev servers, the benchmarks' peer, argon2 (admin passwords), the
-# PostgreSQL driver (loaded by the dialect when an engine connects to PostgreSQL, not before),
-# OpenSSL's bindings (DKIM signing and SNS certificates, ~9 MB) and the IMAP client.
+# migration machinery, the dev servers, the benchmarks and their peer, argon2 (admin
+# passwords), the PostgreSQL driver (loaded by the dialect when an engine connects to
+# PostgreSQL, not before), OpenSSL's bindings (DKIM signing and SNS certificates, ~9 MB) and
+# the IMAP client.
 NOT_FOR_A_WORKER = (
     "fastapi",
     "starlette",
@@ -37,6 +38,7 @@ NOT_FOR_A_WORKER = (
     "cryptography",
     "aioimaplib",
     "tidings.devservers",
+    "tidings.bench",
     "tidings.api.app",
     "tidings.ui",
 )
