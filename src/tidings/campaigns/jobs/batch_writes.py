@@ -1,12 +1,10 @@
-"""The writes a worker makes about the one batch it holds: every one inside the queue's fenced
-transaction (the job's claim held) and conditional on the batch's claim token (SND-12) — the
-claim, the chunks' marks and outcomes, the hand-backs, and the batch's outcome, which one
-method (`_finish_in`) writes whichever way the batch ends.
+"""Every write a worker makes about the one batch it holds — the claim, the chunks, the
+hand-backs and the outcome (`_finish_in`, whichever way the batch ends) — inside the queue's
+fenced transaction (the job's claim held) and conditional on the batch's claim token (SND-12).
 
-Each is also conditional on the rows' states, so it can be made again: through a brief
-database outage (a restart, a failover) the worker keeps the outcomes it holds and tries the
-write again while its lease allows, rather than leave readers the relay took to become
-`uncertain` (PRV-1).
+Each is also conditional on the rows' states, so it can be made again: through a brief database
+outage (a restart, a failover) the worker keeps the outcomes it holds and tries the write again
+while its lease allows, rather than leave readers the relay took to become `uncertain` (PRV-1).
 """
 
 from __future__ import annotations
@@ -326,7 +324,7 @@ class BatchWrites:
         return await self.write(make)
 
     async def fail(self, error: VerificationFailed) -> None:
-        """The batch failed its checks before anything of it was sent (SND-19)."""
+        """A count check failed (`VerificationFailed`): the batch ends `failed` with its code."""
         async with self.transaction() as conn:
             await self._finish_in(
                 conn,
