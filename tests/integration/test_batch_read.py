@@ -12,7 +12,7 @@ from tests.support.sending import (
     prepared_send,
     studio_with,
 )
-from tidings.storage.sending import batch_claims
+from tidings.storage.sending import batch_recipients
 from tidings.storage.tables import campaign_batches, subscribers
 
 CITY = {"city": "Lisbon"}
@@ -39,8 +39,8 @@ async def test_custom_fields_are_read_only_when_a_slot_shows_one(
                 )
             ).one()
         async with container.db.read() as conn:
-            both = await batch_claims.load(conn, batch_id, 1)
-            rows = await batch_claims.load(conn, batch_id, 1, attributes=attributes)
+            both = await batch_recipients.load(conn, batch_id, 1)
+            rows = await batch_recipients.load(conn, batch_id, 1, attributes=attributes)
     assert len(rows) == count > 1
     assert [row.attributes for row in rows] == [CITY if attributes else None] * count
     assert [row[:-1] for row in rows] == [row[:-1] for row in both]

@@ -9,7 +9,7 @@ from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
 from tidings.domain.sending import Exclusion, check_count
 from tidings.rendering import RecipientValues
-from tidings.storage.sending.batch_claims import RecipientRow
+from tidings.storage.sending.batch_recipients import RecipientRow
 from tidings.storage.sending.batches import BatchRow
 
 

@@ -46,10 +46,11 @@ from tidings.domain.sending import (
 from tidings.outbound.domain_rates import DomainRates
 from tidings.queue.job import Job
 from tidings.rendering import SegmentRendering
-from tidings.storage.sending import batch_claims as claim_queries
+from tidings.storage.sending import batch_recipients
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
-from tidings.storage.sending.batch_claims import ClaimOutcome, RecipientRow
+from tidings.storage.sending.batch_claims import ClaimOutcome
+from tidings.storage.sending.batch_recipients import RecipientRow
 from tidings.storage.sending.batches import BatchRow
 
 log = structlog.get_logger("tidings.campaigns")
@@ -163,7 +164,7 @@ class SendBatchHandler:
                 # The claim stands and `_submit` raises it: like any error while sending the
                 # batch, it is recorded on the batch as the batch is released for a retry.
                 return Claimed(draft, batch, exc, [], None)
-            rows = await claim_queries.load(
+            rows = await batch_recipients.load(
                 conn,
                 batch.id,
                 draft.newsletter.id,

@@ -1,5 +1,5 @@
-"""Named queries for submitting one batch (SND-9..13): the conditional claim, the recipient
-read with consent re-asserted in SQL, recipient state changes and the batch's outcome.
+"""Named queries for submitting one batch (SND-9..13): the conditional claim, recipient state
+changes and the batch's outcome (the recipient read is `batch_recipients`).
 
 Every write here is made inside the queue's fenced transaction (the job's claim still held)
 and is also conditional on the batch's own claim token, so a late worker changes nothing.
@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import Boolean, and_, case, exists, func, null, select, update
+from sqlalchemy import and_, case, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.sending import BatchCounts, BatchStatus, Exclusion, RecipientState
@@ -26,23 +26,6 @@ from tidings.storage.tables import (
     subscribers,
     subscriptions,
 )
-
-
-class RecipientRow(NamedTuple):
-    """A recipient as loaded for sending. `subscriber_id` is None after a privacy delete.
-    A NamedTuple, as the other values built per recipient on the send path: a frozen
-    dataclass costs four times as much to build, and a batch builds thousands."""
-
-    id: int
-    state: str
-    subscriber_id: int | None
-    email: str | None
-    name: str | None
-    subscriber_created_at: datetime | None
-    subscription_id: int | None
-    subscription_created_at: datetime | None
-    mailable: bool
-    attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
 
 
 class ClaimOutcome(StrEnum):
@@ -129,45 +112,6 @@ def _holding(batch_id: int, token: str) -> Any:
 
 def _held(batch_id: int, token: str) -> Any:
     return exists().where(_holding(batch_id, token))
-
-
-async def load(
-    conn: AsyncConnection, batch_id: int, newsletter_id: int, *, attributes: bool = True
-) -> list[RecipientRow]:
-    """The batch's recipients in position order, with AUD-4's consent rule evaluated per row
-    in SQL (set-based, the same definition selection used). No row is locked: unsubscribe
-    never waits on a send (AUD-7). With `attributes` False each row's custom fields are None,
-    not read nor decoded (a segment with no `{{ attribs.… }}` slot)."""
-    query = (
-        select(
-            campaign_recipients.c.id,
-            campaign_recipients.c.state,
-            campaign_recipients.c.subscriber_id,
-            subscribers.c.email,
-            subscribers.c.name,
-            subscribers.c.created_at.label("subscriber_created_at"),
-            subscriptions.c.id.label("subscription_id"),
-            subscriptions.c.created_at.label("subscription_created_at"),
-            func.coalesce(
-                and_(subscriptions.c.id.is_not(None), mailable()), False, type_=Boolean()
-            ).label("mailable"),
-            subscribers.c.attributes if attributes else null().label("attributes"),
-        )
-        .select_from(campaign_recipients)
-        .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)
-        .outerjoin(
-            subscriptions,
-            and_(
-                subscriptions.c.subscriber_id == subscribers.c.id,
-                subscriptions.c.newsletter_id == newsletter_id,
-            ),
-        )
-        .where(campaign_recipients.c.batch_id == batch_id)
-        .order_by(campaign_recipients.c.position)
-    )
-    # Positional: the columns are selected in the tuple's field order (the hot path reads
-    # 1,000 rows per batch; building a mapping per row cost more than the query).
-    return [RecipientRow._make(row) for row in await conn.execute(query)]
 
 
 async def move(
