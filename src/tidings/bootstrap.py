@@ -597,9 +597,7 @@ def build(
         secret=site_secret,
         policy=send_policy(settings),
     )
-    audit = AuditLog(
-        db, clock, retention=timedelta(days=settings.admin_ui.audit_retention_days)
-    )
+    audit = AuditLog(db, clock, retention=timedelta(days=settings.admin_ui.audit_retention_days))
     metrics = Metrics()
     inbound = settings.inbound
     control = SendControl(sending)

@@ -24,7 +24,8 @@ message naming the key.
 
 CONFIG_INTRO = """# Configuration reference
 
-Generated from the settings in `tidings/config/` by `make docs`; a test fails when a key is missing here.
+Generated from the settings in `tidings/config/` by `make docs`; a test fails when a key is
+missing here.
 
 Every key `section.name` can be set two ways:
 
