@@ -2,7 +2,7 @@
 
 import json
 
-from tidings.bench.events import bench_events
+from tidings.bench.event_intake import bench_events
 
 
 async def test_bench_events_reports_throughput_beside_a_bare_insert(database_url: str) -> None:

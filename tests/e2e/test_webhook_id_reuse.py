@@ -12,8 +12,8 @@ import pytest
 from tests.e2e.test_delivery_engine import FAST_QUEUE, Receiver, serving
 from tests.factories import admin_headers, api_client, make_settings
 from tests.support.waiting import wait_for
-from tidings.domain.events import webhook_delivery_key
 from tidings.domain.jobs import GiveUp, JobStatus
+from tidings.domain.webhook_events import webhook_delivery_key
 from tidings.outbound.webhooks import DELIVER_WEBHOOK
 from tidings.queue import rounds
 

@@ -7,7 +7,7 @@ import pytest
 from tests.support.markdown import table
 from tidings.bootstrap import build
 from tidings.config import iter_keys, load_settings
-from tidings.domain.events import WEBHOOK_EVENT_TYPES
+from tidings.domain.webhook_events import WEBHOOK_EVENT_TYPES
 
 DELIVERY_DOC = Path(__file__).parents[2] / "docs" / "delivery.md"
 DELIVERY_SECTIONS = ("queue", "email", "smtp", "mailgun", "webhooks")

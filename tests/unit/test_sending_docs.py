@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tidings.campaigns.events import EVENT_NAMES
 from tidings.campaigns.jobs.finalise_campaign import BatchFailed, OutcomeUncertain
+from tidings.campaigns.send_events import EVENT_NAMES
 from tidings.config import iter_keys
 from tidings.domain.sending import RecipientState, VerificationFailed
 

@@ -21,12 +21,12 @@ from tidings.api.admin import (
     campaign_status,
     campaigns,
     emails,
-    events,
     jobs,
     keys,
     newsletters,
     outbox,
     provider,
+    received_events,
     subscribers,
     suppressions,
     webhooks,
@@ -154,7 +154,7 @@ ADMIN_MODULES = (
     outbox,
     provider,
     webhooks,
-    events,
+    received_events,
 )
 
 

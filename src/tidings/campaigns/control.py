@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs.payloads import FinaliseCampaign, SendCampaign
 from tidings.domain.errors import Conflict, NotFound
@@ -232,7 +232,7 @@ async def close_cancelled(context: SendingContext, job: Job, campaign_id: int) -
                     preparation_excluded_count=excluded,
                 )
             except VerificationFailed as exc:
-                events.verification_failed(campaign_id, exc)
+                send_events.verification_failed(campaign_id, exc)
                 error = {"error_code": exc.code, "error": exc.detail, "retryable": False}
         await send_queries.update_send(
             conn,

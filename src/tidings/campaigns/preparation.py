@@ -19,7 +19,7 @@ from datetime import UTC, datetime, time
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.verification import check_frozen, check_ownership
@@ -109,7 +109,7 @@ class Preparation:
                     updated_at=self._ctx.now(),
                 )
         if drift_is_notable(send.preflight_email_count, candidate_count):
-            events.audience_drift(
+            send_events.audience_drift(
                 campaign_id, preflight=send.preflight_email_count, consumed=candidate_count
             )
         log.info("campaign.prepared", campaign_id=campaign_id, batches=len(pages), **self.timings)
@@ -241,7 +241,7 @@ class Preparation:
                 if stopping.is_set():
                     raise
         for member_id, _position, reason in result.exclusions:
-            events.excluded(
+            send_events.excluded(
                 "preparation",
                 campaign_id,
                 member_id,

@@ -178,7 +178,7 @@ def events(
     """Signed Mailgun events per second taken by one `tidings api` process (verified,
     recorded once, applied to the reader's recipient row), beside a bare multi-row INSERT of
     the same rows, on a scratch database of the configured kind (PRV-6)."""
-    from tidings.bench.events import bench_events
+    from tidings.bench.event_intake import bench_events
 
     url = state_of(ctx).settings().database.url
     result = bench_events(url, events=count, connections=connections)

@@ -25,18 +25,19 @@ from tidings.delivery.ssrf import CLOUD_METADATA, UNPARSEABLE, literal_host_refu
 from tidings.delivery.webhook_client import Outcome, WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
-from tidings.domain.events import (
+from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
+from tidings.domain.webhook_events import (
     WEBHOOK_EVENT_TYPES,
     validate_event_types,
     webhook_delivery_key,
 )
-from tidings.domain.jobs import Defer, GiveUp, JobStatus, RetryLater
 from tidings.queue import store as job_store
 from tidings.queue.job import Job, JobPayload
 from tidings.queue.service import JobQueue
 from tidings.storage import webhooks as queries
 from tidings.storage.database import Database
-from tidings.storage.webhooks import DeliveryRow, EndpointRow, NewEvent
+from tidings.storage.webhooks import DeliveryRow, NewEvent
+from tidings.storage.webhooks import EndpointRow as EndpointRow  # the use case's answer
 
 DELIVER_WEBHOOK = "deliver_webhook"
 MAX_URL_LENGTH = 2000

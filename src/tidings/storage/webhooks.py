@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
-from tidings.domain.events import WEBHOOK_KEY_PREFIX
+from tidings.domain.webhook_events import WEBHOOK_KEY_PREFIX
 from tidings.storage.dialect import UTCDateTime, is_postgresql
 from tidings.storage.tables import webhook_deliveries, webhook_endpoints
 

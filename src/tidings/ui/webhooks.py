@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tidings.access.audit import webhook_url_entry
 from tidings.domain.errors import InvalidInput
-from tidings.domain.events import WEBHOOK_EVENT_TYPES
+from tidings.domain.webhook_events import WEBHOOK_EVENT_TYPES
 from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 

@@ -20,7 +20,7 @@ from typing import TypeVar
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.submit.strategy import ChunkOutcome, ChunkVerdict, InFlight, RecipientOutcome
@@ -165,7 +165,7 @@ class BatchWrites:
         if withdrawn is None:
             raise SendHalted("the send was paused or cancelled")
         for row in withdrawn:
-            events.excluded(
+            send_events.excluded(
                 "submission",
                 self.campaign_id,
                 row.subscriber_id,

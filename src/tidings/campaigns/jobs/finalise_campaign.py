@@ -7,7 +7,7 @@ from __future__ import annotations
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import close_cancelled
 from tidings.campaigns.jobs.batch_writes import BatchError
@@ -121,7 +121,7 @@ class FinaliseCampaignHandler:
                 await self._check_stored_total(conn, campaign_id, totals["email_count"])
             except SendFailed as exc:
                 if isinstance(exc, VerificationFailed):
-                    events.verification_failed(campaign_id, exc)
+                    send_events.verification_failed(campaign_id, exc)
                 await fail_campaign(self._ctx, conn, campaign_id, exc)
                 return
             await send_queries.set_status(
@@ -225,7 +225,7 @@ class FinaliseCampaignHandler:
             "failed_count": total[RecipientState.FAILED],
             "uncertain_count": total[RecipientState.UNCERTAIN],
         }
-        events.submission_verified(
+        send_events.submission_verified(
             campaign_id,
             candidate_count=send.candidate_count or 0,
             submitted_count=result["email_count"],

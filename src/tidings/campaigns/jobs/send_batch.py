@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.jobs.batch_writes import BatchWrites, SendHalted
@@ -99,7 +99,7 @@ class SendBatchHandler:
                 try:
                     await self._submit(writes, step, claimed)
                 except VerificationFailed as exc:
-                    events.verification_failed(step.campaign_id, exc)
+                    send_events.verification_failed(step.campaign_id, exc)
                     await writes.fail(exc)
                 except SendHalted:
                     # Paused or cancelled (SND-23): the chunk in hand was recorded; the rest
@@ -224,7 +224,7 @@ class SendBatchHandler:
             in_flight, chunks.unsettled, last, batch.recipient_count
         )
         if status == BatchStatus.SUBMITTED:
-            events.batch_submitted(
+            send_events.batch_submitted(
                 batch.campaign_id,
                 batch.id,
                 recipient_count=batch.recipient_count,
@@ -260,7 +260,7 @@ class SendBatchHandler:
                 reason=reason.value,
             )
         for row, reason in exclusions:
-            events.excluded(
+            send_events.excluded(
                 "submission",
                 step.campaign_id,
                 row.subscriber_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import structlog
 
-from tidings.campaigns import events
+from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs.finalise_campaign import fail_campaign
 from tidings.campaigns.jobs.payloads import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
@@ -84,7 +84,7 @@ class SendCampaignHandler:
             raise Defer("the worker is shutting down", seconds=0) from None
         except SendFailed as exc:
             if isinstance(exc, VerificationFailed):
-                events.verification_failed(step.campaign_id, exc)
+                send_events.verification_failed(step.campaign_id, exc)
             async with self._ctx.queue.fenced(job) as conn:
                 await fail_campaign(self._ctx, conn, step.campaign_id, exc)
 
