@@ -14,8 +14,8 @@ from rich.table import Table
 
 from tidings.bootstrap import Container
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.copy_outcome import CopyOutcome, await_outcome
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.test_outcome import CopyOutcome, await_outcome
 from tidings.cli import campaign_repair, campaign_send, campaign_stats, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text

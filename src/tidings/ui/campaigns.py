@@ -11,8 +11,8 @@ from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
+from tidings.campaigns.copy_outcome import await_outcome
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.test_outcome import await_outcome
 from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
 from tidings.domain.segments import TIERS
 from tidings.domain.sending import CampaignStatus
