@@ -13,8 +13,8 @@ from enum import StrEnum
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.audience.subscriber_mail import queue_confirmation_email
 from tidings.audience.subscribers import Subscribers, validate_labels, validate_tier
 from tidings.domain.consent import SubscriptionState, subscription_state

@@ -11,7 +11,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.audience.subscriber_mail import queue_confirmation_email, queue_welcome_email
 from tidings.domain.audience import Source
 from tidings.domain.consent import (

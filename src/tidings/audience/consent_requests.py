@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.consent import ConsentRecorder
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.domain.audience import Source
 from tidings.queue.job import Job, JobPayload
 from tidings.storage import newsletters as newsletter_queries

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_data
 from tidings.audience.import_rows import ImportRow, RowError
+from tidings.audience.subscriber_events import subscriber_data
 from tidings.domain import consent
 from tidings.domain.audience import Source
 from tidings.domain.consent import SubscriptionState

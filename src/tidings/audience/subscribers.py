@@ -12,8 +12,8 @@ import structlog
 
 from tidings.audience.consent import ConsentRecorder
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.domain import consent
 from tidings.domain.audience import Source, Tier, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState, subscription_state

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.domain.audience import normalise_email
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.storage import subscribers as subscriber_queries

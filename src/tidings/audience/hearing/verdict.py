@@ -14,8 +14,8 @@ from typing import overload
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.events import subscriber_event
 from tidings.audience.public import PublicFlows
+from tidings.audience.subscriber_events import subscriber_event
 from tidings.domain.feedback import (
     AddressRecord,
     BouncePolicy,
