@@ -121,7 +121,7 @@ def test_operator_imports_composes_and_watches_a_send_finish(
     page.get_by_role("link", name="Send now…").click()
     expect(page.get_by_test_id("preflight")).to_have_text(str(READERS))
     visit.check("campaign-send")
-    page.get_by_role("button", name=f"Send to {READERS} readers").click()
+    page.get_by_role("button", name=f"Send to {READERS} subscribers").click()
     progress = page.locator("#send-progress")
     expect(progress).to_be_visible()
     page.wait_for_function(

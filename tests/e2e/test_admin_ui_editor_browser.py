@@ -130,7 +130,7 @@ def test_editor_keeps_typed_work_and_the_campaign_pages_read_at_a_glance(
     visit.check("campaign-editor")
 
     page.get_by_role("link", name="Send now…").click()
-    page.get_by_role("button", name=f"Send to {READERS} readers").dblclick()
+    page.get_by_role("button", name=f"Send to {READERS} subscribers").dblclick()
     expect(page.get_by_role("heading", name="Issue two")).to_be_visible()
     expect(page.get_by_role("heading", name="Verification")).to_be_visible(timeout=60_000)
     expect(page.locator(".badge").first).to_have_text("sent")

@@ -79,7 +79,7 @@ def explain(
     listed = ", ".join(str(batch_id) for batch_id in batch_ids)
     return RetryRefused(
         f"batch(es) {listed} of campaign {campaign_id} are still submitting: the provider may "
-        "have accepted them, and sending again could mail those readers twice. Look their "
+        "have accepted them, and sending again could mail those recipients twice. Look their "
         f"Message-IDs up at the provider (`tidings campaign recipients {campaign_id} --state "
         f"uncertain`), then decide each with `tidings campaign reconcile {campaign_id} --batch "
         "ID --as submitted|failed --note TEXT`; reconcile decides them first, then retry.",

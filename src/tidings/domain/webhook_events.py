@@ -10,7 +10,7 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "subscriber.deleted": "A subscriber's personal data was deleted (privacy request).",
     "subscriber.suppressed": "An address was suppressed (bounce, complaint or admin).",
     "subscriber.bounced": "A provider or mailbox reported a bounce (hard or soft, with its code).",
-    "subscriber.complained": "A reader reported a campaign as spam (a complaint, AUD-13).",
+    "subscriber.complained": "A subscriber reported a campaign as spam (a complaint, AUD-13).",
     "campaign.scheduled": "A campaign was scheduled for a later send.",
     "campaign.sending": "A campaign started sending.",
     "campaign.sent": "A campaign finished: every recipient accounted for.",

@@ -1,4 +1,4 @@
-"""A campaign's results (SND-27): what the provider and the readers reported back."""
+"""A campaign's results (SND-27): what the provider and the recipients reported back."""
 
 from __future__ import annotations
 

@@ -396,7 +396,7 @@ class BatchWrites:
                     now=now,
                     error_code=BatchError.BATCH_ERROR,
                     error=f"The worker sending this batch stopped on an unexpected {kind}; "
-                    "its job tries the readers not yet sent again.",
+                    "its job tries the recipients not yet sent again.",
                 )
         except Exception as exc:
             log.warning("campaign.batch_not_released", error_type=type(exc).__name__)
