@@ -32,8 +32,8 @@ READS_BATCHES = frozenset(
 TRANSIENT_MARKERS = ("_temporary", "_deferred")
 # Failures a refusal of the sender wrote before it was told apart (issue 35 item 9): a relay
 # refusing authentication (530 required, 535 refused) at MAIL or RCPT, or answering RCPT 554
-# (Postfix's code for relay access denied, a blocked client or sender: never the reader's own
-# mailbox). Nothing was delivered to these readers, so sending again duplicates nothing.
+# (Postfix's code for relay access denied, a blocked client or sender: never the recipient's own
+# mailbox). Nothing was delivered to these recipients, so sending again duplicates nothing.
 SENDER_REFUSED_REASONS = frozenset(
     {
         "smtp_rejected_530",
@@ -67,7 +67,7 @@ def is_resendable_failure(reason: str | None) -> bool:
 
 
 def is_sender_refused_failure(reason: str | None) -> bool:
-    """A failure that was the relay refusing the sender, not the reader (issue 35 item 9)."""
+    """A failure that was the relay refusing the sender, not the recipient (issue 35 item 9)."""
     return reason is not None and reason.lower() in SENDER_REFUSED_REASONS
 
 

@@ -25,7 +25,7 @@ class DeliveryRow:
 
     @property
     def outcome(self) -> str:
-        """What the provider or the reader reported (PRV-6), strongest first."""
+        """What the provider or the subscriber reported (PRV-6), strongest first."""
         if self.complained_at is not None:
             return "complained"
         if self.bounce_kind is not None:

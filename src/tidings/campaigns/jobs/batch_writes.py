@@ -4,7 +4,7 @@ fenced transaction (the job's claim held) and conditional on the batch's claim t
 
 Each is also conditional on the rows' states, so it can be made again: through a brief database
 outage (a restart, a failover) the worker keeps the outcomes it holds and tries the write again
-while its lease allows, rather than leave readers the relay took to become `uncertain` (PRV-1).
+while its lease allows, rather than leave recipients the relay took to become `uncertain` (PRV-1).
 """
 
 from __future__ import annotations

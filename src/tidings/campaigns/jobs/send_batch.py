@@ -114,7 +114,7 @@ class SendBatchHandler:
                     await writes.release()
                     raise
                 except RetryLater:
-                    # Unreachable, or readers deferred: what is still pending goes out on the
+                    # Unreachable, or recipients deferred: what is still pending goes out on the
                     # job's next try, by whichever worker takes the batch.
                     await writes.release()
                     raise
@@ -157,7 +157,7 @@ class SendBatchHandler:
             if outcome is ClaimOutcome.TAKEN_OVER and not await writes.take_over(conn, batch):
                 return None  # a batch call possibly handed over: an operator decides
             # Rendered once per segment and worker (CMP-3); its slots say whether the
-            # readers' custom fields are needed at all.
+            # recipients' custom fields are needed at all.
             try:
                 rendering = self._renderings.get(draft, batch.segment, batch.sending_domain)
             except Exception as exc:

@@ -1,13 +1,13 @@
 """One call per batch (a Mailgun-compatible API; SPEC PRV-2, SND-11, SND-13): the whole batch
 goes in one request, the message a template with each recipient's variables.
 
-Before the call the `send_batch` job marks the batch row handed over (its readers stay
+Before the call the `send_batch` job marks the batch row handed over (its recipient rows stay
 `pending`). The provider's answer settles them: sent, or failed one by one where it refused
 some. A failure before the request went out is NOT_REACHED (given back, the job retries later);
 a permanent refusal of the whole call fails the batch; a refusal of the sender (a key or
 domain refused: 401, 403) is SENDER_REFUSED, failing nobody: the send pauses, named. A lost
 answer after the request may have gone out — or anything else unexplained — is ANSWER_LOST:
-the readers become `uncertain` and the batch stays `submitting`, never resubmitted
+the recipient rows become `uncertain` and the batch stays `submitting`, never resubmitted
 automatically; an operator reconciles it.
 """
 

@@ -146,11 +146,11 @@ def _statement() -> Select[Any]:
 
     - `settled`: each outcome onto its row, from `in_flight`;
     - `sending`: whether the send is still submitting;
-    - `found`: (only while sending) the chunk's rows whose reader left, with the reason;
+    - `found`: (only while sending) the chunk's rows whose subscriber left, with the reason;
     - `excluded` / `marked`: those rows excluded, the rest moved to `in_flight` (unless that
       is `pending`, as for a batch call: then they are left as they are);
     - `counted`: the batch's counts raised by what was settled and excluded (SND-14);
-    then one row per withdrawn reader (or one empty row), each carrying `sending`."""
+    then one row per withdrawn recipient (or one empty row), each carrying `sending`."""
     r = campaign_recipients
     batch_id = bindparam("chunk_batch_id", type_=BigInteger)
     token = bindparam("chunk_token", type_=String)

@@ -87,7 +87,7 @@ async def close_stale_claims(conn: AsyncConnection, campaign_id: int, *, now: da
 async def cancel_unsent(conn: AsyncConnection, campaign_id: int, *, now: datetime) -> int:
     """Every batch not handed over (`pending`) and its `pending` recipients become
     `cancelled`; also the `pending` rows of a batch awaiting a reconcile (never handed over:
-    a per-recipient batch's unsent readers). Returns the recipients cancelled."""
+    a per-recipient batch's unsent recipients). Returns the recipients cancelled."""
     pending_batches = select(campaign_batches.c.id).where(
         campaign_batches.c.campaign_id == campaign_id,
         campaign_batches.c.status == BatchStatus.PENDING.value,
