@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tidings.cli.banner import Revision, ServerBanner, real_mail_line
+from tidings.bootstrap.schema import SchemaRevision
+from tidings.cli.banner import ServerBanner, real_mail_line
 from tidings.config import load_settings
 
 
@@ -14,7 +15,7 @@ def test_banner_names_each_placeholder_that_blocks_a_real_send() -> None:
         assert key in line
     assert "docs/going-live.md" in line
     banner = ServerBanner(
-        load_settings(), Revision("0018", "0018"), "http://127.0.0.1:8000", True, None
+        load_settings(), SchemaRevision("0018", "0018"), "http://127.0.0.1:8000", True, None
     ).lines()
     assert any(row.strip().startswith("real mail") and "site.name" in row for row in banner)
 

@@ -6,9 +6,10 @@ filter meanwhile is not acted on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -17,6 +18,7 @@ from tidings.audience.public import PublicFlows
 from tidings.audience.subscriber_events import subscriber_event
 from tidings.audience.subscriber_mail import queue_confirmation_email
 from tidings.audience.subscribers import Subscribers, validate_labels, validate_tier
+from tidings.domain.audit import Actor
 from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.storage import newsletters as newsletter_queries
@@ -63,13 +65,55 @@ class BulkRequest:
     newsletter: str | None = None  # for unsubscribe and confirm
 
 
+class AuditRecord(Protocol):
+    """How an action is written to the audit log (`AuditLog.record`, handed in by the
+    composition root: use cases do not import the audit log)."""
+
+    def __call__(
+        self,
+        actor: Actor,
+        action: str,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Awaitable[None]: ...
+
+
 class BulkActions:
     def __init__(
-        self, context: AudienceContext, flows: PublicFlows, subscribers: Subscribers
+        self,
+        context: AudienceContext,
+        flows: PublicFlows,
+        subscribers: Subscribers,
+        record: AuditRecord,
     ) -> None:
         self._ctx = context
         self._flows = flows
         self._subscribers = subscribers
+        self._record = record
+
+    async def apply_by(self, request: BulkRequest, actor: Actor) -> int:
+        """A bulk action on subscribers, recorded in the audit log with its count (the API,
+        the admin UI and the CLI all come here, so none can forget the record)."""
+        changed = await self.apply(request)
+        selection = request.selection
+        await self._record(
+            actor,
+            f"subscribers.bulk_{request.action.value}",
+            detail={
+                "count": changed,
+                "label": request.label,
+                "newsletter": request.newsletter,
+                "picked": None if selection.picked is None else len(selection.picked),
+                "filter": {
+                    "newsletter": selection.newsletter,
+                    "state": selection.state.value if selection.state else None,
+                    "tier": selection.tier,
+                    "label": selection.label,
+                    "text": bool(selection.text),  # the search text may be an address
+                },
+            },
+        )
+        return changed
 
     async def _filter(self, conn: AsyncConnection, selection: Selection) -> SearchFilter:
         newsletter_id = None

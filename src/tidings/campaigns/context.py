@@ -18,21 +18,17 @@ from tidings.storage.sending import campaign_sends as send_queries
 
 @dataclass(frozen=True, slots=True)
 class SendPolicy:
-    """The `bulk_email` settings, as the engine uses them."""
+    """The `bulk_email` settings the engine reads (their defaults are defined there, once)."""
 
-    batch_size: int = 1000
-    batch_creation_concurrency: int = 2
-    in_flight_chunk: int = 20
-    submission_concurrency: int = 8
-    recipient_retries: int = 2
-    send_deadline_seconds: float = 10.0
-    warming_domain: str | None = None
-    warming_daily_capacity: int = 0
+    batch_size: int
+    batch_creation_concurrency: int
+    warming_domain: str | None
+    warming_daily_capacity: int
     # The domain batches are sent from when not warming: a batch API's sending domain, or
     # (None) the newsletter's own sender domain.
-    sending_domain: str | None = None
-    delivery_spread: timedelta | None = None  # batch providers: spread delivery over this
-    discard_chunk: int = 5000
+    sending_domain: str | None
+    delivery_spread: timedelta | None  # batch providers: spread delivery over this
+    discard_chunk: int = 5000  # rows a discarded preparation deletes per statement
 
 
 @dataclass(frozen=True)

@@ -4,37 +4,16 @@ goes, what runs in the process, and the addresses to open."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-from sqlalchemy.engine import make_url
+from typing import TYPE_CHECKING
 
 from tidings import __version__
 from tidings.config import Settings, mask_url_password, placeholder_identity
-from tidings.storage import revision
-from tidings.storage.database import Database
-from tidings.storage.dialect import is_sqlite_url
+
+if TYPE_CHECKING:
+    from tidings.bootstrap.schema import SchemaRevision
 
 CAPTURE_NOTE = "mail is captured locally; see `tidings outbox`"
 METRICS_OFF = "off (metrics.enabled, or metrics.port for a port of their own)"
-
-
-@dataclass(frozen=True)
-class Revision:
-    """The database's migration revision, and whether it is the latest this code knows."""
-
-    current: str
-    latest: str
-
-    def describe(self) -> str:
-        if self.current == self.latest:
-            return f"revision {self.current} (the latest)"
-        return f"revision {self.current}, not the latest ({self.latest}): run `tidings migrate`"
-
-
-async def database_revision(db: Database) -> Revision:
-    """The database's revision, beside the latest this code knows."""
-    current = await revision.current_revisions(db)
-    return Revision(", ".join(current) or "base", ", ".join(revision.HEAD_REVISIONS))
 
 
 def say(lines: list[str]) -> None:
@@ -45,11 +24,10 @@ def say(lines: list[str]) -> None:
 
 def database_line(settings: Settings) -> str:
     """The SQLite file's path, or the URL with its password masked."""
-    url = settings.database.url
-    parsed = make_url(url)
-    if is_sqlite_url(parsed) and parsed.database:
-        return f"SQLite {Path(parsed.database).resolve()}"
-    return f"PostgreSQL {mask_url_password(url)}"
+    sqlite_file = settings.database.sqlite_file
+    if sqlite_file is not None:
+        return f"SQLite {sqlite_file.resolve()}"
+    return f"PostgreSQL {mask_url_password(settings.database.url)}"
 
 
 def email_line(settings: Settings) -> str:
@@ -96,7 +74,7 @@ class ServerBanner:
     """Everything `tidings serve` / `tidings api` reports once it listens."""
 
     settings: Settings
-    revision: Revision
+    revision: SchemaRevision
     url: str
     embedded: bool
     metrics_url: str | None
@@ -124,7 +102,9 @@ class ServerBanner:
         return [f"tidings {__version__}: {what}, listening on {self.url}", *_table(rows)]
 
 
-def worker_lines(settings: Settings, revision: Revision, metrics_url: str | None) -> list[str]:
+def worker_lines(
+    settings: Settings, revision: SchemaRevision, metrics_url: str | None
+) -> list[str]:
     rows = [
         ("database", f"{database_line(settings)}, {revision.describe()}"),
         ("email", email_line(settings)),

@@ -7,12 +7,11 @@ from __future__ import annotations
 import getpass
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from tidings.bootstrap import Container
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.copy_outcome import CopyOutcome, await_outcome
 from tidings.campaigns.drafts import CampaignDraft
@@ -21,6 +20,9 @@ from tidings.cli.context import container_for, err_console, fail, out_console, r
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
 from tidings.rendering import Preview
+
+if TYPE_CHECKING:
+    from tidings.bootstrap import Container
 
 app = typer.Typer(
     help="Campaigns: drafts, previews, test sends, and sending.", no_args_is_help=True

@@ -8,13 +8,16 @@ import getpass
 import json
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import typer
 
-from tidings.bootstrap import Container
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audit import Actor
 from tidings.domain.sending import CampaignStatus
+
+if TYPE_CHECKING:
+    from tidings.bootstrap import Container
 
 TERMINAL = (CampaignStatus.SUBMITTED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
 

@@ -7,7 +7,7 @@ import asyncio
 import csv
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -15,11 +15,13 @@ from rich.table import Table
 
 from tidings.api.admin.send_views import RecipientPublic, SendStatusPublic
 from tidings.audience.import_rows import neutralise_formula
-from tidings.bootstrap import Container
 from tidings.campaigns.send_status import CampaignRecipient
 from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import CampaignStatus, RecipientState
+
+if TYPE_CHECKING:
+    from tidings.bootstrap import Container
 
 # A follow ends at these; it exits 0 only for a submitted send.
 FOLLOW_ENDS = (

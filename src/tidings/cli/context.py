@@ -11,18 +11,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
-from tidings.bootstrap import Container, running
 from tidings.config import ConfigurationError, Settings, load_settings
-from tidings.domain.errors import TidingsError
+from tidings.domain.errors import DatabaseUnreachable, TidingsError
 from tidings.observability.logging import configure_logging
 from tidings.observability.sentry import configure_sentry
-from tidings.storage import revision
-from tidings.storage.errors import DatabaseUnreachable
+
+if TYPE_CHECKING:
+    from tidings.bootstrap import Container
 
 T = TypeVar("T")
 EXIT_CONFIG = 2
@@ -149,8 +149,11 @@ async def wait_for_stop_signal() -> None:
 @asynccontextmanager
 async def container_for(ctx: typer.Context) -> AsyncIterator[Container]:
     """A running container for a command that reads or writes data (no auto-migration)."""
+    from tidings.bootstrap import running  # the composition root, once a command runs
+    from tidings.bootstrap.schema import schema_at_head
+
     settings = state_of(ctx).settings()
     async with running(settings, apply_migrations=False) as container:
-        if not await revision.is_at_head(container.db):
+        if not await schema_at_head(container):
             fail("the database is not migrated to the latest revision: run `tidings migrate`")
         yield container

@@ -20,7 +20,8 @@ from fastapi import FastAPI
 
 from tidings.api.app import create_app, create_metrics_app
 from tidings.bootstrap import Container, build, start
-from tidings.cli.banner import ServerBanner, database_revision, say
+from tidings.bootstrap.schema import schema_revision
+from tidings.cli.banner import ServerBanner, say
 from tidings.cli.context import run
 from tidings.config import Settings
 
@@ -113,7 +114,7 @@ def serve_app(
     async def go() -> None:
         try:
             await start(container, apply_migrations=embedded)
-            revision = await database_revision(container.db)
+            revision = await schema_revision(container)
         except BaseException:
             await container.close()
             raise

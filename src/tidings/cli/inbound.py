@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
-from tidings.bootstrap import Container
 from tidings.cli.context import (
     cannot_listen,
     container_for,
@@ -19,6 +19,9 @@ from tidings.cli.context import (
     wait_for_stop_signal,
 )
 from tidings.observability.logging import get_logger
+
+if TYPE_CHECKING:
+    from tidings.bootstrap import Container
 
 log = get_logger("tidings.inbound")
 app = typer.Typer(invoke_without_command=True)

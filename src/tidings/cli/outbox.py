@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.delivery.mail_reading import ReadableMessage, read_message
-from tidings.storage.transactional_outcomes import MessageOutcome
+from tidings.outbound.message_outcomes import MessageOutcome
 
 app = typer.Typer(
     help="Read mail captured by the local provider (email.provider = capture).",

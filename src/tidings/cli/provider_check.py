@@ -9,7 +9,6 @@ from dataclasses import asdict
 
 import typer
 
-from tidings.bootstrap import check_mailgun_account, check_smtp_relay
 from tidings.cli.context import EXIT_CONFIG, fail, out_console, run, state_of
 from tidings.delivery.connection_check import ConnectionCheck
 
@@ -24,6 +23,8 @@ def smtp_check(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Connect to smtp.host:smtp.port, read the greeting, EHLO, STARTTLS (smtp.security),
     log in (when smtp.username is set) and QUIT, reporting each step. Sends nothing. Exit code
     0 when every step passed, 1 otherwise."""
+    from tidings.bootstrap import check_smtp_relay
+
     settings = state_of(ctx).settings()
     _report(run(lambda: check_smtp_relay(settings.smtp)), as_json)
 
@@ -37,6 +38,8 @@ def mailgun_check(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     for key, value in (("mailgun.api_key", mailgun.api_key), ("mailgun.domain", mailgun.domain)):
         if value is None:
             fail(f"{key} is not set", code=EXIT_CONFIG)
+    from tidings.bootstrap import check_mailgun_account
+
     _report(run(lambda: check_mailgun_account(mailgun)), as_json)
 
 

@@ -16,13 +16,10 @@ import socket
 
 import typer
 
-from tidings.bootstrap import build
-from tidings.cli.banner import base_url, database_revision, say, worker_lines
+from tidings.cli.banner import base_url, say, worker_lines
 from tidings.cli.context import bind_port, container_for, out_console, run, state_of
 from tidings.config import Settings
 from tidings.observability.logging import get_logger
-from tidings.storage import migrate as migrations
-from tidings.storage import revision
 
 log = get_logger("tidings.cli")
 HostOption = typer.Option(None, "--host", help="Listen address (default: http.host).")
@@ -97,7 +94,9 @@ def worker(
                 "worker.started", database=container.db.dialect, provider=settings.email.provider
             )
             metrics_url = metrics[1] if metrics else None
-            say(worker_lines(settings, await database_revision(container.db), metrics_url))
+            from tidings.bootstrap.schema import schema_revision
+
+            say(worker_lines(settings, await schema_revision(container), metrics_url))
             if metrics is None:
                 await container.run_workers(stop)
             else:
@@ -116,17 +115,15 @@ def migrate(
     ),
 ) -> None:
     """Apply database migrations up to the latest revision (safe to run repeatedly)."""
+    from tidings.bootstrap import build
+    from tidings.bootstrap.schema import migrate_schema
+
     container = build(state_of(ctx).settings())
 
-    async def go() -> tuple[str, ...]:
+    async def go() -> str:
         try:
-            if downgrade_to:
-                await migrations.downgrade(container.db, downgrade_to)
-            else:
-                await migrations.upgrade(container.db)
-            return await revision.current_revisions(container.db)
+            return await migrate_schema(container, downgrade_to=downgrade_to)
         finally:
             await container.close()
 
-    revisions = run(go)
-    out_console.print(f"Database at revision {', '.join(revisions) or 'base'}.")
+    out_console.print(f"Database at revision {run(go)}.")

@@ -63,7 +63,7 @@ def bulk(
 
     async def apply() -> int:
         async with container_for(ctx) as container:
-            return await container.apply_bulk(request, Actor.command_line(getpass.getuser()))
+            return await container.bulk.apply_by(request, Actor.command_line(getpass.getuser()))
 
     changed = run(apply)
     if as_json:

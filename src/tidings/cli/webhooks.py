@@ -12,7 +12,7 @@ from rich.table import Table
 from tidings.access.audit import webhook_url_entry
 from tidings.cli.context import container_for, err_console, out_console, run
 from tidings.domain.audit import Actor
-from tidings.storage.webhooks import EndpointRow
+from tidings.outbound.webhooks import EndpointRow
 
 app = typer.Typer(help="Manage webhook endpoints.", no_args_is_help=True)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, field_validator, model_validator
 
 from tidings.config.base import Section
@@ -31,6 +33,16 @@ class DatabaseSettings(Section):
         if "://" not in value or scheme not in {"sqlite", "postgresql", "postgres"}:
             raise ValueError("expected sqlite:///FILE or postgresql://USER@HOST/DB")
         return value
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database's file as the URL names it (`sqlite:///FILE`); None for
+        PostgreSQL and for an in-memory SQLite database."""
+        scheme, _, rest = self.url.partition("://")
+        if scheme.split("+", 1)[0] != "sqlite":
+            return None
+        path = rest.split("?", 1)[0].removeprefix("/")
+        return Path(path) if path and path != ":memory:" else None
 
 
 class QueueSettings(Section):

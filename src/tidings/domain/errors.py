@@ -65,3 +65,13 @@ class RateLimited(TidingsError):
 class NotReady(TidingsError):
     code = "not_ready"
     title = "The service is not ready"
+
+
+class DatabaseUnreachable(NotReady):
+    """No connection to the database could be made. `detail` is what an API client sees;
+    `diagnosis` is the operator's one line: the URL (password masked), what the driver
+    said, and what to check."""
+
+    def __init__(self, diagnosis: str) -> None:
+        super().__init__("the database is not reachable")
+        self.diagnosis = diagnosis

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tidings.storage import transactional_outcomes
 from tidings.storage.database import Database
-from tidings.storage.transactional_outcomes import MessageOutcome
+from tidings.storage.transactional_outcomes import MessageOutcome as MessageOutcome  # its answer
 
 
 class MessageOutcomes:

@@ -33,7 +33,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from tidings.domain.errors import InvalidInput, NotReady, TidingsError
+from tidings.domain.errors import DatabaseUnreachable, InvalidInput, NotReady, TidingsError
 from tidings.domain.jobs import DatabaseBusy
 from tidings.storage.dialect import is_sqlite_url
 from tidings.storage.tables import metadata
@@ -199,16 +199,6 @@ def busy_as_retry_later() -> Iterator[None]:
         if not is_busy(exc):
             raise
         raise DatabaseBusy() from None
-
-
-class DatabaseUnreachable(NotReady):
-    """No connection to the database could be made. `detail` is what an API client sees;
-    `diagnosis` is the operator's one line: the URL (password masked), what the driver
-    said, and what to check."""
-
-    def __init__(self, diagnosis: str) -> None:
-        super().__init__("the database is not reachable")
-        self.diagnosis = diagnosis
 
 
 def unreachable_database(url: URL, shown_url: str, error: BaseException) -> DatabaseUnreachable:

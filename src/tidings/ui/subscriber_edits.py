@@ -267,7 +267,7 @@ async def bulk_confirm(request: Request, session: Session) -> Response:
 async def bulk_apply(request: Request, session: Session, actor: OperatorActor) -> Response:
     form = await request.form()
     bulk = _request(form)
-    changed = await container_of(request).apply_bulk(bulk, actor)
+    changed = await container_of(request).bulk.apply_by(bulk, actor)
     return RedirectResponse(
         f"/admin/subscribers?done={bulk.action.value}&changed={changed}", status_code=303
     )

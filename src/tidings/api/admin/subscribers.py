@@ -166,7 +166,7 @@ async def bulk_action(container: ContainerDep, actor: KeyActor, body: Subscriber
         picked=None if body.ids is None else tuple(body.ids),
     )
     request = BulkRequest(body.action, selection, body.label, body.target_newsletter)
-    return BulkResult(action=body.action, count=await container.apply_bulk(request, actor))
+    return BulkResult(action=body.action, count=await container.bulk.apply_by(request, actor))
 
 
 @router.get("/{subscriber_id}", summary="One subscriber with subscriptions")
