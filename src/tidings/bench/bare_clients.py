@@ -83,8 +83,8 @@ BENCH_SECRET = "bench-site-secret-" + "x" * 26  # a benchmark's own key
 
 
 class BatchRequests:
-    """The requests a campaign of `count` readers makes, one per 1,000, built the way a worker
-    builds them: each reader's two signed link tokens, Message-ID and variables, the form and
+    """The requests a campaign of `count` recipients makes, one per 1,000, built the way a worker
+    builds them: each recipient's two signed link tokens, Message-ID and variables, the form and
     its encoding. What a worker adds to this is the database: claims, reads and outcomes."""
 
     def __init__(self, count: int) -> None:
@@ -92,12 +92,12 @@ class BatchRequests:
         self._rendering = _sample_rendering(now)
         self._template = batch_template(self._rendering)
         self._encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
-        # What a batch read gives a worker: the reader and its rows' ids and creation times.
+        # What a batch read gives a worker: the recipient and its rows' ids and creation times.
         self._people = [(sample_recipient(number), now) for number in range(count)]
         self.starts = list(range(0, count, BATCH_SIZE))
 
     def build(self, start: int) -> tuple[str, bytes]:
-        """(Content-Type, body) of the batch starting at reader `start`."""
+        """(Content-Type, body) of the batch starting at recipient `start`."""
         return self.build_for(self._people[start : start + BATCH_SIZE], f"bare-{start}")
 
     def build_for(
@@ -193,8 +193,10 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
             ) as conn:
                 while queue:
                     batch_id = queue.pop()
-                    readers = await floor.take(conn, batch_id)
-                    people = [(_values(reader), reader.created_at) for reader in readers]
+                    recipients = await floor.take(conn, batch_id)
+                    people = [
+                        (_values(recipient), recipient.created_at) for recipient in recipients
+                    ]
                     content_type, body = requests.build_for(people, f"floor-{batch_id}")
                     response = await client.post(
                         f"/v3/{BENCH_DOMAIN}/messages",
@@ -203,7 +205,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
                     )
                     response.raise_for_status()
                     await floor.settle(conn, batch_id)
-                    count += len(readers)
+                    count += len(recipients)
 
         started = time.perf_counter()
         await asyncio.gather(*(poster() for _ in range(BATCHES_IN_FLIGHT)))
@@ -217,13 +219,13 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
     }
 
 
-def _values(reader: floor.Reader) -> RecipientValues:
+def _values(recipient: floor.FloorRecipient) -> RecipientValues:
     return RecipientValues(
-        address=reader.email,
-        name=reader.name,
+        address=recipient.email,
+        name=recipient.name,
         unsubscribe_token="",
         preferences_token="",
-        subscriber_id=str(reader.subscriber_id),
-        recipient_id=str(reader.recipient_id),
-        attributes=reader.attributes,
+        subscriber_id=str(recipient.subscriber_id),
+        recipient_id=str(recipient.recipient_id),
+        attributes=recipient.attributes,
     )

@@ -1,9 +1,9 @@
 """`tidings bench events`: how fast one API process takes a campaign's aftermath (PRV-6) —
 signed Mailgun `delivered` events posted over loopback to `tidings api`, each verified,
-recorded once, tied to its recipient row and folded into the reader's outcome — beside a bare
+recorded once, tied to its recipient row and folded into the recipient's outcome — beside a bare
 multi-row INSERT of the same rows into the same table in the same run.
 
-A scratch database of the configured kind gets `events` readers and a campaign already sent
+A scratch database of the configured kind gets `events` subscribers and a campaign already sent
 to them all; `tidings api` runs in its own process on a free port; `connections` clients
 post one event per request, as Mailgun does. The target (issue 22): 2,000 events/s and at
 least 0.25 of the bare insert, on PostgreSQL.
@@ -34,13 +34,13 @@ TARGET_RATIO = 0.25
 DOMAIN = "mg.bench.example.org"
 BARE_CHUNK = 1000
 PATH = "/api/events/mailgun"
-# Events posted before the clock starts, to readers of their own: the first requests build
+# Events posted before the clock starts, to subscribers of their own: the first requests build
 # what a running server has built long before (the OpenAPI route table, prepared statements).
 WARM_UP = 200
 
 
 async def _prepare(url: str, events: int) -> int:
-    """Migrate, seed `events` readers and a campaign sent to them; the campaign id."""
+    """Migrate, seed `events` subscribers and a campaign sent to them; the campaign id."""
     db = create_database(url)
     try:
         await migrate.upgrade(db)
@@ -56,7 +56,7 @@ async def _prepare(url: str, events: int) -> int:
 
 
 def _bodies(key: str, campaign_id: int, events: int) -> list[bytes]:
-    """One signed `delivered` event for each of readers 1..`events`."""
+    """One signed `delivered` event for each of subscribers 1..`events`."""
     now = datetime.now(UTC)
     bodies = []
     for number in range(1, events + 1):

@@ -1,7 +1,7 @@
 """The least database work a batch send can do, in bare psycopg: `tidings bench send`'s floor.
 
 Per batch, two statements, each its own transaction: one marks the batch's recipient rows in
-flight and returns the readers they name (the rows a request is built from), one marks them
+flight and returns the recipients they name (the rows a request is built from), one marks them
 sent. No claim token, no consent re-check, no counts, no queue: what is left when every
 guarantee is taken away, so the distance from it to a worker is what the guarantees cost and
 the distance from it to a client with no database is what touching the rows at all costs.
@@ -35,7 +35,9 @@ UPDATE campaign_recipients SET state = %(state)s, updated_at = now() WHERE batch
 """
 
 
-class Reader(NamedTuple):
+class FloorRecipient(NamedTuple):
+    """A recipient row as the floor reads it: what a batch request is built from."""
+
     recipient_id: int
     subscriber_id: int
     email: str
@@ -53,12 +55,12 @@ async def batch_ids(conn: psycopg.AsyncConnection[Any]) -> list[int]:
     return [row[0] for row in await cursor.fetchall()]
 
 
-async def take(conn: psycopg.AsyncConnection[Any], batch_id: int) -> list[Reader]:
-    """Mark the batch's rows in flight; the readers they name, in position order."""
+async def take(conn: psycopg.AsyncConnection[Any], batch_id: int) -> list[FloorRecipient]:
+    """Mark the batch's rows in flight; the recipients they name, in position order."""
     cursor = await conn.execute(
         _TAKE, {"state": RecipientState.SENDING.value, "batch": batch_id}, prepare=True
     )
-    return [Reader._make(row) for row in await cursor.fetchall()]
+    return [FloorRecipient._make(row) for row in await cursor.fetchall()]
 
 
 async def settle(conn: psycopg.AsyncConnection[Any], batch_id: int) -> None:

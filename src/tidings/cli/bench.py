@@ -176,7 +176,7 @@ def events(
     ),
 ) -> None:
     """Signed Mailgun events per second taken by one `tidings api` process (verified,
-    recorded once, applied to the reader's recipient row), beside a bare multi-row INSERT of
+    recorded once, applied to the subscriber's recipient row), beside a bare multi-row INSERT of
     the same rows, on a scratch database of the configured kind (PRV-6)."""
     from tidings.bench.event_intake import bench_events
 

@@ -84,7 +84,7 @@ class SenderRefused(PermanentFailure):
     refused, the sender address refused, a certificate not trusted, a key refused. Nothing was
     accepted, and trying again fails the same way until the configuration changes (so it is
     permanent: a transactional message is given up, replayable): a campaign's send pauses with
-    the problem named instead of failing its readers (SND-26)."""
+    the problem named instead of failing its recipients (SND-26)."""
 
     code = "delivery_sender_refused"
     title = "The provider refused the sender"
