@@ -52,7 +52,7 @@ async def _prepare(container: Container, requests: int) -> None:
             )
             if case == "unsubscribed":
                 await container.subscribers.unsubscribe(view.subscriber.id, NEWSLETTER)
-            if case == "suppressed":  # a reader whose mail bounced, say
+            if case == "suppressed":  # a subscriber whose mail bounced, say
                 await container.suppressions.suppress(
                     _address(case, number), reason="admin", note=None, actor="bench"
                 )

@@ -130,7 +130,7 @@ def key_fingerprint(key: str) -> str:
     return hmac.new(key.encode(), b"tidings key fingerprint", hashlib.sha256).hexdigest()[:32]
 
 
-# The unsubscribe and preferences token in a campaign's test send (CMP-5): a test reader is
+# The unsubscribe and preferences token in a campaign's test send (CMP-5): a test recipient is
 # not a subscriber, so the links open a page that says the message was a test.
 TEST_SEND_TOKEN = "test-send"  # noqa: S105 - a placeholder, not a secret
 

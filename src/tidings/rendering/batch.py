@@ -43,7 +43,7 @@ class BatchTemplate:
     text: str
     headers: dict[str, str]
     fields: tuple[tuple[str, Slot, bool], ...]  # (variable, slot, HTML-escaped?)
-    uses_name: bool = False  # a slot shows the reader's name: clean it once per recipient
+    uses_name: bool = False  # a slot shows the recipient's name: clean it once per recipient
 
     @property
     def variable_names(self) -> tuple[str, ...]:
