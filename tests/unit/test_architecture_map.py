@@ -70,6 +70,13 @@ def test_every_spec_id_is_mapped() -> None:
     assert [spec_id for spec_id in listed if spec_id not in mapped] == []
 
 
+def test_the_map_names_no_id_the_spec_lacks() -> None:
+    """A mistyped or retired id in the map points a reader at a requirement that is not there."""
+    listed = {line.strip() for line in SPEC_IDS.read_text().splitlines() if line[:1].isalpha()}
+    mapped = set().union(*(_mapped_ids(ids) for ids, _ in _rows()))
+    assert sorted(mapped - listed) == []
+
+
 def test_every_mapped_path_exists() -> None:
     """A path the map names that has moved sends a reader to a file that is not there."""
     named = [path for _, where in _rows() for path in _paths(where)]
