@@ -11,9 +11,8 @@ from sqlalchemy.exc import DBAPIError
 
 from tidings.cli.context import free_port
 from tidings.config import mask_url_password
-from tidings.domain.errors import NotReady
+from tidings.domain.errors import DatabaseUnreachable, NotReady
 from tidings.storage.database import Database, create_database
-from tidings.domain.errors import DatabaseUnreachable
 
 
 async def test_refused_connection_names_the_masked_url_and_what_to_check() -> None:
