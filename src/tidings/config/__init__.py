@@ -38,6 +38,7 @@ from tidings.config.site import (
     ThemeSettings,
 )
 from tidings.config.storage import DatabaseSettings, QueueSettings
+from tidings.config.tracking import TrackingSettings
 
 __all__ = [
     "CONFIG_FILE_ENV",
@@ -62,6 +63,7 @@ __all__ = [
     "SiteSettings",
     "SmtpSettings",
     "ThemeSettings",
+    "TrackingSettings",
     "WebhookSettings",
     "describe_validation_error",
     "format_duration",

@@ -26,6 +26,7 @@ from tidings.config.site import (
     ThemeSettings,
 )
 from tidings.config.storage import DatabaseSettings, QueueSettings
+from tidings.config.tracking import TrackingSettings
 
 
 class Settings(BaseSettings):
@@ -54,6 +55,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = WebhookSettings()
     inbound: InboundSettings = InboundSettings()
     ses: SesSettings = SesSettings()
+    tracking: TrackingSettings = TrackingSettings()
     audience: AudienceSettings = AudienceSettings()
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()

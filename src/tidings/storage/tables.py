@@ -201,7 +201,10 @@ newsletters = Table(
     Column("welcome_body", Text(), nullable=True),
     # Opt-in public web archive and feed of the sent issues (API-4).
     Column("archive", Boolean(), nullable=False, server_default="0"),
+    # Opens and clicks (ENG-1): off (no pixel, no rewritten link), aggregate, per_person.
+    Column("tracking", String(16), nullable=False, server_default="off"),
     UniqueConstraint("slug"),
+    CheckConstraint("tracking IN ('off', 'aggregate', 'per_person')", name="tracking"),
 )
 
 subscribers = Table(
@@ -219,6 +222,10 @@ subscribers = Table(
     Column("attributes", Json, nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # Consent to per-person open and click tracking (ENG-1): when, and how it was given
+    # (signup, preferences, import, api). NULL: not given, or withdrawn.
+    Column("tracking_consent_at", UTCDateTime(), nullable=True),
+    Column("tracking_consent_source", String(16), nullable=True),
     UniqueConstraint("email_key"),
     CheckConstraint("tier IN ('free', 'paid', 'comped')", name="tier"),
     CheckConstraint("email_key = lower(email_key)", name="email_key_lower"),
@@ -748,3 +755,115 @@ address_history = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 Index(None, address_history.c.email_hash, address_history.c.id)
+
+# -- engagement (SPEC §5.9) ------------------------------------------------------------------
+# Links rewritten at render time (ENG-2), hits as they arrive (ENG-3), and the counters the
+# results are read from (ENG-5). Nothing here holds an IP address or a full user agent (ENG-4);
+# only `engagement_person_hits` names a person, and only for consented subscribers (ENG-1, 6).
+
+# One row per tracked link of a campaign's segment, numbered in order of appearance; number 0
+# is the segment's open pixel (url empty). A token names (campaign, segment, number), never a
+# URL, so no token can redirect anywhere but here (no open redirect).
+campaign_links = Table(
+    "campaign_links",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False),
+    Column("segment", String(64), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("url", Text(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("campaign_id", "segment", "number"),
+    CheckConstraint("number >= 0", name="number"),
+)
+
+# Hits as received: appended by the public endpoints in group commits, applied to the counters
+# in set-based batches by the `apply_engagement` job and then deleted. `message_key` is the
+# random per-message value of the token: stored nowhere beside the recipient. `recipient_id`
+# is set only for a per_person token. No foreign keys: a hit for a campaign deleted meanwhile
+# is dropped when applied.
+engagement_intake = Table(
+    "engagement_intake",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Column("campaign_id", BigInteger, nullable=False),
+    Column("segment", String(64), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("message_key", String(32), nullable=False),
+    Column("recipient_id", BigInteger, nullable=True),
+    Column("sent_at", UTCDateTime(), nullable=True, comment="when the message was handed over"),
+    Column("verdict", String(8), nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("client_family", String(32), nullable=False),
+    CheckConstraint("kind IN ('open', 'click')", name="kind"),
+    CheckConstraint("verdict IN ('human', 'machine')", name="verdict"),
+)
+
+# The first human hit of each (message, link, kind): what makes unique counts count a message
+# once, however often its hits are replayed. Number 0 is the segment as a whole (any link for
+# clicks, the pixel for opens).
+engagement_firsts = Table(
+    "engagement_firsts",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("segment", String(64), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("message_key", String(32), primary_key=True),
+)
+
+# The counters results are read from (ENG-5): per campaign, segment, link (0: the segment as a
+# whole), kind and hour. Reading a campaign's results is O(links x hours), never a scan of hits.
+engagement_counters = Table(
+    "engagement_counters",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("segment", String(64), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("hour", UTCDateTime(), primary_key=True),
+    Column("human_unique", Integer, nullable=False, server_default="0"),
+    Column("human_total", Integer, nullable=False, server_default="0"),
+    Column("machine_total", Integer, nullable=False, server_default="0"),
+)
+
+# A consented subscriber's hits (ENG-6, per_person only): their activity, in the privacy export,
+# gone with a privacy delete (CASCADE) or after tracking.retention_days (the counters above
+# already hold them, so that fold loses no figure).
+engagement_person_hits = Table(
+    "engagement_person_hits",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False),
+    Column(
+        "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("segment", String(64), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("verdict", String(8), nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("client_family", String(32), nullable=False),
+    Column("at", UTCDateTime(), nullable=False),
+    CheckConstraint("kind IN ('open', 'click')", name="kind"),
+    CheckConstraint("verdict IN ('human', 'machine')", name="verdict"),
+)
+Index(None, engagement_person_hits.c.subscriber_id, engagement_person_hits.c.at)
+Index(None, engagement_person_hits.c.campaign_id)
+Index(None, engagement_person_hits.c.at)
+
+# `subscriber.engaged` goes out at most once per person per campaign (per_person only).
+engagement_notices = Table(
+    "engagement_notices",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column(
+        "subscriber_id",
+        BigId,
+        ForeignKey("subscribers.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("at", UTCDateTime(), nullable=False),
+)
