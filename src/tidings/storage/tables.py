@@ -772,6 +772,8 @@ campaign_links = Table(
     Column("segment", String(64), nullable=False),
     Column("number", Integer, nullable=False),
     Column("url", Text(), nullable=False),
+    # A link no person sees (hidden in the HTML): whoever follows it is a machine (ENG-4).
+    Column("hidden", Boolean(), nullable=False, server_default="0"),
     Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("campaign_id", "segment", "number"),
     CheckConstraint("number >= 0", name="number"),

@@ -53,6 +53,7 @@ def upgrade() -> None:
         sa.Column("segment", sa.String(64), nullable=False),
         sa.Column("number", sa.Integer, nullable=False),
         sa.Column("url", sa.Text(), nullable=False),
+        sa.Column("hidden", sa.Boolean(), nullable=False, server_default="0"),
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.UniqueConstraint("campaign_id", "segment", "number"),
         sa.CheckConstraint("number >= 0", name="number"),
