@@ -29,6 +29,7 @@ class NewsletterRow:
     welcome_subject: str | None = None
     welcome_body: str | None = None
     archive: bool = False
+    tracking: str = "off"  # ENG-1: off, aggregate, per_person
 
 
 def _row(row: Any) -> NewsletterRow:

@@ -36,6 +36,9 @@ class SubscriberRow:
     attributes: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    # Consent to per-person open and click tracking (ENG-1): when and how, or None.
+    tracking_consent_at: datetime | None = None
+    tracking_consent_source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

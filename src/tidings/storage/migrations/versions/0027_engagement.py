@@ -35,9 +35,6 @@ def _key(name: str, table: str) -> sa.Column[int]:
 def upgrade() -> None:
     with op.batch_alter_table("newsletters") as batch:
         batch.add_column(sa.Column("tracking", sa.String(16), nullable=False, server_default="off"))
-        batch.create_check_constraint(
-            op.f("ck_newsletters_tracking"), "tracking IN ('off', 'aggregate', 'per_person')"
-        )
     with op.batch_alter_table("subscribers") as batch:
         batch.add_column(sa.Column("tracking_consent_at", UTCDateTime(), nullable=True))
         batch.add_column(sa.Column("tracking_consent_source", sa.String(16), nullable=True))
@@ -152,5 +149,4 @@ def downgrade() -> None:
         batch.drop_column("tracking_consent_source")
         batch.drop_column("tracking_consent_at")
     with op.batch_alter_table("newsletters") as batch:
-        batch.drop_constraint(op.f("ck_newsletters_tracking"), type_="check")
         batch.drop_column("tracking")
