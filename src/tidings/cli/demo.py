@@ -17,9 +17,9 @@ import typer
 
 from tidings.cli.context import fail, free_port, out_console
 from tidings.cli.demo_campaign import (
-    READERS,
+    SUBSCRIBERS,
     create_newsletter,
-    import_readers,
+    import_subscribers,
     send_a_campaign,
 )
 from tidings.cli.demo_hearing import hear_back
@@ -51,12 +51,12 @@ def _wait_until_up(base: str, server: subprocess.Popen[bytes], deadline_s: float
 
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Leave the server running until Ctrl-C."),
-    readers: int = typer.Option(
-        READERS,
-        "--readers",
+    subscribers: int = typer.Option(
+        SUBSCRIBERS,
+        "--subscribers",
         min=10,
         max=1_000_000,
-        help="Generated readers to import and send the campaign to (one in five paid).",
+        help="Generated subscribers to import and send the campaign to (one in five paid).",
     ),
     directory: Path | None = typer.Option(
         None,
@@ -66,10 +66,11 @@ def demo(
     ),
 ) -> None:
     """Start `tidings serve` on a fresh SQLite file and exercise it end to end: an API key, a
-    newsletter, a reader who signs up through the public form and confirms through the emailed
-    link, 10,000 generated readers (--readers) imported from CSV, then a campaign to all sent
+    newsletter, a subscriber who signs up through the public form and confirms through the
+    emailed link, 10,000 generated subscribers (--subscribers) imported from CSV, then a campaign
+    to all sent
     through the workers to a local SMTP sink and followed, every message checked; then the
-    sink mails back a bounce and a complaint, `tidings inbound` reads them, both readers are
+    sink mails back a bounce and a complaint, `tidings inbound` reads them, both subscribers are
     suppressed and the campaign's statistics show it."""
     if directory is not None and directory.exists() and any(directory.iterdir()):
         fail(f"--dir {directory}: not empty (the demo starts from nothing)")
@@ -153,9 +154,11 @@ def demo(
         if anonymous.status_code != 401 or keys.status_code != 200:
             fail("admin authentication did not behave as documented")
         newsletter = create_newsletter(base, token)
-        form_reader = sign_up_through_the_form(base, newsletter, mail_dir)
-        import_readers(newsletter, env, readers)
-        campaign_id = send_a_campaign(base, token, newsletter, mail_dir, env, form_reader, readers)
+        form_subscriber = sign_up_through_the_form(base, newsletter, mail_dir)
+        import_subscribers(newsletter, env, subscribers)
+        campaign_id = send_a_campaign(
+            base, token, newsletter, mail_dir, env, form_subscriber, subscribers
+        )
         hear_back(base, token, campaign_id, env)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")

@@ -1,4 +1,4 @@
-"""The campaign part of `tidings demo`: 10,000 generated confirmed readers (free and paid)
+"""The campaign part of `tidings demo`: 10,000 generated confirmed subscribers (free and paid)
 imported from CSV with `tidings subscribers import`, a campaign with a free and a paid block,
 sent by the server's workers to the local SMTP sink and followed with
 `tidings campaign status --follow`, then checked against every message the sink stored."""
@@ -23,11 +23,11 @@ import httpx
 from tidings.cli.context import fail, out_console
 from tidings.domain.email_headers import message_id
 
-READERS = 10_000  # the default audience: four in five free, one in five paid
+SUBSCRIBERS = 10_000  # the default audience: four in five free, one in five paid
 SUBJECT = "Issue 1: hello from tidings"
-# Two readers the local SMTP sink answers for (dev-smtp --reports-to): a mailbox that does not
-# exist and a reader who marks the issue as spam (demo_hearing.py).
-HEARING_READERS = (
+# Two subscribers the local SMTP sink answers for (dev-smtp --reports-to): a mailbox that does not
+# exist and a subscriber who marks the issue as spam (demo_hearing.py).
+HEARING_SUBSCRIBERS = (
     ("bounce-gone@example.org", "Gone Reader"),
     ("complain-cross@example.org", "Cross Reader"),
 )
@@ -36,7 +36,7 @@ MEMBERS_ONLY = "Members' corner: the full data set is attached to this issue onl
 FREE_ONLY = "Enjoying it? Members get the data behind every story."
 BODY = f"""Hello {{{{ name | fallback: "reader" }}}},
 
-This is the first issue of **The Weekly**, sent by tidings to every confirmed reader.
+This is the first issue of **The Weekly**, sent by tidings to every confirmed subscriber.
 
 ::: only paid
 {MEMBERS_ONLY}
@@ -64,33 +64,33 @@ def create_newsletter(base: str, token: str) -> str:
     return "weekly"
 
 
-def paid_readers(readers: int) -> int:
-    """How many of `readers` generated readers are paid members (one in five)."""
-    return readers // 5
+def paid_subscribers(subscribers: int) -> int:
+    """How many of `subscribers` generated subscribers are paid members (one in five)."""
+    return subscribers // 5
 
 
-def generated_readers(readers: int) -> list[tuple[str, str, str]]:
-    """(email, name, tier) of the imported readers: the two who hear back, then free readers,
-    then paid members."""
-    paid = paid_readers(readers)
-    rows = [(address, name, "free") for address, name in HEARING_READERS]
+def generated_subscribers(subscribers: int) -> list[tuple[str, str, str]]:
+    """(email, name, tier) of the imported subscribers: the two who hear back, then free
+    subscribers, then paid members."""
+    paid = paid_subscribers(subscribers)
+    rows = [(address, name, "free") for address, name in HEARING_SUBSCRIBERS]
     rows += [
         (f"reader{n:05d}@example.org", f"Reader {n}", "free")
-        for n in range(readers - paid - len(HEARING_READERS))
+        for n in range(subscribers - paid - len(HEARING_SUBSCRIBERS))
     ]
     rows += [(f"member{n:05d}@example.org", f"Member {n}", "paid") for n in range(paid)]
     return rows
 
 
-def import_readers(newsletter: str, env: dict[str, str], readers: int) -> None:
+def import_subscribers(newsletter: str, env: dict[str, str], subscribers: int) -> None:
     """Generate the CSV in a temporary directory and import it with the CLI: importing
     `confirmed` rows is the operator asserting consent (no confirmation emails)."""
     with tempfile.TemporaryDirectory(prefix="tidings-demo-csv-") as scratch:
-        path = Path(scratch) / "readers.csv"
+        path = Path(scratch) / "subscribers.csv"
         with path.open("w", newline="", encoding="utf-8") as file:
             writer = csv.writer(file)
             writer.writerow(["email", "name", "tier", "status"])
-            writer.writerows((*row, "confirmed") for row in generated_readers(readers))
+            writer.writerows((*row, "confirmed") for row in generated_subscribers(subscribers))
         out_console.print(
             f"  $ tidings subscribers import {path.name} --newsletter {newsletter}", markup=False
         )
@@ -114,11 +114,12 @@ def import_readers(newsletter: str, env: dict[str, str], readers: int) -> None:
     if done.returncode != 0:
         fail(f"the import failed: {done.stderr.strip() or done.stdout.strip()}")
     report = json.loads(done.stdout)
-    if report["created"] != readers:
-        fail(f"the import created {report['created']} readers: {report}")
+    if report["created"] != subscribers:
+        fail(f"the import created {report['created']} subscribers: {report}")
+    paid = paid_subscribers(subscribers)
     out_console.print(
-        f"[green]✓[/] {report['created']:,} generated confirmed readers imported "
-        f"({readers - paid_readers(readers):,} free, {paid_readers(readers):,} paid) — an "
+        f"[green]✓[/] {report['created']:,} generated confirmed subscribers imported "
+        f"({subscribers - paid:,} free, {paid:,} paid) — an "
         "explicit consent assertion, so no confirmation emails"
     )
 
@@ -129,8 +130,8 @@ def send_a_campaign(
     newsletter: str,
     mail_dir: Path,
     env: dict[str, str],
-    form_reader: str,
-    readers: int,
+    form_subscriber: str,
+    subscribers: int,
 ) -> int:
     """Draft the campaign over the admin API, send it from the CLI, follow it with the
     progress bar, and check what reached the sink."""
@@ -174,7 +175,7 @@ def send_a_campaign(
     if found.status_code != 200:
         fail(f"GET /api/admin/campaigns/{campaign_id}/status: {found.status_code} {found.text}")
     status: dict[str, Any] = found.json()
-    _verify(campaign_id, status, mail_dir, form_reader, readers, base)
+    _verify(campaign_id, status, mail_dir, form_subscriber, subscribers, base)
     return campaign_id
 
 
@@ -218,12 +219,12 @@ def _verify(
     campaign_id: int,
     status: dict[str, Any],
     mail_dir: Path,
-    form_reader: str,
-    readers: int,
+    form_subscriber: str,
+    subscribers: int,
     base: str,
 ) -> None:
-    """Every stored message of this campaign is read back: recipients counted (each reader
-    exactly once, nobody else), the paid block only in paid readers' copies, Message-IDs."""
+    """Every stored message of this campaign is read back: recipients counted (each subscriber
+    exactly once, nobody else), the paid block only in paid subscribers' copies, Message-IDs."""
     headers_only = BytesHeaderParser(policy=policy.compat32)
     to: Counter[str] = Counter()
     paid_copies = 0
@@ -242,7 +243,7 @@ def _verify(
         if (paid, free) != (address.startswith("member"), not address.startswith("member")):
             fail(f"{address} got the wrong version of the issue")
         paid_copies += paid
-    expected = {row[0] for row in generated_readers(readers)} | {form_reader}
+    expected = {row[0] for row in generated_subscribers(subscribers)} | {form_subscriber}
     duplicates = sum(count - 1 for count in to.values())
     recipients = status["recipients"]
     out_console.rule("verification")
@@ -252,7 +253,7 @@ def _verify(
         ("excluded", recipients["excluded"]),
         ("failed", recipients["failed"]),
         ("uncertain", recipients["uncertain"]),
-        ("readers mailed at the sink", len(to)),
+        ("subscribers mailed at the sink", len(to)),
         ("duplicates found in the sink", duplicates),
     ]
     for label, value in lines:
@@ -262,21 +263,21 @@ def _verify(
         or set(to) != expected
         or duplicates
         or recipients["sent"] != len(expected)
-        or paid_copies != paid_readers(readers)
+        or paid_copies != paid_subscribers(subscribers)
     ):
         missing = sorted(expected - set(to))[:3]
         strangers = sorted(set(to) - expected)[:3]
         fail(
-            f"the sink does not hold one message per reader: missing {missing}, unexpected "
+            f"the sink does not hold one message per subscriber: missing {missing}, unexpected "
             f"{strangers}, {duplicates} duplicate(s), {paid_copies} paid copies"
         )
     out_console.print(
         f"[green]✓[/] campaign {campaign_id} submitted: every one of the {len(expected):,} "
-        f"readers exactly once, {form_reader} (signed up through the form) included; "
+        f"subscribers exactly once, {form_subscriber} (signed up through the form) included; "
         f"{paid_copies:,} paid copies carry the members-only block, free copies the free one"
     )
     out_console.print(
-        "[green]✓[/] Message-ID per reader: <campaign id>.<first 32 hex of "
+        "[green]✓[/] Message-ID per subscriber: <campaign id>.<first 32 hex of "
         "sha256('<campaign id>:<address>')>@<sending domain>"
     )
     out_console.print(

@@ -1,5 +1,5 @@
 """The demo's last act (issue 22): the campaign hears back. The local SMTP sink mails a DSN
-for the reader whose mailbox does not exist and an ARF complaint for the one who marks it as
+for the subscriber whose mailbox does not exist and an ARF complaint for the one who marks it as
 spam to `tidings inbound`, over the VERP return path; both are suppressed, and the campaign's
 statistics show it."""
 
@@ -12,7 +12,7 @@ import time
 import httpx
 
 from tidings.cli.context import fail, out_console
-from tidings.cli.demo_campaign import HEARING_READERS
+from tidings.cli.demo_campaign import HEARING_SUBSCRIBERS
 
 WAIT_SECONDS = 60
 
@@ -37,7 +37,7 @@ def hear_back(base: str, token: str, campaign_id: int, env: dict[str, str]) -> N
         f"read them: {total['hard_bounced']} hard bounce, {total['complained']} complaint, "
         f"{total['delivered']} delivered reported"
     )
-    for address, _name in HEARING_READERS:
+    for address, _name in HEARING_SUBSCRIBERS:
         answer = httpx.get(
             f"{base}/api/admin/suppressions/check",
             params={"email": address},
@@ -47,7 +47,8 @@ def hear_back(base: str, token: str, campaign_id: int, env: dict[str, str]) -> N
         if answer.status_code != 200 or not answer.json()["suppressed"]:
             fail(f"{address} is not suppressed: {answer.status_code} {answer.text}")
     out_console.print(
-        f"[green]✓[/] {', '.join(a for a, _ in HEARING_READERS)} suppressed: no more mail to them"
+        f"[green]✓[/] {', '.join(address for address, _ in HEARING_SUBSCRIBERS)} suppressed: "
+        "no more mail to them"
     )
     out_console.print(f"  $ tidings campaign stats {campaign_id}", markup=False)
     subprocess.run(  # noqa: S603 - our own executable with fixed arguments

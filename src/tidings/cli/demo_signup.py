@@ -1,4 +1,4 @@
-"""The signup part of `tidings demo`: a reader subscribes through the public form, and confirms
+"""The signup part of `tidings demo`: a subscriber subscribes through the public form, and confirms
 through the link in the confirmation email the local SMTP sink captured, as a browser would
 (the page first, then its button's POST)."""
 
@@ -14,7 +14,7 @@ import httpx
 
 from tidings.cli.context import fail, out_console
 
-FORM_READER = "ada@example.net"
+FORM_SUBSCRIBER = "ada@example.net"
 CONFIRM_LINK = re.compile(r"https?://[^\s\"'<>]+/confirm/[A-Za-z0-9._~-]+")
 
 
@@ -27,15 +27,15 @@ def sign_up_through_the_form(base: str, newsletter: str, mail_dir: Path) -> str:
             fail(f"GET /subscribe: {form.status_code}, newsletter {newsletter!r} not offered")
         posted = browser.post(
             "/subscribe",
-            data={"email": FORM_READER, "name": "Ada", "newsletter": newsletter},
+            data={"email": FORM_SUBSCRIBER, "name": "Ada", "newsletter": newsletter},
         )
         if posted.status_code != 303 or posted.headers.get("location") != "/subscribe/thanks":
             fail(f"POST /subscribe: {posted.status_code} {posted.text[:200]}")
         out_console.print(
-            f"[green]✓[/] {FORM_READER} signed up through the public form at {base}/subscribe "
+            f"[green]✓[/] {FORM_SUBSCRIBER} signed up through the public form at {base}/subscribe "
             "(303 → /subscribe/thanks)"
         )
-        email = _wait_for_mail_to(FORM_READER, mail_dir, deadline_s=30)
+        email = _wait_for_mail_to(FORM_SUBSCRIBER, mail_dir, deadline_s=30)
         link = _confirmation_link(email)
         path = link[link.index("/confirm/") :]
         page = browser.get(path)
@@ -48,7 +48,7 @@ def sign_up_through_the_form(base: str, newsletter: str, mail_dir: Path) -> str:
         f"[green]✓[/] the confirmation email ({email['Subject']!s}) reached the sink; its link "
         f"{base}/confirm/… was opened (GET: a page, no change) and its button pressed (POST)"
     )
-    return FORM_READER
+    return FORM_SUBSCRIBER
 
 
 def _wait_for_mail_to(address: str, mail_dir: Path, deadline_s: float) -> EmailMessage:
