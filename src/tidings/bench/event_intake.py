@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tidings.bench import readings, seeding, yardsticks
+from tidings.bench.keepalive import send_all
 from tidings.bench.local_processes import cpu_seconds, free_port, wait_for_port
 from tidings.bench.scratch import scratch_database
 from tidings.delivery.mailgun_events import event_data, signed_body
@@ -73,90 +74,25 @@ def _bodies(key: str, campaign_id: int, events: int) -> list[bytes]:
     return bodies
 
 
-class _Poster(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection posting bodies one after another, as a Mailgun
-    sender does: each body goes once the previous answer is in. A bare protocol rather than
-    httpx or asyncio streams: profiled, httpx's pool spent more CPU choosing a connection per
-    request than the API spent on it, and streams cost a future and several loop turns per
-    answer; on a shared machine the client's CPU is taken from the server it measures."""
-
-    def __init__(self, bodies: list[bytes], outcomes: dict[str, int]) -> None:
-        self._bodies = bodies  # shared by every connection; each pops the next
-        self._outcomes = outcomes
-        self._buffer = b""
-        self._transport: asyncio.Transport | None = None
-        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._post_next()
-
-    def _post_next(self) -> None:
-        assert self._transport is not None
-        if not self._bodies:
-            if not self.finished.done():
-                self.finished.set_result(None)
-            return
-        body = self._bodies.pop()
-        head = (
+def _requests(bodies: list[bytes]) -> list[bytes]:
+    """Each body as one POST, as a Mailgun sender makes it."""
+    return [
+        (
             f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n\r\n"
-        )
-        self._transport.write(head.encode() + body)
-
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        while (end := self._buffer.find(b"\r\n\r\n")) >= 0:
-            head = self._buffer[:end].decode("latin-1").split("\r\n")
-            length = next(
-                (int(line.split(":", 1)[1]) for line in head[1:]
-                 if line.lower().startswith("content-length:")),
-                0,
-            )  # fmt: skip
-            if len(self._buffer) < end + 4 + length:
-                return  # the rest of this answer is still on its way
-            answer = self._buffer[end + 4 : end + 4 + length]
-            self._buffer = self._buffer[end + 4 + length :]
-            outcome = _outcome_of(answer)
-            key = str(outcome or head[0].split(" ", 2)[1])
-            self._outcomes[key] = self._outcomes.get(key, 0) + 1
-            self._post_next()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.finished.done():
-            self.finished.set_exception(exc or ConnectionError("the API closed the connection"))
+        ).encode()
+        + body
+        for body in bodies
+    ]
 
 
-def _outcome_of(answer: bytes) -> str | None:
-    """`outcome` of a JSON answer, if it is one that has it."""
+def _outcome_of(status: str, answer: bytes) -> str:
+    """`outcome` of a JSON answer that has it, else the status code."""
     try:
         parsed = json.loads(answer)
     except ValueError:
-        return None
-    return str(parsed["outcome"]) if isinstance(parsed, dict) and "outcome" in parsed else None
-
-
-async def _post_all(
-    port: int, bodies: list[bytes], connections: int
-) -> tuple[float, dict[str, int]]:
-    """Post every body over `connections` keep-alive connections; seconds taken, outcomes."""
-    loop = asyncio.get_running_loop()
-    queue = list(reversed(bodies))
-    outcomes: dict[str, int] = {}
-    opened: list[tuple[asyncio.Transport, _Poster]] = []
-    try:
-        started = time.perf_counter()
-        for _ in range(min(connections, len(bodies))):
-            transport, poster = await loop.create_connection(
-                lambda: _Poster(queue, outcomes), "127.0.0.1", port
-            )
-            opened.append((transport, poster))
-        await asyncio.gather(*(poster.finished for _, poster in opened))
-        return time.perf_counter() - started, outcomes
-    finally:
-        for transport, _ in opened:
-            transport.close()
+        return status
+    return str(parsed["outcome"]) if isinstance(parsed, dict) and "outcome" in parsed else status
 
 
 async def _bare(url: str, events: int) -> float:
@@ -215,14 +151,15 @@ async def bench_events(configured_url: str, *, events: int, connections: int) ->
         )  # fmt: skip
         try:
             await wait_for_port(port)
-            _, warm_up_outcomes = await _post_all(port, bodies[:warm_up], connections)
+            requests = _requests(bodies)
+            _, warm_up_answers = await send_all(port, requests[:warm_up], connections, _outcome_of)
             cpu_before = cpu_seconds(process.pid)
-            elapsed, outcomes = await _post_all(port, bodies[warm_up:], connections)
+            elapsed, answers = await send_all(port, requests[warm_up:], connections, _outcome_of)
             cpu_after = cpu_seconds(process.pid)
         finally:
             process.terminate()
             await process.wait()
-        applied = await _count_applied(url) - warm_up_outcomes.get("applied", 0)
+        applied = await _count_applied(url) - warm_up_answers.counts.get("applied", 0)
         bare_seconds = await _bare(url, events)
     ours = events / elapsed
     bare = events / bare_seconds
@@ -233,7 +170,7 @@ async def bench_events(configured_url: str, *, events: int, connections: int) ->
         "events": events,
         "connections": connections,
         "warm_up_events": warm_up,
-        "outcomes": outcomes,
+        "outcomes": answers.counts,
         "applied_rows": applied,
         "seconds": round(elapsed, 3),
         "events_per_second": round(ours, 1),
