@@ -11,18 +11,15 @@ least 0.25 of the bare insert, on PostgreSQL.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import secrets
-import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from tidings.bench import readings, seeding, yardsticks
 from tidings.bench.keepalive import send_all
-from tidings.bench.local_processes import cpu_seconds, free_port, wait_for_port
+from tidings.bench.local_processes import cpu_seconds, tidings_process
 from tidings.bench.scratch import scratch_database
 from tidings.delivery.mailgun_events import event_data, signed_body
 from tidings.domain.email_headers import message_id
@@ -136,29 +133,17 @@ async def bench_events(configured_url: str, *, events: int, connections: int) ->
         warm_up = min(WARM_UP, events)
         campaign_id = await _prepare(url, warm_up + events)
         bodies = _bodies(key, campaign_id, warm_up + events)
-        port = free_port()
         environment = {
-            **os.environ,
             "TIDINGS_DATABASE_URL": url,
             "TIDINGS_MAILGUN_WEBHOOK_SIGNING_KEY": key,
             "TIDINGS_LOG_LEVEL": "warning",
         }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tidings", "api", "--port", str(port),
-            env=environment,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            await wait_for_port(port)
+        async with tidings_process("api", environment) as (port, process):
             requests = _requests(bodies)
             _, warm_up_answers = await send_all(port, requests[:warm_up], connections, _outcome_of)
             cpu_before = cpu_seconds(process.pid)
             elapsed, answers = await send_all(port, requests[warm_up:], connections, _outcome_of)
             cpu_after = cpu_seconds(process.pid)
-        finally:
-            process.terminate()
-            await process.wait()
         applied = await _count_applied(url) - warm_up_answers.counts.get("applied", 0)
         bare_seconds = await _bare(url, events)
     ours = events / elapsed

@@ -51,25 +51,31 @@ async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
 
 
 @asynccontextmanager
-async def dev_provider_process() -> AsyncIterator[int]:
-    """`tidings dev-provider` in its own process on a free loopback port."""
+async def tidings_process(
+    command: str, environment: dict[str, str] | None = None
+) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
+    """`tidings COMMAND --port P` in its own process on a free loopback port, its output
+    discarded; yields the port (once it listens) and the process, terminated on exit."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tidings",
-        "dev-provider",
-        "--port",
-        str(port),
+        sys.executable, "-m", "tidings", command, "--port", str(port),
+        env=None if environment is None else {**os.environ, **environment},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
-    )
+    )  # fmt: skip
     try:
         await wait_for_port(port)
-        yield port
+        yield port, process
     finally:
         process.terminate()
         await process.wait()
+
+
+@asynccontextmanager
+async def dev_provider_process() -> AsyncIterator[int]:
+    """`tidings dev-provider` in its own process on a free loopback port."""
+    async with tidings_process("dev-provider") as (port, _):
+        yield port
 
 
 def free_port() -> int:

@@ -5,7 +5,7 @@ newsletter, a campaign already sent, a preparation made to look interrupted)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,7 +18,9 @@ from tidings.storage.tables import (
     campaign_recipients,
     campaign_sends,
     campaigns,
+    engagement_counters,
     labels,
+    newsletters,
     subscriber_labels,
     subscribers,
     subscriptions,
@@ -193,3 +195,43 @@ async def seed_newsletter(conn: AsyncConnection, *, slug: str, now: datetime) ->
         updated_at=now,
     )
     return row.id
+
+
+async def set_tracking(conn: AsyncConnection, newsletter_id: int, mode: str) -> None:
+    """Turn the newsletter's open and click tracking to `mode` (ENG-1)."""
+    await conn.execute(
+        update(newsletters).where(newsletters.c.id == newsletter_id).values(tracking=mode)
+    )
+
+
+async def seed_engagement_counters(
+    conn: AsyncConnection,
+    campaign_id: int,
+    *,
+    segments: tuple[str, ...],
+    links: int,
+    hours: int,
+    now: datetime,
+) -> int:
+    """The counters a busy campaign's hits leave (ENG-5): for each segment, its pixel and
+    `links` links, opens and clicks, every hour of `hours`; returns the rows written."""
+    start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours)
+    rows = [
+        {
+            "campaign_id": campaign_id,
+            "segment": segment,
+            "number": number,
+            "kind": kind,
+            "hour": start + timedelta(hours=hour),
+            "human_unique": 1000 // (hour + 1),
+            "human_total": 1500 // (hour + 1),
+            "machine_total": 3000 // (hour + 1),
+        }
+        for segment in segments
+        for number in range(links + 1)
+        for kind in (("open", "click") if number == 0 else ("click",))
+        for hour in range(hours)
+    ]
+    for first in range(0, len(rows), 1000):
+        await conn.execute(insert(engagement_counters).values(rows[first : first + 1000]))
+    return len(rows)

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.segments import AudienceFilter
 from tidings.storage.sending.candidates import audience
-from tidings.storage.tables import campaign_recipients, inbound_events
+from tidings.storage.tables import campaign_recipients, engagement_intake, inbound_events
 
 
 async def reference_insert_select(
@@ -42,3 +42,12 @@ async def bare_event_insert(
     multi-row INSERTs of `chunk` rows, no lookups, no policy."""
     for start in range(0, len(rows), chunk):
         await conn.execute(inbound_events.insert().values(rows[start : start + chunk]))
+
+
+async def bare_intake_insert(
+    conn: AsyncConnection, rows: list[dict[str, Any]], *, chunk: int
+) -> None:
+    """The tracking benchmark's yardstick: `rows` written as received hits by plain multi-row
+    INSERTs of `chunk` rows, no token, no lookup, no classification."""
+    for start in range(0, len(rows), chunk):
+        await conn.execute(engagement_intake.insert().values(rows[start : start + chunk]))
