@@ -60,6 +60,8 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.identity import SendingIdentity
+from tidings.engagement.activity import PersonActivity
+from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail
 from tidings.outbound.domain_rates import DomainRates
@@ -107,6 +109,7 @@ class Container:
     subscribers: Subscribers
     bulk: BulkActions
     audience_stats: AudienceStats
+    activity: PersonActivity  # a person's opens and clicks (ENG-6)
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
@@ -114,6 +117,7 @@ class Container:
     sends: CampaignLifecycle
     send_status: SendStatusReader
     statistics: StatisticsReader
+    engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
     listing: CampaignListing
     retries: SendRetries
     reconciler: Reconciler
@@ -270,6 +274,7 @@ class Container:
                 self.admins.prune,
                 self.feedback.purge,
                 self.audit.purge,
+                self.activity.purge,
                 functools.partial(
                     self.webhooks.prune_deliveries,
                     older_than=timedelta(days=self.settings.queue.retention_days),

@@ -56,6 +56,8 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
+from tidings.engagement.activity import PersonActivity
+from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail
 from tidings.outbound.email_jobs import Mailer
@@ -195,6 +197,9 @@ def build(
         subscribers=subscribers,
         bulk=BulkActions(audience, public, subscribers, audit.record),
         audience_stats=AudienceStats(audience),
+        activity=PersonActivity(
+            db, clock, retention=timedelta(days=settings.tracking.retention_days)
+        ),
         suppressions=Suppressions(audience),
         subscribe_limiter=limiter,
         importer=Importer(audience),
@@ -235,6 +240,7 @@ def build(
         sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
+        engagement_results=EngagementResults(db),
         listing=CampaignListing(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),

@@ -1,0 +1,131 @@
+"""Named queries for a person's engagement (ENG-6): their own hits (per_person, consented
+only), what their campaigns' recipient rows say happened after sending, and the retention
+purge of old hits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import String, and_, cast, delete, literal, null, select, union_all
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.storage.tables import (
+    campaign_links,
+    campaign_recipients,
+    campaigns,
+    engagement_person_hits,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PersonHit:
+    """One open or click of a consented person; `url` is None for the open pixel."""
+
+    at: datetime
+    kind: str  # open | click
+    campaign_id: int
+    subject: str
+    url: str | None
+    verdict: str  # human | machine
+    reason: str
+    client_family: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientOutcome:
+    """A bounce, complaint or unsubscribe recorded on one of the person's recipient rows."""
+
+    at: datetime
+    kind: str  # bounce | complaint | unsubscribe
+    campaign_id: int
+    subject: str
+    bounce_kind: str | None = None  # hard | soft, for a bounce
+    bounce_code: str | None = None
+
+
+async def hits_of(
+    conn: AsyncConnection, subscriber_id: int, *, limit: int | None = None
+) -> list[PersonHit]:
+    """The person's hits, newest first, each with its campaign's subject and link URL."""
+    hits = engagement_person_hits
+    link = and_(
+        campaign_links.c.campaign_id == hits.c.campaign_id,
+        campaign_links.c.segment == hits.c.segment,
+        campaign_links.c.number == hits.c.number,
+    )
+    query = (
+        select(
+            hits.c.at,
+            hits.c.kind,
+            hits.c.campaign_id,
+            campaigns.c.subject,
+            campaign_links.c.url,
+            hits.c.verdict,
+            hits.c.reason,
+            hits.c.client_family,
+        )
+        .join(campaigns, campaigns.c.id == hits.c.campaign_id)
+        .outerjoin(campaign_links, link)
+        .where(hits.c.subscriber_id == subscriber_id)
+        .order_by(hits.c.at.desc(), hits.c.id.desc())
+        .limit(limit)
+    )
+    return [
+        PersonHit(**{**row._mapping, "url": row.url or None}) for row in await conn.execute(query)
+    ]
+
+
+async def outcomes_of(
+    conn: AsyncConnection, subscriber_id: int, *, limit: int | None = None
+) -> list[RecipientOutcome]:
+    """Bounces, complaints and unsubscribes on the person's recipient rows, newest first."""
+    recipients = campaign_recipients
+    mine = recipients.c.subscriber_id == subscriber_id
+    nothing = cast(null(), String)
+    parts = [
+        select(
+            recipients.c.bounced_at.label("at"),
+            literal("bounce", String).label("kind"),
+            recipients.c.campaign_id,
+            recipients.c.bounce_kind,
+            recipients.c.bounce_code,
+        ).where(mine, recipients.c.bounced_at.is_not(None)),
+        *(
+            select(
+                column.label("at"),
+                literal(kind, String).label("kind"),
+                recipients.c.campaign_id,
+                nothing.label("bounce_kind"),
+                nothing.label("bounce_code"),
+            ).where(mine, column.is_not(None))
+            for column, kind in (
+                (recipients.c.complained_at, "complaint"),
+                (recipients.c.unsubscribed_at, "unsubscribe"),
+            )
+        ),
+    ]
+    found = union_all(*parts).subquery()
+    query = (
+        select(
+            found.c.at,
+            found.c.kind,
+            found.c.campaign_id,
+            campaigns.c.subject,
+            found.c.bounce_kind,
+            found.c.bounce_code,
+        )
+        .join(campaigns, campaigns.c.id == found.c.campaign_id)
+        .order_by(found.c.at.desc())
+        .limit(limit)
+    )
+    return [RecipientOutcome(**row._mapping) for row in await conn.execute(query)]
+
+
+async def purge_before(conn: AsyncConnection, before: datetime, *, batch: int) -> int:
+    """Delete up to `batch` hits older than `before` (oldest first); returns how many. The
+    campaign counters already hold them: deleting a person's hit changes no figure."""
+    hits = engagement_person_hits
+    oldest = select(hits.c.id).where(hits.c.at < before).order_by(hits.c.at).limit(batch)
+    result = await conn.execute(delete(hits).where(hits.c.id.in_(oldest.scalar_subquery())))
+    return int(result.rowcount)
