@@ -60,6 +60,7 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.identity import SendingIdentity
+from tidings.engagement.results import EngagementResults
 from tidings.engagement.activity import PersonActivity
 from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
@@ -117,6 +118,7 @@ class Container:
     sends: CampaignLifecycle
     send_status: SendStatusReader
     statistics: StatisticsReader
+    engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
     engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
     listing: CampaignListing
     retries: SendRetries

@@ -56,6 +56,7 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
+from tidings.engagement.results import EngagementResults
 from tidings.engagement.activity import PersonActivity
 from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
@@ -240,6 +241,7 @@ def build(
         sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
+        engagement_results=EngagementResults(db),
         engagement_results=EngagementResults(db),
         listing=CampaignListing(sending),
         retries=SendRetries(sending),
