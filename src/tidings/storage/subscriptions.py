@@ -28,6 +28,8 @@ class SubscriptionRow:
     unsubscribed_at: datetime | None
     unsubscribe_count: int
     last_unsubscribed_at: datetime | None
+    # The signup's tracking box was ticked; recorded on the subscriber at confirmation (ENG-1).
+    tracking_consent_asked_at: datetime | None = None
 
 
 def _row(row: Any) -> SubscriptionRow:

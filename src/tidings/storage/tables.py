@@ -275,6 +275,10 @@ subscriptions = Table(
     Column("unsubscribed_at", UTCDateTime(), nullable=True),
     Column("unsubscribe_count", Integer, nullable=False, server_default="0"),
     Column("last_unsubscribed_at", UTCDateTime(), nullable=True),
+    # The signup form's tracking box was ticked (ENG-1): the consent is recorded on the
+    # subscriber only when the person confirms this subscription by their emailed link, since
+    # anyone can type someone else's address into a form.
+    Column("tracking_consent_asked_at", UTCDateTime(), nullable=True),
     # Not partial: a re-subscribe revives this row, keeping its creation date and history.
     UniqueConstraint("subscriber_id", "newsletter_id"),
     CheckConstraint("source IN ('form', 'api', 'import', 'admin')", name="source"),

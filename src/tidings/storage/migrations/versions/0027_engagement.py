@@ -38,6 +38,8 @@ def upgrade() -> None:
     with op.batch_alter_table("subscribers") as batch:
         batch.add_column(sa.Column("tracking_consent_at", UTCDateTime(), nullable=True))
         batch.add_column(sa.Column("tracking_consent_source", sa.String(16), nullable=True))
+    with op.batch_alter_table("subscriptions") as batch:
+        batch.add_column(sa.Column("tracking_consent_asked_at", UTCDateTime(), nullable=True))
     op.create_table(
         "campaign_links",
         sa.Column("id", BigId, primary_key=True, autoincrement=True),
@@ -145,6 +147,8 @@ def downgrade() -> None:
         "campaign_links",
     ):
         op.drop_table(table)
+    with op.batch_alter_table("subscriptions") as batch:
+        batch.drop_column("tracking_consent_asked_at")
     with op.batch_alter_table("subscribers") as batch:
         batch.drop_column("tracking_consent_source")
         batch.drop_column("tracking_consent_at")
