@@ -15,6 +15,7 @@ from tidings.observability.logging import get_logger
 from tidings.storage import audit as queries
 from tidings.storage.audit import AuditRow
 from tidings.storage.database import Database
+from tidings.storage.newsletters import NewsletterRow
 
 log = get_logger(__name__)
 MAX_TARGET_LENGTH = 200
@@ -52,6 +53,25 @@ def archive_entry(
     return "newsletter.archive", f"newsletter:{newsletter_id}", {"archive": archive, "slug": slug}
 
 
+def tracking_entry(
+    newsletter_id: int, slug: str, tracking: str, *, before: str = "off"
+) -> AuditEntry | None:
+    """A newsletter's open and click tracking mode changed (ENG-1): what its mail carries."""
+    if tracking == before:
+        return None
+    detail = {"tracking": tracking, "before": before, "slug": slug}
+    return "newsletter.tracking", f"newsletter:{newsletter_id}", detail
+
+
+def newsletter_entries(row: NewsletterRow, before: NewsletterRow | None = None) -> list[AuditEntry]:
+    """The audited settings a newsletter's creation (no `before`) or edit changed."""
+    entries = (
+        archive_entry(row.id, row.slug, row.archive, before=before.archive if before else False),
+        tracking_entry(row.id, row.slug, row.tracking, before=before.tracking if before else "off"),
+    )
+    return [entry for entry in entries if entry is not None]
+
+
 def export_entry(rows: int, **filters: str | None) -> AuditEntry:
     """A full audience export: how many rows, and the filter (slugs, states, tiers, labels)."""
     used = {name: value for name, value in filters.items() if value is not None}
@@ -87,6 +107,10 @@ class AuditLog:
     async def record_entry(self, actor: Actor, entry: AuditEntry | None) -> None:
         """Append `entry` (from the functions below), or nothing when it is None."""
         if entry is not None:
+            await self.record(actor, *entry)
+
+    async def record_entries(self, actor: Actor, entries: list[AuditEntry]) -> None:
+        for entry in entries:
             await self.record(actor, *entry)
 
     async def record_repeated(

@@ -10,11 +10,19 @@ from tidings.audience.context import AudienceContext
 from tidings.domain.edits import UNSET, Unset
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.tracking import TRACKING_MODES, TrackingMode
 from tidings.storage import newsletters as queries
 from tidings.storage.newsletters import NewsletterRow
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 OPTIONAL_FIELDS = frozenset({"reply_to", "welcome_subject", "welcome_body"})
+# Each tracking mode in one line, as the CLI and the newsletter page explain it (ENG-1).
+TRACKING_MEANINGS = {
+    TrackingMode.OFF.value: "no pixel and no rewritten link; nothing is counted",
+    TrackingMode.AGGREGATE.value: "opens and clicks are counted; nothing ties a hit to a person",
+    TrackingMode.PER_PERSON.value: "each person's opens and clicks, only for subscribers who "
+    "ticked the consent box; everyone else is counted as in aggregate",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,8 @@ class NewsletterFields:
     welcome_body: str | None = None
     # A public web archive and feed of the sent issues (API-4); off until the owner opts in.
     archive: bool = False
+    # Open and click tracking (ENG-1): off until the owner chooses a mode.
+    tracking: str = TrackingMode.OFF.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,7 @@ class NewsletterChanges:
     welcome_subject: str | Unset | None = UNSET
     welcome_body: str | Unset | None = UNSET
     archive: bool | Unset | None = UNSET
+    tracking: str | Unset | None = UNSET
 
     def values(self) -> dict[str, Any]:
         """Only the fields the edit sets; InvalidInput for a required one set to None."""
@@ -72,6 +83,8 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("sender_address", "reply_to"):
         if values.get(key) is not None:
             check_address(key, values[key])
+    if "tracking" in values and values["tracking"] not in TRACKING_MODES:
+        raise InvalidInput(f"tracking must be one of {', '.join(TRACKING_MODES)}", field="tracking")
     return _welcome(values)
 
 

@@ -1,4 +1,4 @@
-"""`tidings newsletters create|list|welcome|archive`: the lists people subscribe to."""
+"""`tidings newsletters create|list|welcome|archive|tracking`: the lists people subscribe to."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tidings.access.audit import archive_entry
-from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
+from tidings.access.audit import newsletter_entries
+from tidings.audience.newsletters import TRACKING_MEANINGS, NewsletterChanges, NewsletterFields
 from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
 from tidings.domain.edits import UNSET
+from tidings.domain.tracking import TRACKING_MODES, TrackingMode
 
 app = typer.Typer(help="Manage newsletters (lists).", no_args_is_help=True)
 
@@ -49,10 +50,16 @@ def create(
     archive: bool = typer.Option(
         False, "--archive", help="Publish sent issues at /archive/SLUG with Atom and RSS feeds."
     ),
+    tracking: str = typer.Option(
+        TrackingMode.OFF.value,
+        "--tracking",
+        help="Open and click tracking: off, aggregate or per_person (see `tracking`).",
+    ),
 ) -> None:
     """Create a newsletter (double opt-in unless --single-opt-in), optionally with a welcome
     email sent to each person once they confirm."""
     welcome_body = _read_text(welcome_file)
+    _check_mode(tracking, "--tracking")
 
     async def go() -> None:
         async with container_for(ctx) as container:
@@ -68,11 +75,10 @@ def create(
                     welcome_subject=welcome_subject,
                     welcome_body=welcome_body,
                     archive=archive,
+                    tracking=tracking,
                 )
             )
-            await container.audit.record_entry(
-                _actor(), archive_entry(row.id, row.slug, row.archive)
-            )
+            await container.audit.record_entries(_actor(), newsletter_entries(row))
         out_console.print(f"Created newsletter {row.slug} ({row.name}).")
 
     run(go)
@@ -142,11 +148,40 @@ def archive(
         async with container_for(ctx) as container:
             before = await container.newsletters.get(slug)
             row = await container.newsletters.update(slug, NewsletterChanges(archive=not off))
-            await container.audit.record_entry(
-                _actor(), archive_entry(row.id, row.slug, row.archive, before=before.archive)
-            )
+            await container.audit.record_entries(_actor(), newsletter_entries(row, before))
             url = f"{container.audience.public_url.rstrip('/')}/archive/{row.slug}"
         out_console.print(f"{row.slug}: archive {'on at ' + url if row.archive else 'off'}.")
+
+    run(go)
+
+
+def _check_mode(mode: str, name: str) -> None:
+    if mode not in TRACKING_MODES:
+        fail(
+            f"{name} (tracking) must be one of {', '.join(TRACKING_MODES)}, not {mode!r}",
+            code=EXIT_CONFIG,
+        )
+
+
+@app.command("tracking")
+def tracking(
+    ctx: typer.Context,
+    slug: str = typer.Argument(..., help="The newsletter's slug."),
+    mode: str = typer.Argument(..., help="off, aggregate or per_person."),
+) -> None:
+    """Set the newsletter's open and click tracking (ENG-1) for the issues sent from now on:
+    off (no pixel, no rewritten link), aggregate (counts only: nothing ties a hit to a person)
+    or per_person (each person's own opens and clicks, only for subscribers who ticked the
+    consent box; everyone else as in aggregate). Recorded in the audit log."""
+    _check_mode(mode, "MODE")
+
+    async def go() -> None:
+        async with container_for(ctx) as container:
+            before = await container.newsletters.get(slug)
+            row = await container.newsletters.update(slug, NewsletterChanges(tracking=mode))
+            await container.audit.record_entries(_actor(), newsletter_entries(row, before))
+        meaning = TRACKING_MEANINGS[row.tracking]
+        out_console.print(f"{row.slug}: tracking {row.tracking} ({meaning}).")
 
     run(go)
 
@@ -169,19 +204,21 @@ def list_newsletters(
                             "name": r.name,
                             "sender": r.sender_address,
                             "double_opt_in": r.double_opt_in,
+                            "tracking": r.tracking,
                         }
                         for r in rows
                     ]
                 )
             )
             return
-        table = Table("slug", "name", "sender", "double opt-in")
+        table = Table("slug", "name", "sender", "double opt-in", "tracking")
         for r in rows:
             table.add_row(
                 r.slug,
                 r.name,
                 f"{r.sender_name} <{r.sender_address}>",
                 "yes" if r.double_opt_in else "no",
+                r.tracking,
             )
         out_console.print(table)
 

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from tidings.access.audit import archive_entry
-from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
+from tidings.access.audit import newsletter_entries
+from tidings.audience.newsletters import TRACKING_MEANINGS, NewsletterChanges, NewsletterFields
 from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.tracking import TrackingMode
 from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import UiRoute, page
 
@@ -31,6 +32,7 @@ class NewsletterForm:
         reply_to: Annotated[str, Form(max_length=320)] = "",
         double_opt_in: Annotated[str | None, Form(max_length=8)] = None,
         archive: Annotated[str | None, Form(max_length=8)] = None,
+        tracking: Annotated[str, Form(max_length=16)] = TrackingMode.OFF.value,
     ) -> None:
         self.slug = slug.strip()
         self.name = name.strip()
@@ -40,6 +42,7 @@ class NewsletterForm:
         self.reply_to = reply_to.strip() or None
         self.double_opt_in = double_opt_in is not None
         self.archive = archive is not None
+        self.tracking = tracking
 
 
 @router.get("")
@@ -50,7 +53,14 @@ async def list_newsletters(request: Request, session: Session) -> HTMLResponse:
 
 @router.get("/new")
 async def new_newsletter(request: Request, session: Session) -> HTMLResponse:
-    return page(request, session, "newsletter_form.html", newsletter=None, error=None)
+    return page(
+        request,
+        session,
+        "newsletter_form.html",
+        newsletter=None,
+        error=None,
+        tracking_meanings=TRACKING_MEANINGS,
+    )
 
 
 @router.post("/new")
@@ -68,11 +78,12 @@ async def create_newsletter(
             request,
             session,
             "newsletter_form.html",
+            tracking_meanings=TRACKING_MEANINGS,
             status_code=422,
             newsletter=form,
             error=refused.detail,
         )
-    await container.audit.record_entry(actor, archive_entry(row.id, row.slug, row.archive))
+    await container.audit.record_entries(actor, newsletter_entries(row))
     return RedirectResponse("/admin/newsletters", status_code=303)
 
 
@@ -95,6 +106,7 @@ async def edit_newsletter(request: Request, session: Session, current: Slug) -> 
         request,
         session,
         "newsletter_form.html",
+        tracking_meanings=TRACKING_MEANINGS,
         newsletter=newsletter,
         editing=current,
         error=None,
@@ -121,12 +133,11 @@ async def update_newsletter(
             request,
             session,
             "newsletter_form.html",
+            tracking_meanings=TRACKING_MEANINGS,
             status_code=422,
             newsletter=form,
             editing=current,
             error=refused.detail,
         )
-    await container.audit.record_entry(
-        actor, archive_entry(row.id, row.slug, row.archive, before=before.archive)
-    )
+    await container.audit.record_entries(actor, newsletter_entries(row, before))
     return RedirectResponse("/admin/newsletters", status_code=303)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, status
 from pydantic import Field
 
-from tidings.access.audit import archive_entry
+from tidings.access.audit import newsletter_entries
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.schemas import EmailAddress, HeaderText, RecordView, RequestBody
 from tidings.audience.newsletters import NewsletterChanges, NewsletterFields
 
 router = APIRouter(prefix="/newsletters", tags=["admin: newsletters"])
 Slug = Annotated[str, Path(max_length=64)]
+TrackingChoice = Literal["off", "aggregate", "per_person"]
+TRACKING_HELP = (
+    "Open and click tracking (ENG-1): `off` (no pixel, no rewritten link), `aggregate` "
+    "(counts only, nothing ties a hit to a person), `per_person` (a person's own opens and "
+    "clicks, only for subscribers who ticked the consent box; the rest as aggregate)."
+)
 
 
 class NewsletterCreate(RequestBody):
@@ -40,6 +46,7 @@ class NewsletterCreate(RequestBody):
         default=False,
         description="Publish sent issues at /archive/{slug} with Atom and RSS feeds.",
     )
+    tracking: TrackingChoice = Field(default="off", description=TRACKING_HELP)
 
 
 class NewsletterUpdate(RequestBody):
@@ -57,6 +64,7 @@ class NewsletterUpdate(RequestBody):
     )
     welcome_body: str | None = Field(default=None, max_length=20_000)
     archive: bool | None = Field(default=None, description="Turn the public archive on or off.")
+    tracking: TrackingChoice | None = Field(default=None, description=TRACKING_HELP)
 
 
 class NewsletterPublic(RecordView):
@@ -71,6 +79,7 @@ class NewsletterPublic(RecordView):
     welcome_subject: str | None
     welcome_body: str | None
     archive: bool
+    tracking: str = Field(description=TRACKING_HELP)
     created_at: datetime
     updated_at: datetime
 
@@ -80,7 +89,7 @@ async def create_newsletter(
     container: ContainerDep, actor: KeyActor, body: NewsletterCreate
 ) -> NewsletterPublic:
     row = await container.newsletters.create(NewsletterFields(**body.model_dump()))
-    await container.audit.record_entry(actor, archive_entry(row.id, row.slug, row.archive))
+    await container.audit.record_entries(actor, newsletter_entries(row))
     return NewsletterPublic.of(row)
 
 
@@ -101,9 +110,7 @@ async def update_newsletter(
     changes = NewsletterChanges(**body.model_dump(exclude_unset=True))
     before = await container.newsletters.get(slug)
     row = await container.newsletters.update(slug, changes)
-    await container.audit.record_entry(
-        actor, archive_entry(row.id, row.slug, row.archive, before=before.archive)
-    )
+    await container.audit.record_entries(actor, newsletter_entries(row, before))
     return NewsletterPublic.of(row)
 
 
