@@ -1,6 +1,6 @@
 """The campaigns list at a glance (UI-1): each campaign with its newsletter, its audience (who
 it went to, or would go to if sent now), when it was sent, and its results as rates when the
-provider has reported back (SND-27)."""
+provider has reported back (SND-27), and people's open and click rates where tracked (ENG-5)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from datetime import datetime
 from tidings.campaigns.context import SendingContext
 from tidings.domain.segments import parse_filter
 from tidings.domain.sending import CampaignStatus
+from tidings.domain.tracking import HitKind, TrackingMode
 from tidings.storage import campaigns as campaign_queries
+from tidings.storage import engagement_counts
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage.campaigns import CampaignRow
 from tidings.storage.sending import campaign_sends as send_queries
@@ -40,6 +42,35 @@ class ListedResults:
         count: int = getattr(self, name)
         return count / self.sent if self.sent else 0.0
 
+    @property
+    def delivery_reported(self) -> bool:
+        """A plain SMTP relay reports no deliveries: 0% delivered would be a false alarm."""
+        return self.delivered > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ListedEngagement:
+    """People's unique opens and clicks as shares of delivered (of sent when the provider
+    reports no deliveries), 0..1; None before anything was sent (ENG-5)."""
+
+    open_rate: float | None
+    click_rate: float | None
+
+
+def listed_engagement(
+    tracking: str, people: dict[str, int] | None, counted: dict[str, int] | None
+) -> ListedEngagement | None:
+    """None when the newsletter does not track and nothing was counted: no rate to show."""
+    if tracking == TrackingMode.OFF and not people:
+        return None
+    people = people or {}
+    reach = (counted or {}).get("delivered") or (counted or {}).get("sent") or 0
+
+    def rate(kind: HitKind) -> float | None:
+        return people.get(kind, 0) / reach if reach else None
+
+    return ListedEngagement(rate(HitKind.OPEN), rate(HitKind.CLICK))
+
 
 @dataclass(frozen=True, slots=True)
 class ListedCampaign:
@@ -49,6 +80,7 @@ class ListedCampaign:
     started_at: datetime | None  # when the (last) send attempt began
     finished_at: datetime | None
     results: ListedResults | None  # None until the provider reported on something sent
+    engagement: ListedEngagement | None = None  # None: opens and clicks not tracked
 
 
 def _heard_back(counted: dict[str, int]) -> bool:
@@ -73,7 +105,8 @@ class CampaignListing:
             ids = [row.id for row in rows]
             sends = await send_queries.for_campaigns(conn, ids)
             outcomes = await recipient_outcomes.summaries(conn, ids)
-            names = {n.id: n.name for n in await newsletter_queries.list_newsletters(conn)}
+            people = await engagement_counts.people_by_campaign(conn, ids)
+            newsletters = {n.id: n for n in await newsletter_queries.list_newsletters(conn)}
             listed = []
             for row in rows:
                 send = sends.get(row.id)
@@ -88,17 +121,23 @@ class CampaignListing:
                         else send.preflight_email_count
                     )
                 counted = outcomes.get(row.id)
+                newsletter = newsletters.get(row.newsletter_id)
                 results = ListedResults(**counted) if counted and _heard_back(counted) else None
                 listed.append(
                     ListedCampaign(
                         campaign=row,
-                        newsletter_name=names.get(row.newsletter_id, ""),
+                        newsletter_name=newsletter.name if newsletter else "",
                         audience=audience,
                         started_at=None
                         if row.status in NOT_SENT or send is None
                         else send_started(send.attempt_started_at, row.scheduled_at),
                         finished_at=send.finished_at if send else None,
                         results=results,
+                        engagement=listed_engagement(
+                            newsletter.tracking if newsletter else TrackingMode.OFF,
+                            people.get(row.id),
+                            counted,
+                        ),
                     )
                 )
         return listed

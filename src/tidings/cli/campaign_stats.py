@@ -1,5 +1,5 @@
 """`tidings campaign stats`: a campaign's results (SND-27), from the events providers and
-mailboxes reported back (PRV-6)."""
+mailboxes reported back (PRV-6), and its opens and clicks (ENG-5)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import json
 import typer
 from rich.table import Table
 
-from tidings.api.admin.send_views import CampaignStatsPublic
+from tidings.api.admin.send_views import CampaignStatsPublic, engagement_reach
 from tidings.campaigns.statistics import COUNTS, CampaignStatistics, Counts
 from tidings.cli.context import container_for, out_console, run
+from tidings.domain.engagement_figures import Figures
+from tidings.engagement.results import NOT_TRACKED, TURN_ON, CampaignEngagement
+
+FIGURE_COLUMNS = ("people, unique", "people, all hits", "machines")
+MACHINES = "machines: privacy proxies and security scanners, counted apart, never in the rates"
 
 
 def _row(name: str, counts: Counts) -> list[str]:
@@ -18,6 +23,44 @@ def _row(name: str, counts: Counts) -> list[str]:
     cells = [name, str(counts.sent)]
     cells += [f"{getattr(counts, key)} ({rates[key]:.1%})" for key in COUNTS[1:]]
     return cells
+
+
+def _figures(name: str, figures: Figures) -> list[str]:
+    return [name, str(figures.human_unique), str(figures.human_total), str(figures.machine_total)]
+
+
+def engagement_tables(engagement: CampaignEngagement) -> list[Table | str]:
+    """Opens and clicks as the terminal shows them: people's figures, machines' in their own
+    labelled column, the rates with their denominator, and the links."""
+    if not engagement.measured:
+        return [f"{NOT_TRACKED}: turn it on with `{TURN_ON}`."]
+    rate = f"rates are shares of {engagement.denominator}"
+    figures = Table(title=f"opens and clicks (tracking {engagement.tracking}; {rate})")
+    for column in ("", *FIGURE_COLUMNS):
+        figures.add_column(column)
+    for name, (opens, clicks) in engagement.segments.items():
+        figures.add_row(*_figures(f"{name} opens", opens))
+        figures.add_row(*_figures(f"{name} clicks", clicks))
+    figures.add_row(*_figures("total opens", engagement.opens))
+    figures.add_row(*_figures("total clicks", engagement.clicks))
+    open_rate, click_rate = engagement.rate(engagement.opens), engagement.rate(engagement.clicks)
+    shown: list[Table | str] = [
+        figures,
+        f"open rate {_percent(open_rate)}, click-through rate {_percent(click_rate)} "
+        f"(people's unique opens and clicks / {engagement.denominator}); {MACHINES}",
+    ]
+    if engagement.links:
+        links = Table(title="clicks per link")
+        for column in ("url", *FIGURE_COLUMNS):
+            links.add_column(column)
+        for link in engagement.links:
+            links.add_row(*_figures(link.url, link.clicks))
+        shown.append(links)
+    return shown
+
+
+def _percent(rate: float | None) -> str:
+    return "—" if rate is None else f"{rate:.1%}"
 
 
 def register(app: typer.Typer) -> None:
@@ -28,15 +71,20 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Show a campaign's results: sent, delivered, hard and soft bounced, complained and
-        unsubscribed (with rates of sent), in total and per segment."""
+        unsubscribed (with rates of sent), in total and per segment; then its opens and
+        clicks, people's and machines' apart, with the clicks per link."""
 
-        async def go() -> CampaignStatistics:
+        async def go() -> tuple[CampaignStatistics, CampaignEngagement]:
             async with container_for(ctx) as container:
-                return await container.statistics.statistics(campaign_id)
+                found = await container.statistics.statistics(campaign_id)
+                engagement = await container.engagement_results.campaign(
+                    campaign_id, reach=engagement_reach(found)
+                )
+                return found, engagement
 
-        found = run(go)
+        found, engagement = run(go)
         if as_json:
-            print(json.dumps(CampaignStatsPublic.of(found).model_dump()))
+            print(json.dumps(CampaignStatsPublic.of(found, engagement).model_dump()))
             return
         table = Table(title=f"campaign {campaign_id}")
         for column in ("segment", *COUNTS):
@@ -45,3 +93,5 @@ def register(app: typer.Typer) -> None:
             table.add_row(*_row(name, counts))
         table.add_row(*_row("total", found.total))
         out_console.print(table)
+        for shown in engagement_tables(engagement):
+            out_console.print(shown, soft_wrap=isinstance(shown, str))

@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.engagement_figures import Figures
 from tidings.domain.errors import NotFound
 from tidings.domain.tracking import HitKind, TrackingMode
 from tidings.storage import engagement_counts as queries
 from tidings.storage.database import Database
-from tidings.storage.engagement_counts import Figures
 
 NOT_TRACKED = "Opens and clicks are not tracked for this newsletter"
 TURN_ON = "tidings newsletters tracking SLUG aggregate"

@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.domain.engagement_figures import Figures
 from tidings.domain.tracking import PIXEL_NUMBER, HitKind
 from tidings.storage.tables import (
     campaign_batches,
@@ -25,22 +26,6 @@ SUMS = (
     func.coalesce(func.sum(counter.human_total), 0).label("human_total"),
     func.coalesce(func.sum(counter.machine_total), 0).label("machine_total"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Figures:
-    """Hits of one kind: people (each message once, and every time) and machines apart."""
-
-    human_unique: int = 0
-    human_total: int = 0
-    machine_total: int = 0
-
-    def plus(self, other: Figures) -> Figures:
-        return Figures(
-            self.human_unique + other.human_unique,
-            self.human_total + other.human_total,
-            self.machine_total + other.machine_total,
-        )
 
 
 @dataclass(frozen=True, slots=True)

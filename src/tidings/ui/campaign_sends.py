@@ -19,7 +19,9 @@ from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.segments import TIERS
 from tidings.domain.send_status import SendingStatus
 from tidings.domain.sending import ACTIVE, BatchStatus, CampaignStatus, RecipientState
+from tidings.engagement.results import Reach
 from tidings.ui.chart import LineChart, line_chart
+from tidings.ui.engagement import engagement_charts
 from tidings.ui.guard import Session, container_of
 from tidings.ui.templating import UiRoute, page, status_word
 
@@ -89,6 +91,9 @@ async def status_page(
             campaign_id, RecipientState(shown_state), after_id=None, limit=RECIPIENTS_SHOWN
         )
     results = await container.statistics.statistics(campaign_id, timeline=True)
+    engagement = await container.engagement_results.campaign(
+        campaign_id, reach=Reach(results.total.sent, results.total.delivered)
+    )
     segments = draft.segments or TIERS
     return page(
         request,
@@ -98,6 +103,8 @@ async def status_page(
         draft=draft,
         results=results,
         charts=result_charts(results),
+        engagement=engagement,
+        engagement_charts=engagement_charts(engagement),
         status=status,
         active=status.status in ACTIVE,
         labels=progress_labels(status),

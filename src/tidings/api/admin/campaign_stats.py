@@ -1,4 +1,5 @@
-"""A campaign's results (SND-27): what the provider and the recipients reported back."""
+"""A campaign's results (SND-27, ENG-5): what the provider and the recipients reported back,
+and the opens and clicks counted."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from tidings.api.admin.send_views import CampaignStatsPublic
+from tidings.api.admin.send_views import CampaignStatsPublic, engagement_reach
 from tidings.api.deps import ContainerDep
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 
 
-@router.get("/{campaign_id}/stats", summary="A campaign's delivery, bounce and complaint counts")
+@router.get(
+    "/{campaign_id}/stats",
+    summary="A campaign's delivery, bounce and complaint counts, opens and clicks",
+)
 async def campaign_stats(
     container: ContainerDep, campaign_id: Annotated[int, Path(ge=1)]
 ) -> CampaignStatsPublic:
-    return CampaignStatsPublic.of(await container.statistics.statistics(campaign_id))
+    found = await container.statistics.statistics(campaign_id)
+    engagement = await container.engagement_results.campaign(
+        campaign_id, reach=engagement_reach(found)
+    )
+    return CampaignStatsPublic.of(found, engagement)

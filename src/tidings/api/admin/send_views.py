@@ -5,7 +5,7 @@ FastAPI, so that the CLI's commands load them without the web stack."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +15,7 @@ from tidings.campaigns.send_status import CampaignRecipient
 from tidings.campaigns.statistics import CampaignStatistics, Counts
 from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.send_status import SendingStatus
+from tidings.engagement.results import CampaignEngagement, Reach
 
 
 class RecipientCounts(BaseModel):
@@ -215,17 +216,38 @@ class CountsPublic(BaseModel):
         )
 
 
+ENGAGEMENT_SHAPE = (
+    "Opens and clicks (ENG-5), read from the counters. `tracking`: the newsletter's mode; "
+    "with `off` and nothing counted, that is all (no zeros for what was never measured). "
+    "Otherwise `opens` and `clicks` ({human_unique, human_total, machine_total}: people's "
+    "unique and all hits, machines' (privacy proxies, scanners) apart), `rates` "
+    "({denominator: delivered|sent, denominator_count, open_rate, click_through_rate}: "
+    "people's unique opens and clicks as shares of delivered, or of sent when the provider "
+    "reports no deliveries), `links` ([{url, human_unique, human_total, machine_total}], "
+    "one per URL across segments, hidden links and the pixel left out), `segments` "
+    "({name: {opens, clicks}}) and `over_time` ([{hour, opens, clicks}]: messages first "
+    "opened and clicked by a person in each hour, UTC)."
+)
+
+
+def engagement_reach(found: CampaignStatistics) -> Reach:
+    """The rates' denominators from the recipient counts the statistics already read."""
+    return Reach(sent=found.total.sent, delivered=found.total.delivered)
+
+
 class CampaignStatsPublic(BaseModel):
     campaign_id: int
     total: CountsPublic
     segments: dict[str, CountsPublic] = Field(
         description="By segment (`free`, `paid`...; `excluded`: never handed over)."
     )
+    engagement: dict[str, Any] = Field(description=ENGAGEMENT_SHAPE)
 
     @classmethod
-    def of(cls, found: CampaignStatistics) -> CampaignStatsPublic:
+    def of(cls, found: CampaignStatistics, engagement: CampaignEngagement) -> CampaignStatsPublic:
         return cls(
             campaign_id=found.campaign_id,
             total=CountsPublic.of(found.total),
             segments={name: CountsPublic.of(counts) for name, counts in found.segments.items()},
+            engagement=engagement.as_json(),
         )
