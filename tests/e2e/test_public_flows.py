@@ -154,7 +154,13 @@ async def test_the_queue_never_holds_the_confirmation_token(site: Any) -> None:
     )
     (token,) = await confirmation_tokens(container)
     (request,) = [job.payload for job in await container.queue.list_jobs(kind="request_consent")]
-    assert set(request) == {"subscriber_id", "newsletter_id", "source", "new_subscriber"}
+    assert set(request) == {
+        "subscriber_id",
+        "newsletter_id",
+        "source",
+        "new_subscriber",
+        "tracking_consent",  # the form's box, a yes or no (ENG-1)
+    }
     (mail,) = [job.payload for job in await container.queue.list_jobs(kind="send_subscriber_email")]
     assert mail == {
         "purpose": "confirmation",

@@ -20,7 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.audience.consent import ConsentRecorder
 from tidings.audience.context import AudienceContext
 from tidings.audience.subscriber_events import subscriber_event
+from tidings.audience.tracking_consent import ask_at_confirmation, record_tracking_consent
 from tidings.domain.audience import Source
+from tidings.domain.tracking_consent import ConsentSource
 from tidings.queue.job import Job, JobPayload
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
@@ -39,6 +41,8 @@ class ConsentRequest(JobPayload):
     newsletter_id: int
     source: Source
     new_subscriber: bool  # the request created the subscriber row
+    # The form's unticked tracking box was ticked (ENG-1); absent from older payloads.
+    tracking_consent: bool = False
 
 
 async def queue_consent_request(
@@ -79,6 +83,18 @@ class ConsentRequestHandler:
         if await suppression_queries.is_suppressed(conn, subscriber.email_hash):
             log.info("subscribe.suppressed_address", subscriber_id=subscriber.id)
             return
-        await self._consent.request(
-            conn, subscriber, newsletter, source=request.source, now=self._ctx.now()
+        now = self._ctx.now()
+        written = await self._consent.request(
+            conn, subscriber, newsletter, source=request.source, now=now
         )
+        if not request.tracking_consent:
+            return
+        if written.confirmed_at is None:
+            # Recorded when the person confirms by their own link, never on a form post
+            # anyone could have made with their address.
+            await ask_at_confirmation(conn, written, now=now)
+        elif not newsletter.double_opt_in:
+            # Single opt-in: this post is the act that subscribes, and so the act that consents.
+            await record_tracking_consent(
+                conn, subscriber, True, source=ConsentSource.SIGNUP, now=now
+            )

@@ -68,6 +68,8 @@ class _Subscriber:
     fields_changed: bool = False
     added_labels: set[str] = field(default_factory=set)
     newsletter_id: int | None = None  # of the row that created it, for the event
+    tracking_consent: bool = False  # on record now (ENG-1)
+    tracking_said: bool | None = None  # what the rows assert, if they say
 
 
 @dataclass
@@ -151,6 +153,12 @@ class ChunkWriter:
                 else:
                     report.unchanged += 1
             ids, created_keys = await self._write_subscribers(conn, people, hashes, now)
+            await queries.set_tracking_consent(
+                conn,
+                given=[ids[k] for k, p in people.items() if p.tracking_said is True],
+                withdrawn=[ids[k] for k, p in people.items() if p.tracking_said is False],
+                now=now,
+            )
             await queries.add_labels(
                 conn, {ids[key]: person.added_labels for key, person in people.items()}, now=now
             )
@@ -294,6 +302,7 @@ def _known(
         stored.tier,
         set(labels.get(stored.id, ())),
         dict(stored.attributes),
+        tracking_consent=stored.tracking_consent,
     )
 
 
@@ -312,6 +321,9 @@ def _apply_fields(person: _Subscriber, row: ImportRow) -> bool:
     merged = {**person.attributes, **row.attributes}
     if merged != person.attributes:
         person.attributes, person.fields_changed, changed = merged, True, True
+    if row.tracking_consent is not None:
+        person.tracking_said = row.tracking_consent
+        changed |= row.tracking_consent != person.tracking_consent
     new_labels = set(row.labels) - person.labels
     if new_labels:
         person.labels |= new_labels

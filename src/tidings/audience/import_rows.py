@@ -22,11 +22,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tidings.audience.subscribers import MAX_ATTRIBUTES_BYTES, validate_labels, validate_tier
+from tidings.domain import tracking_consent
 from tidings.domain.audience import Address, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
-COLUMNS = ("email", "name", "tier", "labels", "newsletter", "status", "created_at")
+COLUMNS = (
+    "email",
+    "name",
+    "tier",
+    "labels",
+    "newsletter",
+    "status",
+    "created_at",
+    "tracking_consent",  # the person agreed to per-person open and click tracking (ENG-1)
+)
 FIELDS = (*COLUMNS, "first_name", "last_name")  # the two halves of `name`
 LABEL_SEPARATORS = (";", "|")
 DELIMITERS = (",", ";", "\t")
@@ -42,6 +52,7 @@ HEADER_ALIASES = {
     **dict.fromkeys(("last name", "lastname", "lname", "surname", "family name"), "last_name"),
     **dict.fromkeys(("tags", "label"), "labels"),
     **dict.fromkeys(("created at", "optin time", "subscribed at", "signup date"), "created_at"),
+    **dict.fromkeys(("tracking consent", "tracking"), "tracking_consent"),
 }
 _STATUSES = {state.value: state for state in SubscriptionState}
 # Another tool's "subscribed" is not consent this site may assert: such rows wait for the
@@ -94,6 +105,7 @@ class ImportRow:
     status: SubscriptionState
     created_at: datetime | None
     attributes: Mapping[str, Any] = field(default_factory=dict)  # the fields the row gives
+    tracking_consent: bool | None = None  # asserted (True), denied (False), not said (None)
 
     @property
     def unsubscribes(self) -> bool:
@@ -253,6 +265,7 @@ class RowReader:
         self._line_of: dict[tuple[str, int], int] = {}
         # address key -> (first line, name given so far, tier given so far)
         self._subscriber_fields: dict[str, tuple[int, str | None, str | None]] = {}
+        self._tracking_of: dict[str, tuple[int, bool]] = {}  # key -> (first line, consent)
 
     def read(self, line: int, fields: list[str]) -> ImportRow | list[RowError]:
         errors: list[RowError] = []
@@ -307,6 +320,11 @@ class RowReader:
             attributes = self._attributes_of(fields)
         except InvalidInput as exc:
             problem("attributes", exc.detail)
+        tracking = None
+        try:
+            tracking = tracking_consent.parse_flag(cell.get(tracking_consent.FIELD, ""))
+        except InvalidInput as exc:
+            problem(tracking_consent.FIELD, exc.detail)
         if status is SubscriptionState.PENDING:
             status = self._waiting_becomes
         if errors:
@@ -314,12 +332,35 @@ class RowReader:
         assert address is not None
         assert newsletter_id is not None
         assert status is not None
-        repeat = self._repeat(line, address.key, newsletter_id, name, tier)
+        repeat = self._repeat(line, address.key, newsletter_id, name, tier) or self._contradicts(
+            line, address.key, tracking
+        )
         if repeat is not None:
             return [repeat]
         return ImportRow(
-            line, address, name, tier, labels, newsletter_id, status, created_at, attributes
+            line,
+            address,
+            name,
+            tier,
+            labels,
+            newsletter_id,
+            status,
+            created_at,
+            attributes,
+            tracking_consent=tracking,
         )
+
+    def _contradicts(self, line: int, key: str, tracking: bool | None) -> RowError | None:
+        """A row saying the opposite of an earlier row of the same address about tracking
+        consent: which one the person meant cannot be guessed."""
+        if tracking is None:
+            return None
+        first_line, said = self._tracking_of.setdefault(key, (line, tracking))
+        if said != tracking:
+            return RowError(
+                line, tracking_consent.FIELD, f"differs from line {first_line} for the same address"
+            )
+        return None
 
     def _attributes_of(self, fields: list[str]) -> dict[str, Any]:
         """The row's custom fields: listmonk's JSON object, then the extra columns (a blank

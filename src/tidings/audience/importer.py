@@ -203,6 +203,7 @@ class Importer:
                     row.newsletter,
                     subscription_state(row.confirmed_at, row.unsubscribed_at).value,
                     row.created_at.isoformat(),
+                    "true" if row.tracking_consent else "false",
                     json.dumps(row.attributes, ensure_ascii=False) if row.attributes else "",
                 ]
                 writer.writerow([neutralise_formula(cell) for cell in cells])

@@ -17,9 +17,16 @@ from tidings.audience.consent_requests import ConsentRequest, queue_consent_requ
 from tidings.audience.context import AudienceContext
 from tidings.audience.ratelimit import SubscribeRateLimiter
 from tidings.audience.subscriber_mail import queue_welcome_email
+from tidings.audience.tracking_consent import (
+    consent_of,
+    record_on_confirmation,
+    record_tracking_consent,
+)
 from tidings.domain import consent, tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import NotFound, TidingsError
+from tidings.domain.tracking import TrackingMode
+from tidings.domain.tracking_consent import ConsentSource
 from tidings.storage import confirmations
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
@@ -61,6 +68,15 @@ class Preference:
     awaiting_confirmation: bool = False  # asked for; the emailed link has not been used yet
 
 
+@dataclass(frozen=True, slots=True)
+class TrackingChoice:
+    """The preferences page's tracking box: `offered` when a newsletter tracks per person or
+    the person's consent is on record (so it can always be withdrawn); `given`: ticked."""
+
+    offered: bool
+    given: bool
+
+
 class PublicFlows:
     def __init__(self, context: AudienceContext, limiter: SubscribeRateLimiter) -> None:
         self._ctx = context
@@ -77,10 +93,13 @@ class PublicFlows:
         newsletter_slug: str,
         source: Source,
         client_ip: str | None,
+        tracking_consent: bool = False,
     ) -> None:
         """Answers the same, after the same work, whether the address is new, pending,
         confirmed, unsubscribed or suppressed: it records the address and queues the request.
-        Rate-limited per client and per target address (429 with Retry-After)."""
+        Rate-limited per client and per target address (429 with Retry-After).
+        `tracking_consent`: the form's tracking box was ticked; it becomes consent only when
+        the person confirms (or, single opt-in, when the request subscribes them)."""
         address = normalise_email(email)
         name = validate_name(name)
         await self._limiter.check(client_ip=client_ip, email_key=address.key)
@@ -105,7 +124,13 @@ class PublicFlows:
             await queue_consent_request(
                 self._ctx,
                 conn,
-                ConsentRequest(subscriber_id, newsletter.id, source, new_subscriber=created),
+                ConsentRequest(
+                    subscriber_id,
+                    newsletter.id,
+                    source,
+                    new_subscriber=created,
+                    tracking_consent=tracking_consent,
+                ),
             )
 
     # -- confirm (AUD-6) ------------------------------------------------------------------
@@ -125,6 +150,7 @@ class PublicFlows:
             if isinstance(decision, consent.Refusal):
                 raise LinkProblem("invalid")  # left since: this link no longer applies
             written = await self._consent.record(conn, subscription, decision, now=now)
+            await record_on_confirmation(conn, written, now=now)
             if decision.confirms:
                 _, newsletter = await owners_of(conn, written)
                 await queue_welcome_email(self._ctx, conn, written, newsletter)
@@ -206,6 +232,16 @@ class PublicFlows:
             subscriber = await self._subscriber_for_preferences(conn, token)
             return await self._preferences(conn, subscriber.id)
 
+    async def tracking_choice(self, token: str) -> TrackingChoice:
+        async with self._ctx.db.read() as conn:
+            subscriber = await self._subscriber_for_preferences(conn, token)
+            per_person = any(
+                n.tracking == TrackingMode.PER_PERSON
+                for n in await newsletter_queries.list_newsletters(conn)
+            )
+            given = consent_of(subscriber).given
+            return TrackingChoice(offered=per_person or given, given=given)
+
     async def _preferences(self, conn: AsyncConnection, subscriber_id: int) -> list[Preference]:
         if await subscriber_queries.get(conn, subscriber_id) is None:
             raise LinkProblem("invalid")
@@ -224,14 +260,24 @@ class PublicFlows:
             for n in await newsletter_queries.list_newsletters(conn)
         ]
 
-    async def update_preferences(self, token: str, wanted: set[int]) -> list[Preference]:
+    async def update_preferences(
+        self, token: str, wanted: set[int], *, tracking: bool | None = None
+    ) -> list[Preference]:
         """Unsubscribe from unticked newsletters; ask to subscribe to ticked ones. A ticked
         newsletter not yet confirmed gets a confirmation email (AUD-7): the page is reached
-        from an email, and whoever it was forwarded to must not sign its recipient up."""
+        from an email, and whoever it was forwarded to must not sign its recipient up.
+        `tracking` gives (True) or withdraws (False) per-person tracking consent (ENG-1);
+        None leaves it as it is. Unlike a subscription, it needs no confirmation: a page
+        forwarded on can at worst let its holder say yes on the person's behalf, as it can
+        subscribe them, and the person sees and withdraws it here."""
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             subscriber = await self._subscriber_for_preferences(conn, token)
             subscriber_id = subscriber.id
+            if tracking is not None:
+                await record_tracking_consent(
+                    conn, subscriber, tracking, source=ConsentSource.PREFERENCES, now=now
+                )
             newsletter_ids = [n.id for n in await newsletter_queries.list_newsletters(conn)]
             existing = {
                 row.newsletter_id: row

@@ -14,13 +14,15 @@ from tidings.audience.consent import ConsentRecorder
 from tidings.audience.context import AudienceContext
 from tidings.audience.public import PublicFlows
 from tidings.audience.subscriber_events import subscriber_event
+from tidings.audience.tracking_consent import consent_of, record_tracking_consent
 from tidings.domain import consent
 from tidings.domain.audience import Source, Tier, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.tracking_consent import ConsentSource
+from tidings.storage import engagement_people, privacy
 from tidings.storage import feedback as feedback_queries
 from tidings.storage import newsletters as newsletter_queries
-from tidings.storage import privacy
 from tidings.storage import subscribers as queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage import suppressions as suppression_queries
@@ -145,9 +147,12 @@ class Subscribers:
         attributes: dict[str, Any],
         subscribe_to: list[tuple[str, bool]],
         actor: str,
+        tracking_consent: bool = False,
     ) -> SubscriberView:
         """Create a subscriber. `(newsletter, True)` records consent asserted by the admin
-        (`admin:<key id>` as evidence); `(newsletter, False)` sends a confirmation email."""
+        (`admin:<key id>` as evidence); `(newsletter, False)` sends a confirmation email.
+        `tracking_consent`: the caller asserts the person agreed to per-person tracking
+        (source `api`)."""
         address = normalise_email(email)
         values = {
             "name": validate_name(name),
@@ -168,6 +173,10 @@ class Subscribers:
             )
             if not created:
                 raise Conflict("a subscriber with that address exists", field="email")
+            if tracking_consent:
+                row = await record_tracking_consent(
+                    conn, row, True, source=ConsentSource.API, now=now
+                )
             await queries.set_labels(conn, row.id, labels, now=now)
             await subscriber_event(self._ctx, conn, "subscriber.created", row, source="admin")
             for slug, asserted in subscribe_to:
@@ -233,7 +242,10 @@ class Subscribers:
         tier: str | None = None,
         labels: list[str] | None = None,
         attributes: dict[str, Any] | None = None,
+        tracking_consent: bool | None = None,
     ) -> SubscriberView:
+        """Change what is given; `tracking_consent` True asserts consent to per-person
+        tracking (source `api`), False withdraws it."""
         changes: dict[str, Any] = {}
         if name is not None:
             changes["name"] = validate_name(name)
@@ -249,6 +261,10 @@ class Subscribers:
                 raise NotFound(f"no subscriber with id {subscriber_id}")
             if cleaned_labels is not None:
                 await queries.set_labels(conn, row.id, cleaned_labels, now=now)
+            if tracking_consent is not None:
+                row = await record_tracking_consent(
+                    conn, row, tracking_consent, source=ConsentSource.API, now=now
+                )
             await subscriber_event(self._ctx, conn, "subscriber.updated", row)
             return await self._view(conn, row)
 
@@ -281,6 +297,7 @@ class Subscribers:
             view = await self._view(conn, row)
             traces = await privacy.traces_of(conn, subscriber_id=row.id, email_key=row.email_key)
             history = await _history(conn, row.email_hash)
+            hits = await engagement_people.hits_of(conn, row.id)
         return {
             "subscriber": {
                 "id": row.id,
@@ -292,6 +309,10 @@ class Subscribers:
                 "created_at": row.created_at.isoformat(),
                 "updated_at": row.updated_at.isoformat(),
             },
+            # Per-person tracking (ENG-1, ENG-6): when and how consent was given, and the
+            # person's own hits (kept only with that consent, for tracking.retention_days).
+            "tracking_consent": _json_ready(asdict(consent_of(row))),
+            "engagement_hits": [_json_ready(asdict(hit)) for hit in hits],
             "subscriptions": [_json_ready(asdict(s)) for s in view.subscriptions],
             "suppressed": view.suppressed,
             "jobs": [_json_ready(job) for job in traces["jobs"]],

@@ -33,6 +33,7 @@ from tidings.domain.audience import Tier
 from tidings.domain.audit import Actor
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
+from tidings.engagement.activity import ActivityEntry
 
 app = typer.Typer(
     help="Import and export subscribers as CSV; show one with their history.", no_args_is_help=True
@@ -282,18 +283,25 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one subscriber: subscriptions, suppression, and their history — bounces,
-    complaints and what was decided about them (AUD-13), suppressions and lifts."""
+    complaints and what was decided about them (AUD-13), suppressions and lifts — and their
+    activity: opens and clicks (per-person tracking, with their consent) among their bounces,
+    complaints and unsubscribes, newest first."""
 
-    async def go() -> tuple[SubscriberView, list[dict[str, Any]]]:
+    async def go() -> tuple[SubscriberView, list[dict[str, Any]], list[ActivityEntry]]:
         async with container_for(ctx) as container:
             view = await container.subscribers.find(email)
-            return view, await container.subscribers.history(view.subscriber.id)
+            subscriber_id = view.subscriber.id
+            history = await container.subscribers.history(subscriber_id)
+            return view, history, await container.activity.of(subscriber_id)
 
-    view, history = run(go)
+    view, history, activity = run(go)
     if as_json:
         from tidings.api.admin.subscribers import SubscriberPublic  # FastAPI: this command only
 
-        print(json.dumps({**SubscriberPublic.of(view).model_dump(mode="json"), "history": history}))
+        shown = SubscriberPublic.of(view).model_dump(mode="json")
+        print(
+            json.dumps({**shown, "history": history, "activity": [e.as_json() for e in activity]})
+        )
         return
     row = view.subscriber
     out_console.print(
@@ -322,6 +330,16 @@ def show(
             str(entry.get("code") or ""),
         )
     out_console.print(events)
+    timeline = Table("when", "what", "campaign", "link or detail", "verdict")
+    for line in activity:
+        timeline.add_row(
+            line.at.isoformat(),
+            line.kind,
+            line.campaign,
+            line.url or line.detail or "",
+            line.verdict or "",
+        )
+    out_console.print(timeline)
 
 
 app.command("bulk")(bulk)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tidings.domain.errors import InvalidInput
+from tidings.domain.tracking_consent import CONSENT_TEXT
 from tidings.rendering.engine import TemplateEngine
 from tidings.rendering.theme import DEFAULT_THEME, Theme
 
@@ -36,6 +37,14 @@ class PreferenceItem:
     awaiting_confirmation: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TrackingBox:
+    """The unticked-by-default box asking for per-person open and click tracking (ENG-1)."""
+
+    ticked: bool = False
+    text: str = CONSENT_TEXT
+
+
 class Pages:
     """Renders the public pages with one theme. Build once and share; rendering is read-only."""
 
@@ -55,6 +64,7 @@ class Pages:
         chosen: Collection[str] = (),
         honeypot: bool = False,
         altcha: bool = False,
+        tracking: TrackingBox | None = None,
     ) -> str:
         """The form: POSTs `email`, `name` and `newsletter` (one slug per ticked box) to
         `action_url`.
@@ -63,12 +73,14 @@ class Pages:
         with several each is a checkbox, ticked when its slug is in `chosen`. `email` and
         `name` fill the inputs again after an error, so nobody types twice. `honeypot` adds
         the `website` field that people never see and bots fill in; `altcha` the proof-of-work
-        field and the script that solves it before the form posts.
+        field and the script that solves it before the form posts. `tracking`: the per-person
+        tracking box (`tracking=yes` when ticked), shown when a newsletter tracks per person.
         """
         return self._render(
             "subscribe.html",
             honeypot=honeypot,
             altcha=altcha,
+            tracking=tracking,
             newsletters=[tuple(newsletter) for newsletter in newsletters],
             action_url=_url(action_url, "action_url"),
             error=error,
@@ -88,11 +100,13 @@ class Pages:
         done: bool = False,
         honeypot: bool = False,
         altcha: bool = False,
+        tracking: TrackingBox | None = None,
     ) -> str:
         """The signup form for another site's iframe: one newsletter, no masthead, and the
         thank-you in place once `done` (the same words whatever the address's state)."""
         return self._render(
             "embed.html",
+            tracking=tracking,
             newsletter=tuple(newsletter),
             action_url=_url(action_url, "action_url"),
             error=error,
@@ -144,13 +158,23 @@ class Pages:
             preferences_url=_optional_url(preferences_url, "preferences_url"),
         )
 
-    def preferences(self, *, items: Sequence[PreferenceItem], action_url: str, saved: bool) -> str:
+    def preferences(
+        self,
+        *,
+        items: Sequence[PreferenceItem],
+        action_url: str,
+        saved: bool,
+        tracking: TrackingBox | None = None,
+    ) -> str:
         """Checkboxes `newsletter=<id>` for the ticked newsletters, POSTed to `action_url`.
 
         A form with every box cleared posts no `newsletter` field: the reader wants none.
+        With `tracking`, the per-person tracking box too (`tracking=yes` when ticked, with
+        `tracking_shown=yes` always, so an unticked box withdraws the consent).
         """
         return self._render(
             "preferences.html",
+            tracking=tracking,
             items=tuple(items),
             action_url=_url(action_url, "action_url"),
             saved=saved,

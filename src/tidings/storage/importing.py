@@ -45,6 +45,7 @@ class StoredSubscriber:
     name: str | None
     tier: str
     attributes: dict[str, Any]
+    tracking_consent: bool = False  # consent to per-person tracking is on record (ENG-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,34 @@ async def subscribers_by_key(
         subscribers.c.name,
         subscribers.c.tier,
         subscribers.c.attributes,
+        subscribers.c.tracking_consent_at.is_not(None),
     ).where(among(conn, subscribers.c.email_key, email_keys))
     return {
-        key: StoredSubscriber(subscriber_id, email, name, tier, attributes)
-        for key, subscriber_id, email, name, tier, attributes in await conn.execute(query)
+        key: StoredSubscriber(subscriber_id, email, name, tier, attributes, bool(consented))
+        for key, subscriber_id, email, name, tier, attributes, consented in await conn.execute(
+            query
+        )
     }
+
+
+async def set_tracking_consent(
+    conn: AsyncConnection, *, given: Sequence[int], withdrawn: Sequence[int], now: datetime
+) -> None:
+    """Record consent to per-person tracking asserted by an import (source `import`, the
+    import's time) for `given`, and clear it for `withdrawn`. Consent already on record
+    keeps its first time and source."""
+    if given:
+        await conn.execute(
+            update(subscribers)
+            .where(subscribers.c.id.in_(given), subscribers.c.tracking_consent_at.is_(None))
+            .values(tracking_consent_at=now, tracking_consent_source="import")
+        )
+    if withdrawn:
+        await conn.execute(
+            update(subscribers)
+            .where(subscribers.c.id.in_(withdrawn))
+            .values(tracking_consent_at=None, tracking_consent_source=None)
+        )
 
 
 async def suppressed_hashes(conn: AsyncConnection, email_hashes: Collection[str]) -> set[str]:
@@ -311,6 +335,7 @@ class ExportRow:
     confirmed_at: datetime | None
     unsubscribed_at: datetime | None
     attributes: dict[str, Any]
+    tracking_consent: bool = False  # consent to per-person tracking on record (ENG-1)
 
 
 async def export_page(
@@ -329,6 +354,7 @@ async def export_page(
             subscriptions.c.confirmed_at,
             subscriptions.c.unsubscribed_at,
             subscribers.c.attributes,
+            subscribers.c.tracking_consent_at.is_not(None).label("tracking_consent"),
         )
         .select_from(
             subscriptions.join(subscribers, subscribers.c.id == subscriptions.c.subscriber_id).join(
@@ -348,4 +374,7 @@ async def export_page(
         query = query.where(subscribers.c.tier == audience.tier)
     if audience.label is not None:
         query = query.where(has_label(audience.label))
-    return [ExportRow(**dict(row._mapping)) for row in await conn.execute(query)]
+    return [
+        ExportRow(**{**row._mapping, "tracking_consent": bool(row.tracking_consent)})
+        for row in await conn.execute(query)
+    ]

@@ -210,7 +210,16 @@ async def person(request: Request, session: Session, subscriber_id: SubscriberId
     view = await container.subscribers.get(subscriber_id)
     deliveries = await container.audience_stats.deliveries_of(subscriber_id)
     history = await container.subscribers.history(subscriber_id)
-    return page(request, session, "person.html", view=view, deliveries=deliveries, history=history)
+    activity = await container.activity.of(subscriber_id)
+    return page(
+        request,
+        session,
+        "person.html",
+        view=view,
+        deliveries=deliveries,
+        history=history,
+        activity=activity,
+    )
 
 
 @router.post("/{subscriber_id}/suppress")

@@ -17,6 +17,10 @@ from tidings.domain.consent import SubscriptionState
 
 router = APIRouter(prefix="/subscribers", tags=["admin: subscribers"])
 SubscriberId = Annotated[int, Path(ge=1, le=2**62)]
+TRACKING_CONSENT_HELP = (
+    "True asserts the person agreed to per-person open and click tracking (recorded with "
+    "source api and the time of the request)."
+)
 Labels = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=50)]
 
 
@@ -38,6 +42,7 @@ class SubscriberCreate(RequestBody):
     labels: Labels = Field(default_factory=list)
     attributes: dict[str, Any] = Field(default_factory=dict)
     subscriptions: list[SubscriptionRequest] = Field(default_factory=list, max_length=100)
+    tracking_consent: bool = Field(default=False, description=TRACKING_CONSENT_HELP)
 
 
 class SubscriberUpdate(RequestBody):
@@ -45,6 +50,9 @@ class SubscriberUpdate(RequestBody):
     tier: str | None = Field(default=None, max_length=16)
     labels: Labels | None = None
     attributes: dict[str, Any] | None = None
+    tracking_consent: bool | None = Field(
+        default=None, description=TRACKING_CONSENT_HELP + " False withdraws it."
+    )
 
 
 class SubscriptionPublic(BaseModel):
@@ -71,6 +79,11 @@ class SubscriberPublic(BaseModel):
     subscriptions: list[SubscriptionPublic]
     created_at: datetime
     updated_at: datetime
+    tracking_consent: bool = Field(description="Consent to per-person tracking is on record.")
+    tracking_consent_at: datetime | None
+    tracking_consent_source: str | None = Field(
+        description="How it was given: signup, preferences, import or api."
+    )
 
     @classmethod
     def of(cls, view: SubscriberView) -> SubscriberPublic:
@@ -89,6 +102,9 @@ class SubscriberPublic(BaseModel):
             ],
             created_at=row.created_at,
             updated_at=row.updated_at,
+            tracking_consent=row.tracking_consent_at is not None,
+            tracking_consent_at=row.tracking_consent_at,
+            tracking_consent_source=row.tracking_consent_source,
         )
 
 
@@ -127,6 +143,7 @@ async def create_subscriber(
         attributes=body.attributes,
         subscribe_to=[(s.newsletter, s.confirmed) for s in body.subscriptions],
         actor=key_id,
+        tracking_consent=body.tracking_consent,
     )
     return SubscriberPublic.of(view)
 
@@ -184,6 +201,7 @@ async def update_subscriber(
         tier=body.tier,
         labels=body.labels,
         attributes=body.attributes,
+        tracking_consent=body.tracking_consent,
     )
     return SubscriberPublic.of(view)
 
@@ -208,6 +226,33 @@ async def remove_subscription(
     newsletter: Annotated[str, Path(max_length=64)],
 ) -> SubscriberPublic:
     return SubscriberPublic.of(await container.subscribers.unsubscribe(subscriber_id, newsletter))
+
+
+class ActivityPublic(BaseModel):
+    """One line of a person's timeline (ENG-6): an open or click (with per-person tracking and
+    their consent), a bounce, a complaint or an unsubscribe."""
+
+    at: datetime
+    kind: str = Field(description="open, click, bounce, complaint or unsubscribe.")
+    campaign_id: int
+    campaign: str = Field(description="The campaign's subject.")
+    url: str | None = Field(description="The link clicked.")
+    verdict: str | None = Field(description="For a hit: human or machine.")
+    reason: str | None = Field(description="For a hit: why it was judged so.")
+    detail: str | None = Field(description="For a bounce: its kind and code.")
+
+
+@router.get("/{subscriber_id}/activity", summary="The person's opens, clicks and bounces")
+async def subscriber_activity(
+    container: ContainerDep,
+    subscriber_id: SubscriberId,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[ActivityPublic]:
+    """Newest first. Opens and clicks appear only for a newsletter tracking per person and
+    a subscriber whose consent is on record."""
+    await container.subscribers.get(subscriber_id)  # 404 for an unknown id
+    entries = await container.activity.of(subscriber_id, limit=limit)
+    return [ActivityPublic(**entry.as_json()) for entry in entries]
 
 
 @router.get("/{subscriber_id}/export", summary="Everything stored about this person (JSON)")

@@ -17,9 +17,18 @@ from fastapi.responses import HTMLResponse, Response
 
 from tidings.api.deps import ContainerDep
 from tidings.api.public.json import allowed_origin
-from tidings.api.public.pages import ALTCHA_HELP, HONEYPOT_HELP, MAX_TYPED, Typed, take_signup
+from tidings.api.public.pages import (
+    ALTCHA_HELP,
+    HONEYPOT_HELP,
+    MAX_TYPED,
+    TRACKING_HELP,
+    Typed,
+    take_signup,
+)
 from tidings.config import Settings
 from tidings.domain.errors import NotFound
+from tidings.domain.tracking import TrackingMode
+from tidings.rendering.pages import TrackingBox
 
 router = APIRouter(tags=["public pages"])
 Slug = Annotated[str, Path(max_length=64, description="A newsletter's slug.")]
@@ -42,20 +51,22 @@ def _embed_html(settings: Settings, body: str, status_code: int = 200) -> HTMLRe
     )
 
 
-async def _newsletter(container: ContainerDep, slug: str) -> tuple[str, str, str]:
+async def _newsletter(container: ContainerDep, slug: str) -> tuple[tuple[str, str, str], bool]:
+    """The newsletter as the form shows it, and whether it tracks per person (ENG-1)."""
     try:
         row = await container.newsletters.get(slug)
     except NotFound:
         raise NotFound("there is no newsletter at this address") from None
-    return row.slug, row.name, row.description
+    return (row.slug, row.name, row.description), row.tracking == TrackingMode.PER_PERSON
 
 
 @router.get("/subscribe/{slug}/embed", response_class=HTMLResponse, summary="Embeddable form")
 async def embed_form(container: ContainerDep, slug: Slug) -> HTMLResponse:
-    newsletter = await _newsletter(container, slug)
+    newsletter, per_person = await _newsletter(container, slug)
     page = container.pages.subscribe_embed(
         newsletter,
         action_url=f"/subscribe/{newsletter[0]}/embed",
+        tracking=TrackingBox() if per_person else None,
         honeypot=container.settings.audience.honeypot,
         altcha=container.bot_check.enabled,
     )
@@ -71,11 +82,14 @@ async def embed_form_post(
     name: Annotated[str, Form()] = "",
     website: Annotated[str, Form(description=HONEYPOT_HELP)] = "",
     altcha: Annotated[str, Form(max_length=4096, description=ALTCHA_HELP)] = "",
+    tracking: Annotated[str, Form(description=TRACKING_HELP)] = "",
 ) -> HTMLResponse:
     """The thank-you in place (the same for every address), or the form again with the
     reason (422, 429)."""
-    newsletter = await _newsletter(container, slug)
-    typed = Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset({newsletter[0]}))
+    newsletter, per_person = await _newsletter(container, slug)
+    typed = Typed(
+        email[:MAX_TYPED], name[:MAX_TYPED], frozenset({newsletter[0]}), tracking=bool(tracking)
+    )
     outcome = await take_signup(container, request, typed, (email, name, website, altcha))
     page = container.pages.subscribe_embed(
         newsletter,
@@ -84,6 +98,7 @@ async def embed_form_post(
         email=typed.email if outcome.error else "",
         name=typed.name if outcome.error else "",
         done=outcome.error is None,
+        tracking=TrackingBox(ticked=typed.tracking) if per_person else None,
         honeypot=container.settings.audience.honeypot,
         altcha=container.bot_check.enabled,
     )

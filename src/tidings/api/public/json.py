@@ -23,6 +23,11 @@ class SubscribeRequest(BaseModel):
     email: EmailAddress
     name: HeaderText | None = Field(default=None, max_length=200)
     newsletter: str = Field(max_length=64, description="The newsletter's slug.")
+    tracking_consent: bool = Field(
+        default=False,
+        description="The person ticked the box letting us see which emails they open and which "
+        "links they click (ENG-1); recorded when they confirm.",
+    )
     altcha: str | None = Field(
         default=None,
         max_length=4096,
@@ -56,6 +61,11 @@ class PreferenceItem(BaseModel):
 
 class PreferencesUpdate(BaseModel):
     newsletters: list[int] = Field(max_length=1000, description="Ids to stay subscribed to.")
+    tracking_consent: bool | None = Field(
+        default=None,
+        description="Give (true) or withdraw (false) consent to per-person open and click "
+        "tracking; absent leaves it as it is.",
+    )
 
 
 def allowed_origin(settings: Settings, request: Request) -> str | None:
@@ -87,6 +97,7 @@ async def subscribe(
         newsletter_slug=body.newsletter,
         source=Source.API,
         client_ip=client_ip(request),
+        tracking_consent=body.tracking_consent,
     )
     return SubscribeAccepted()
 
@@ -120,5 +131,7 @@ async def get_preferences(container: ContainerDep, token: Token) -> list[Prefere
 async def put_preferences(
     container: ContainerDep, token: Token, body: PreferencesUpdate
 ) -> list[PreferenceItem]:
-    updated = await container.public.update_preferences(token, set(body.newsletters))
+    updated = await container.public.update_preferences(
+        token, set(body.newsletters), tracking=body.tracking_consent
+    )
     return [PreferenceItem(**asdict(p)) for p in updated]

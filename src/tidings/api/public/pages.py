@@ -21,7 +21,8 @@ from tidings.audience.public import LinkProblem, Preference
 from tidings.domain import tokens
 from tidings.domain.audience import Source, normalise_email, validate_name
 from tidings.domain.errors import InvalidInput, NotFound, RateLimited
-from tidings.rendering.pages import PreferenceItem
+from tidings.domain.tracking import TrackingMode
+from tidings.rendering.pages import PreferenceItem, TrackingBox
 
 router = APIRouter(tags=["public pages"], include_in_schema=True)
 # Not `max_length` or a pattern: a reader who follows a mangled link gets the page saying so
@@ -35,6 +36,7 @@ Slug = Annotated[str, Path(description="A newsletter's slug.")]
 MAX_TYPED = 320  # longer input is refused anyway; this much is shown back
 HONEYPOT_HELP = "Leave empty: a form hidden from people, filled in only by bots."
 ALTCHA_HELP = "With audience.altcha on: the solved proof-of-work challenge."
+TRACKING_HELP = "Non-empty when the per-person open and click tracking box is ticked."
 
 
 def _html(body: str, status_code: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
@@ -77,14 +79,19 @@ class Typed:
     email: str = ""
     name: str = ""
     chosen: frozenset[str] = frozenset()
+    tracking: bool = False  # the per-person tracking box (ENG-1)
 
 
 async def _subscribe_form(
     container: ContainerDep, typed: Typed = Typed(), error: str | None = None
 ) -> str:
-    newsletters = [(n.slug, n.name, n.description) for n in await container.newsletters.list()]
+    rows = await container.newsletters.list()
+    newsletters = [(n.slug, n.name, n.description) for n in rows]
+    # Asked only where it means something: some newsletter on the form tracks per person.
+    per_person = any(n.tracking == TrackingMode.PER_PERSON for n in rows)
     return container.pages.subscribe_form(
         newsletters,
+        tracking=TrackingBox(ticked=typed.tracking) if per_person else None,
         action_url="/subscribe",
         error=error,
         email=typed.email,
@@ -124,10 +131,16 @@ async def subscribe_form_post(
     newsletter: Annotated[list[str] | None, Form()] = None,
     website: Annotated[str, Form(description=HONEYPOT_HELP)] = "",
     altcha: Annotated[str, Form(max_length=4096, description=ALTCHA_HELP)] = "",
+    tracking: Annotated[str, Form(description=TRACKING_HELP)] = "",
 ) -> Response:
     """Always answers with a page: the form again, with what was typed and why it failed
     (422, 404 or 429), or a redirect to the thank-you page."""
-    typed = Typed(email[:MAX_TYPED], name[:MAX_TYPED], frozenset(s[:64] for s in newsletter or []))
+    typed = Typed(
+        email[:MAX_TYPED],
+        name[:MAX_TYPED],
+        frozenset(s[:64] for s in newsletter or []),
+        tracking=bool(tracking),
+    )
     outcome = await take_signup(container, request, typed, (email, name, website, altcha))
     if outcome.error is None:
         return RedirectResponse("/subscribe/thanks", status_code=303)
@@ -173,6 +186,7 @@ async def take_signup(
                 newsletter_slug=slug,
                 source=Source.FORM,
                 client_ip=client_ip(request),
+                tracking_consent=typed.tracking,
             )
     except (InvalidInput, NotFound) as exc:
         return SignupOutcome(exc.detail, 422)
@@ -278,12 +292,20 @@ def _items(preferences: list[Preference]) -> list[PreferenceItem]:
     ]
 
 
+async def _tracking_box(container: ContainerDep, token: str) -> TrackingBox | None:
+    choice = await container.public.tracking_choice(token)
+    return TrackingBox(ticked=choice.given) if choice.offered else None
+
+
 @router.get("/preferences/{token:path}", response_class=HTMLResponse, summary="Preferences page")
 async def preferences_page(container: ContainerDep, token: Token) -> HTMLResponse:
     async def render() -> str:
         items = _items(await container.public.preferences(token))
         return container.pages.preferences(
-            items=items, action_url=f"/preferences/{token}", saved=False
+            items=items,
+            action_url=f"/preferences/{token}",
+            saved=False,
+            tracking=await _tracking_box(container, token),
         )
 
     return await _page_or_problem(container, render, token=token, purpose="preferences")
@@ -295,6 +317,8 @@ async def save_preferences(
     token: Token,
     # Text, not `list[int]`: a mangled form must not answer a reader page with JSON 422.
     newsletter: Annotated[list[str] | None, Form(max_length=1000)] = None,
+    tracking: Annotated[str, Form(description=TRACKING_HELP)] = "",
+    tracking_shown: Annotated[str, Form(description="Set when the page showed the box.")] = "",
 ) -> HTMLResponse:
     chosen = newsletter or []
     wanted = {
@@ -305,7 +329,10 @@ async def save_preferences(
         async def unchanged() -> str:
             items = _items(await container.public.preferences(token))
             return container.pages.preferences(
-                items=items, action_url=f"/preferences/{token}", saved=False
+                items=items,
+                action_url=f"/preferences/{token}",
+                saved=False,
+                tracking=await _tracking_box(container, token),
             )
 
         return await _page_or_problem(
@@ -313,9 +340,14 @@ async def save_preferences(
         )
 
     async def render() -> str:
-        updated = await container.public.update_preferences(token, wanted)
+        # An unticked box posts nothing: only a page that showed it can withdraw by it.
+        given = bool(tracking) if tracking_shown else None
+        updated = await container.public.update_preferences(token, wanted, tracking=given)
         return container.pages.preferences(
-            items=_items(updated), action_url=f"/preferences/{token}", saved=True
+            items=_items(updated),
+            action_url=f"/preferences/{token}",
+            saved=True,
+            tracking=await _tracking_box(container, token),
         )
 
     return await _page_or_problem(container, render, token=token, purpose="preferences")
