@@ -21,11 +21,8 @@ from tidings.storage.tables import (
 )
 
 counter = engagement_counters.c
-SUMS = (
-    func.coalesce(func.sum(counter.human_unique), 0).label("human_unique"),
-    func.coalesce(func.sum(counter.human_total), 0).label("human_total"),
-    func.coalesce(func.sum(counter.machine_total), 0).label("machine_total"),
-)
+FIGURES = ("human_unique", "human_total", "machine_total")
+SUMS = tuple(func.coalesce(func.sum(counter[name]), 0).label(name) for name in FIGURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,20 +68,30 @@ async def link_figures(conn: AsyncConnection, campaign_id: int) -> list[LinkFigu
     """Each visible link of each segment with its clicks (0 when never clicked): the pixel and
     hidden links are left out (a hidden link's hits are machines', counted in number 0)."""
     link = campaign_links.c
-    joined = campaign_links.outerjoin(
-        engagement_counters,
-        and_(
-            counter.campaign_id == link.campaign_id,
-            counter.segment == link.segment,
-            counter.number == link.number,
+    # Summed first, then joined: one pass over the campaign's click rows, not one per link.
+    clicks = (
+        select(counter.segment, counter.number, *SUMS)
+        .where(
+            counter.campaign_id == campaign_id,
+            counter.number > PIXEL_NUMBER,
             counter.kind == HitKind.CLICK.value,
-        ),
+        )
+        .group_by(counter.segment, counter.number)
+        .subquery()
     )
     query = (
-        select(link.segment, link.number, link.url, *SUMS)
-        .select_from(joined)
+        select(
+            link.segment,
+            link.number,
+            link.url,
+            *(func.coalesce(clicks.c[name], 0).label(name) for name in FIGURES),
+        )
+        .select_from(
+            campaign_links.outerjoin(
+                clicks, and_(clicks.c.segment == link.segment, clicks.c.number == link.number)
+            )
+        )
         .where(link.campaign_id == campaign_id, link.number > PIXEL_NUMBER, ~link.hidden)
-        .group_by(link.segment, link.number, link.url)
         .order_by(link.segment, link.number)
     )
     return [
