@@ -60,8 +60,9 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
 from tidings.domain.clock import Clock
 from tidings.domain.identity import SendingIdentity
-from tidings.engagement.results import EngagementResults
 from tidings.engagement.activity import PersonActivity
+from tidings.engagement.apply import EngagementApplier
+from tidings.engagement.intake import Intake
 from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from tidings.delivery.inbound_server import InboundServer
 
 log = structlog.get_logger("tidings.bootstrap")
+APPLY_INTERVAL_SECONDS = 1.0  # how often the workers fold taken-in hits into the counters
 
 
 @dataclass
@@ -119,7 +121,8 @@ class Container:
     send_status: SendStatusReader
     statistics: StatisticsReader
     engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
-    engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
+    intake: Intake  # hits taken in by /c/ and /o/ (ENG-3)
+    engagement_applier: EngagementApplier  # folds them into the counters (ENG-3, ENG-5)
     listing: CampaignListing
     retries: SendRetries
     reconciler: Reconciler
@@ -287,6 +290,7 @@ class Container:
                     "send_sweep",
                     self.settings.bulk_email.sweep_interval_seconds,
                     self.send_recovery().sweep,
-                )
+                ),
+                Periodic("apply_engagement", APPLY_INTERVAL_SECONDS, self.engagement_applier.apply),
             ],
         )

@@ -56,8 +56,10 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.feedback import BouncePolicy
 from tidings.domain.identity import SendingIdentity
-from tidings.engagement.results import EngagementResults
 from tidings.engagement.activity import PersonActivity
+from tidings.engagement.apply import EngagementApplier
+from tidings.engagement.classify import shipped_rules
+from tidings.engagement.intake import Intake
 from tidings.engagement.results import EngagementResults
 from tidings.observability.metrics import Metrics
 from tidings.outbound.capture import CapturedMail
@@ -173,6 +175,8 @@ def build(
         watch_campaign=auto_pause.check,
     )
     resources.push_async_callback(feedback.close)
+    intake = Intake(db, site_secret, shipped_rules(), settings.tracking, clock, metrics)
+    resources.push_async_callback(intake.close)  # before the database: writes what is buffered
     return Container(
         settings=settings,
         clock=clock,
@@ -242,7 +246,8 @@ def build(
         send_status=SendStatusReader(sending),
         statistics=StatisticsReader(sending),
         engagement_results=EngagementResults(db),
-        engagement_results=EngagementResults(db),
+        intake=intake,
+        engagement_applier=EngagementApplier(db, settings.tracking, clock, webhooks),
         listing=CampaignListing(sending),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),

@@ -11,6 +11,8 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "subscriber.suppressed": "An address was suppressed (bounce, complaint or admin).",
     "subscriber.bounced": "A provider or mailbox reported a bounce (hard or soft, with its code).",
     "subscriber.complained": "A subscriber reported a campaign as spam (a complaint, AUD-13).",
+    "subscriber.engaged": "A subscriber first opened or clicked a campaign (per-person "
+    "tracking with their consent; once per person and campaign).",
     "campaign.scheduled": "A campaign was scheduled for a later send.",
     "campaign.sending": "A campaign started sending.",
     "campaign.sent": "A campaign finished: every recipient accounted for.",

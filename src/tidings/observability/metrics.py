@@ -51,6 +51,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.engagement_hits = Counter(
+            "tidings_engagement_hits",
+            "Opens and clicks taken in, by kind (open, click) and verdict (human, machine, "
+            "ignored: a source far over its rate, answered but not recorded).",
+            ["kind", "verdict"],
+            registry=self.registry,
+        )
+        self.engagement_hits_dropped = Counter(
+            "tidings_engagement_hits_dropped",
+            "Opens and clicks answered but not recorded: the database failed or the buffer "
+            "was full.",
+            registry=self.registry,
+        )
+
     def record_inbound_event(self, source: str, kind: str, outcome: str) -> None:
         self.inbound_events.labels(source, kind, outcome).inc()
 
