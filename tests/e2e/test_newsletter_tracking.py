@@ -134,6 +134,12 @@ async def test_newsletter_page_explains_each_mode_and_saves_the_choice(
         )
         assert changed.status_code == 303
         assert (await container.newsletters.get("weekly")).tracking == "per_person"
+        renamed = await client.post(  # a post without the field (a script's) keeps the mode
+            "/admin/newsletters/weekly",
+            data={**NEWSLETTER, "name": "Weekly", "csrf_token": csrf},
+        )
+        assert renamed.status_code == 303
+        assert (await container.newsletters.get("weekly")).tracking == "per_person"
         listed = await client.get("/admin/newsletters")
         assert "per person" in listed.text
         refused = await client.post(

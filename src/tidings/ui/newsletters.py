@@ -11,7 +11,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from tidings.access.audit import newsletter_entries
 from tidings.audience.newsletters import TRACKING_MEANINGS, NewsletterChanges, NewsletterFields
 from tidings.domain.errors import Conflict, InvalidInput
-from tidings.domain.tracking import TrackingMode
 from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import UiRoute, page
 
@@ -32,7 +31,7 @@ class NewsletterForm:
         reply_to: Annotated[str, Form(max_length=320)] = "",
         double_opt_in: Annotated[str | None, Form(max_length=8)] = None,
         archive: Annotated[str | None, Form(max_length=8)] = None,
-        tracking: Annotated[str, Form(max_length=16)] = TrackingMode.OFF.value,
+        tracking: Annotated[str | None, Form(max_length=16)] = None,
     ) -> None:
         self.slug = slug.strip()
         self.name = name.strip()
@@ -42,7 +41,8 @@ class NewsletterForm:
         self.reply_to = reply_to.strip() or None
         self.double_opt_in = double_opt_in is not None
         self.archive = archive is not None
-        self.tracking = tracking
+        if tracking is not None:  # a post without it (a script's) keeps the mode as it is
+            self.tracking = tracking
 
 
 @router.get("")
