@@ -183,3 +183,31 @@ def events(
     url = state_of(ctx).settings().database.url
     result = bench_events(url, events=count, connections=connections)
     print(json.dumps(asyncio.run(result), indent=2))
+
+
+@app.command("tracking")
+def tracking(
+    ctx: typer.Context,
+    hits: int = typer.Option(20_000, "--hits", min=100, help="Opens and clicks sent."),
+    connections: int = typer.Option(
+        64, "--connections", min=1, max=1000, help="Burst requests in flight at once."
+    ),
+    report_recipients: int = typer.Option(
+        1_000_000,
+        "--report-recipients",
+        min=1,
+        help="Recipients of the campaign whose results are read (ENG-5).",
+    ),
+) -> None:
+    """Opens and clicks per second taken by one `tidings api` process (ENG-3): a burst of
+    privacy-proxy opens and scanner clicks beside people's clicks, whose redirect latency is
+    reported, beside a bare multi-row INSERT of the same rows; then the fold into the counters
+    and the time to read a large campaign's results, on a scratch database of the configured
+    kind."""
+    from tidings.bench.tracking import bench_tracking
+
+    url = state_of(ctx).settings().database.url
+    result = bench_tracking(
+        url, hits=hits, connections=connections, report_recipients=report_recipients
+    )
+    print(json.dumps(asyncio.run(result), indent=2))
