@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, text
 
 from tests.factories import api_client, make_settings
+from tests.support.clock import Clock
 from tests.support.tracking import (
     LINKS,
     click_path,
@@ -179,3 +180,45 @@ async def test_other_methods_are_not_taken_as_hits(database_url: str, method: st
         answer = await client.request(method, click_path(signer, campaign_id, 1, message))
         assert 400 <= answer.status_code < 500
         assert await intake_rows(container.db) == []
+
+
+async def test_a_flooding_source_never_hides_a_real_readers_click(database_url: str) -> None:
+    """One address hammering a link (a scanner farm, a script) is counted as a machine past
+    its rate and then not recorded at all, while still redirected; a reader elsewhere in the
+    same minute is counted as a person."""
+    settings = make_settings(database_url, tracking={"source_hits_per_minute": 10})
+    clock = Clock(SENT_AT.replace(second=0, microsecond=0) + timedelta(hours=1))  # one minute
+    async with api_client(settings, clock=clock) as (client, container):
+        signer, campaign_id, message = await _setup(container)
+        path = click_path(signer, campaign_id, 1, message)
+        flood = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=client._transport.app, client=("198.51.100.7", 1)),  # type: ignore[attr-defined]
+            base_url="http://tidings.test",
+        )
+        async with flood:
+            statuses = {(await flood.get(path, headers=BROWSER)).status_code for _ in range(120)}
+        reader = await client.get(path, headers=BROWSER)
+        assert statuses == {302}
+        assert reader.status_code == 302
+        rows = await intake_rows(container.db)
+        verdicts = [(row.verdict, row.reason) for row in rows]
+        assert verdicts.count(("machine", "flood")) == 90  # hits 11 to 100; past 100 unrecorded
+        assert verdicts.count(("human", "browser")) == 11  # the first ten, and the reader
+        assert verdicts[-1] == ("human", "browser")
+
+
+async def test_a_reader_is_redirected_even_when_their_hit_cannot_be_written(
+    database_url: str,
+) -> None:
+    """The reader clicked to read the article, not to be counted: when the intake cannot be
+    written, the redirect still goes out at once and the lost hit shows in a metric."""
+    async with api_client(make_settings(database_url)) as (client, container):
+        signer, campaign_id, message = await _setup(container)
+        path = click_path(signer, campaign_id, 1, message)
+        assert (await client.get(path, headers=BROWSER)).status_code == 302  # link now cached
+        async with container.db.write() as conn:
+            await conn.execute(text("DROP TABLE engagement_intake"))
+        answer = await client.get(path, headers=BROWSER)
+        assert (answer.status_code, answer.headers["location"]) == (302, LINKS[1].url)
+        metrics = container.metrics.render().decode()
+        assert "tidings_engagement_hits_dropped_total 1.0" in metrics
