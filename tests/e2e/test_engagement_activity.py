@@ -203,3 +203,21 @@ async def test_retention_purge_deletes_old_person_hits_and_changes_no_figure(
     assert min(kept) > NOW - timedelta(days=395)
     assert await _counters(site) == before
     assert await site.container.activity.purge() == 0  # nothing more to purge
+
+
+async def test_withdrawing_consent_deletes_what_was_recorded_under_it(site: Site) -> None:
+    """Once the person says no, keeping their per-person activity has no ground left; the
+    campaign's counts, which never named them, stay."""
+    before = await _counters(site)
+    withdrawn = await site.http.patch(
+        f"/api/admin/subscribers/{site.subscriber_id}",
+        json={"tracking_consent": False},
+        headers=site.headers,
+    )
+    assert withdrawn.status_code == 200
+    assert await _count(site, engagement_person_hits) == 0
+    assert await _counters(site) == before
+    answer = await site.http.get(
+        f"/api/admin/subscribers/{site.subscriber_id}/activity", headers=site.headers
+    )
+    assert _timeline(answer.json()) == [("unsubscribe", None, None)]  # not a tracked fact

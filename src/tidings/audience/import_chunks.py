@@ -17,6 +17,7 @@ from tidings.audience.subscriber_events import subscriber_data
 from tidings.domain import consent
 from tidings.domain.audience import Source
 from tidings.domain.consent import SubscriptionState
+from tidings.storage import engagement_people
 from tidings.storage import importing as queries
 from tidings.storage.importing import StoredSubscriber, StoredSubscription
 from tidings.storage.newsletters import NewsletterRow
@@ -153,12 +154,14 @@ class ChunkWriter:
                 else:
                     report.unchanged += 1
             ids, created_keys = await self._write_subscribers(conn, people, hashes, now)
+            withdrawn = [ids[k] for k, p in people.items() if p.tracking_said is False]
             await queries.set_tracking_consent(
                 conn,
                 given=[ids[k] for k, p in people.items() if p.tracking_said is True],
-                withdrawn=[ids[k] for k, p in people.items() if p.tracking_said is False],
+                withdrawn=withdrawn,
                 now=now,
             )
+            await engagement_people.forget(conn, withdrawn)  # recorded under the consent
             await queries.add_labels(
                 conn, {ids[key]: person.added_labels for key, person in people.items()}, now=now
             )

@@ -10,6 +10,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.tracking_consent import ConsentSource, TrackingConsent, change
+from tidings.storage import engagement_people
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
 from tidings.storage.subscribers import SubscriberRow
@@ -37,6 +38,10 @@ async def record_tracking_consent(
     row = await subscriber_queries.update_subscriber(
         conn, subscriber.id, tracking_consent_at=written.at, tracking_consent_source=written.source
     )
+    if not wanted:
+        # What was recorded under the consent goes with it; the campaign counts keep the
+        # hits, which never named anyone.
+        await engagement_people.forget(conn, [subscriber.id])
     # The change itself is the record (the row keeps when and how); the log says only that.
     log.info("subscriber.tracking_consent", subscriber_id=subscriber.id, given=wanted)
     return row or subscriber

@@ -4,6 +4,7 @@ purge of old hits."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -128,4 +129,13 @@ async def purge_before(conn: AsyncConnection, before: datetime, *, batch: int) -
     hits = engagement_person_hits
     oldest = select(hits.c.id).where(hits.c.at < before).order_by(hits.c.at).limit(batch)
     result = await conn.execute(delete(hits).where(hits.c.id.in_(oldest.scalar_subquery())))
+    return int(result.rowcount)
+
+
+async def forget(conn: AsyncConnection, subscriber_ids: Sequence[int]) -> int:
+    """Delete the hits of these people (their consent withdrawn); returns how many."""
+    if not subscriber_ids:
+        return 0
+    hits = engagement_person_hits
+    result = await conn.execute(delete(hits).where(hits.c.subscriber_id.in_(subscriber_ids)))
     return int(result.rowcount)
