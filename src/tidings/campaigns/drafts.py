@@ -21,6 +21,7 @@ from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.domain.identity import NOT_CHECKED, SendingIdentity
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
+from tidings.domain.tracking import TrackingMode, TrackingSigner
 from tidings.outbound.email_jobs import Mailer, RawEmail
 from tidings.rendering import (
     CampaignContent,
@@ -37,6 +38,7 @@ from tidings.rendering import (
 )
 from tidings.rendering.archive import issue_url
 from tidings.rendering.content import MAX_SUBJECT
+from tidings.rendering.tracking import LinkTracking
 from tidings.storage import campaigns as queries
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage.campaigns import CampaignRow
@@ -278,10 +280,16 @@ class CampaignDrafts:
         return content, sender, list_info
 
     def render_for_send(
-        self, draft: CampaignDraft, segment: str, sending_domain: str
+        self,
+        draft: CampaignDraft,
+        segment: str,
+        sending_domain: str,
+        signer: TrackingSigner | None = None,
     ) -> SegmentRendering:
-        """The segment's real message for a send, its Message-IDs in `sending_domain`."""
+        """The segment's real message for a send, its Message-IDs in `sending_domain`; its
+        links tracked when the newsletter tracks (ENG-2) and a `signer` is given."""
         content, sender, list_info = self._parts(draft)
+        mode = TrackingMode(draft.newsletter.tracking)
         return render_segment(
             content,
             segment,
@@ -291,6 +299,7 @@ class CampaignDrafts:
             theme=self._ctx.theme,
             engine=self._ctx.templates,
             now=self._ctx.now(),
+            tracking=None if signer is None else LinkTracking(mode, signer),
         )
 
     def _segment(self, draft: CampaignDraft, segment: str | None) -> str:
@@ -319,6 +328,13 @@ class CampaignDrafts:
                 "List-Unsubscribe URL, so set it before sending to real readers."
             )
             shown = dataclasses.replace(shown, warnings=(*shown.warnings, warning))
+        if draft.newsletter.tracking != TrackingMode.OFF:
+            # A preview (and a test send) is untracked, so the operator's clicks count nowhere.
+            warning = (
+                f"Links are tracked when sent ({draft.newsletter.tracking}): the sent message's "
+                "links go through this site and carry an open pixel; this preview's do not."
+            )
+            shown = dataclasses.replace(shown, warnings=(*shown.warnings, warning))
         return shown
 
     async def test_send(
@@ -326,7 +342,7 @@ class CampaignDrafts:
     ) -> list[int]:
         """Send the segment's real message to `addresses` through the delivery engine, its
         subject starting `[Test]`. The campaign's state and counts are untouched; the links
-        carry test tokens."""
+        carry test tokens and are never tracked (a test copy's clicks must not count)."""
         if not 1 <= len(addresses) <= MAX_TEST_RECIPIENTS:
             raise InvalidInput(f"give 1 to {MAX_TEST_RECIPIENTS} addresses", field="to")
         recipients = list(

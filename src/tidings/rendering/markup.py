@@ -74,7 +74,8 @@ _TAGS = frozenset(
 _SEGMENT_ATTRIBUTES = frozenset({"data-only", "data-except"})
 _ATTRIBUTES = {
     "*": set(_SEGMENT_ATTRIBUTES),
-    "a": {"href", "title"},
+    # data-track="off": an author's untracked link, read and removed by `tracking.py`.
+    "a": {"href", "title", "data-track"},
     "img": {"src", "alt", "width", "height", "title"},
     "td": {"colspan", "rowspan", "align"},
     "th": {"colspan", "rowspan", "align", "scope"},

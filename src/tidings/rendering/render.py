@@ -31,6 +31,8 @@ from tidings.rendering.mime import ListInfo, MessageSkeleton, Sender
 from tidings.rendering.plaintext import html_to_text, quote
 from tidings.rendering.slots import SAMPLE_RECIPIENT, RecipientValues, SlotTable
 from tidings.rendering.theme import DEFAULT_THEME, Theme
+from tidings.rendering.tracking import LinkTracking, SegmentLinks, button_mark
+from tidings.storage.campaign_links import StoredLink
 
 # Gmail clips messages whose HTML is over about 102 KB, hiding the footer (and its unsubscribe
 # link) behind "View entire message".
@@ -64,7 +66,9 @@ TemplateBlock = Prose | Callout | ButtonBlock
 
 @dataclass(frozen=True)
 class SegmentRendering:
-    """One segment's rendered campaign. `html` and `text` hold slot tokens, not values."""
+    """One segment's rendered campaign. `html` and `text` hold slot tokens, not values.
+    When tracked, `links` are what to store before its first message goes out (ENG-2) and
+    `tracking` makes each message's token."""
 
     segment: str
     subject: str
@@ -76,6 +80,8 @@ class SegmentRendering:
     skeleton: MessageSkeleton = field(repr=False)
     sender: Sender = field(repr=False)
     list_info: ListInfo = field(repr=False)
+    links: tuple[StoredLink, ...] = field(default=(), repr=False)
+    tracking: LinkTracking | None = field(default=None, repr=False)
 
     def personalise(self, recipient: RecipientValues, *, now: datetime | None = None) -> bytes:
         """The recipient's complete message, ready for SMTP; no template render."""
@@ -113,10 +119,12 @@ def render_segment(
     engine: TemplateEngine,
     now: datetime,
     theme: Theme = DEFAULT_THEME,
+    tracking: LinkTracking | None = None,
 ) -> SegmentRendering:
     """Render `content` for one segment: one template render, then a reusable skeleton.
 
-    `now` is the default Date of the messages; `personalise(now=…)` can move it on.
+    `now` is the default Date of the messages; `personalise(now=…)` can move it on. With
+    `tracking` on, its links are rewritten and it carries the open pixel (ENG-2).
     """
     if not body.SEGMENT_NAME.fullmatch(segment):
         raise InvalidInput(f"{segment!r} is not a segment name", field="segment")
@@ -124,7 +132,8 @@ def render_segment(
     if not _BASE_URL.fullmatch(base_url):
         raise InvalidInput("base_url must be an http(s) URL", field="base_url")
     slots = SlotTable(base_url=base_url)
-    blocks = segment_blocks(content, segment, slots)
+    links = SegmentLinks(tracking, segment, slots, list_info.campaign_id, list_info.archive_url)
+    blocks = segment_blocks(content, segment, slots, links)
     parts = engine.render(
         {
             "theme": theme,
@@ -136,6 +145,8 @@ def render_segment(
             "unsubscribe_url": slots.unsubscribe_url,
             "preferences_url": slots.preferences_url,
             "archive_url": list_info.archive_url,
+            "tracking_pixel_url": links.pixel_url,
+            "hidden_link_url": links.hidden_url,
         }
     )
     warnings: list[str] = []
@@ -165,15 +176,19 @@ def render_segment(
         skeleton=skeleton,
         sender=sender,
         list_info=list_info,
+        links=links.stored(),
+        tracking=tracking if links.on else None,
     )
 
 
 def segment_blocks(
-    content: CampaignContent, segment: str, slots: SlotTable
+    content: CampaignContent, segment: str, slots: SlotTable, links: SegmentLinks | None = None
 ) -> tuple[TemplateBlock, ...]:
-    """The blocks of `content` that `segment` sees, merge tags turned into `slots`' tokens."""
+    """The blocks of `content` that `segment` sees, merge tags turned into `slots`' tokens,
+    links tracked by `links` (none when not given: untracked marks are only removed)."""
     nodes = body.select_for_segment(body.parse_body(content.body, content.body_format), segment)
-    return tuple(_block(node, content.body_format, segment, slots) for node in nodes)
+    links = links or SegmentLinks(None, segment, slots, "")
+    return tuple(_block(node, content.body_format, segment, slots, links) for node in nodes)
 
 
 def preview(
@@ -218,6 +233,7 @@ def check_content(content: CampaignContent) -> frozenset[str]:
     nodes = body.parse_body(content.body, content.body_format)
     segments = set(body.segments_named(nodes))
     slots = SlotTable(base_url="https://example.invalid")
+    untracked = SegmentLinks(None, "", slots, "")
     for node in _walk(nodes):
         if (
             content.body_format == "html"
@@ -228,7 +244,7 @@ def check_content(content: CampaignContent) -> frozenset[str]:
                 "an element with data-only or data-except must close before the next ::: line",
                 field="body",
             )
-        converted = _block(node, content.body_format, "", slots, select=False)
+        converted = _block(node, content.body_format, "", slots, untracked, select=False)
         if isinstance(converted, Prose) and content.body_format == "html":
             segments |= segments_in_html(str(converted.html))
     return frozenset(segments)
@@ -249,18 +265,23 @@ def _block(
     body_format: body.BodyFormat,
     segment: str,
     slots: SlotTable,
+    links: SegmentLinks,
     *,
     select: bool = True,
 ) -> TemplateBlock:
     if isinstance(node, body.Block):
-        children = tuple(_block(child, body_format, segment, slots) for child in node.children)
+        children = tuple(
+            _block(child, body_format, segment, slots, links) for child in node.children
+        )
         return Callout(children=children)
     if isinstance(node, body.Button):
-        href = slots.expand_merge_tags(node.href)
+        source, untracked = button_mark(node.href)
+        href = slots.expand_merge_tags(source)
         if not _BUTTON_HREF.fullmatch(href):
             raise InvalidInput("a button's URL must be an http(s) or mailto URL", field="body")
         slots.check_url_context(f'href="{href}"')
-        return ButtonBlock(href=href, label=slots.expand_merge_tags(node.label))
+        label = slots.expand_merge_tags(node.label)
+        return ButtonBlock(href=href if untracked else links.url(href), label=label)
     source = slots.expand_merge_tags(node.source)
     unsanitised = markdown_to_html(source) if body_format == "markdown" else source
     # Before as well as after: the sanitiser drops a URL made of a merge tag alone (it is
@@ -270,6 +291,7 @@ def _block(
     if body_format == "html" and select:
         fragment = select_html_for_segment(fragment, segment)
     slots.check_url_context(fragment)
+    fragment = links.anchors(fragment)
     return Prose(html=Markup(fragment), text=html_to_text(fragment))  # noqa: S704 - sanitised
 
 

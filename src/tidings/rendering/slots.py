@@ -44,9 +44,12 @@ FALLBACK_FIELDS = NAME_FIELDS | {ATTRIBUTES_FIELD}
 MAX_ATTRIBUTE_TEXT = 500
 # Values that may go anywhere, URLs included, because their alphabet is checked per recipient.
 URL_SAFE_FIELDS = frozenset(
-    {"unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id"}
+    {"unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id", "tracking_token"}
 )
-_FOUR_URL_SAFE = re.compile(r"[A-Za-z0-9._-]{1,128}(?: [A-Za-z0-9._-]{1,128}){3}")
+# The four always present, then the tracking token when the newsletter tracks (ENG-2).
+_URL_SAFE_VALUES = re.compile(
+    r"[A-Za-z0-9._-]{1,128}(?: [A-Za-z0-9._-]{1,128}){3}(?: [A-Za-z0-9._-]{1,128})?"
+)
 _URL_ATTRIBUTE = re.compile(r"\b(?:href|src)\s*=\s*\"([^\"]*)\"", re.IGNORECASE)
 
 
@@ -72,6 +75,8 @@ class RecipientValues(NamedTuple):
     subscriber_id: str
     recipient_id: str
     attributes: Mapping[str, Any] | None = None
+    # The per-message part of tracked links and the pixel (ENG-2); "" when not tracked.
+    tracking_token: str = ""
 
 
 SAMPLE_RECIPIENT = RecipientValues(
@@ -86,16 +91,19 @@ SAMPLE_RECIPIENT = RecipientValues(
 
 def check_recipient(recipient: RecipientValues) -> None:
     """Refuse values that could break out of a header or a URL. It runs once per message, so
-    the four URL-safe values are matched in one pass (joined by a space, which none may
-    hold); only a failure looks at them one by one, to name the field."""
+    the URL-safe values are matched in one pass (joined by a space, which none may hold);
+    only a failure looks at them one by one, to name the field."""
     check_address("address", recipient.address)
+    tracking = recipient.tracking_token
     joined = (
         f"{recipient.unsubscribe_token} {recipient.preferences_token} "
-        f"{recipient.subscriber_id} {recipient.recipient_id}"
+        f"{recipient.subscriber_id} {recipient.recipient_id}" + (f" {tracking}" if tracking else "")
     )
-    if _FOUR_URL_SAFE.fullmatch(joined) is None:
+    if _URL_SAFE_VALUES.fullmatch(joined) is None:
         for name in ("unsubscribe_token", "preferences_token", "subscriber_id", "recipient_id"):
             check_atom(name, getattr(recipient, name))
+        if tracking:
+            check_atom("tracking_token", tracking)
 
 
 def resolve(slot: Slot, recipient: RecipientValues, clean_name: str | None) -> str:
@@ -115,6 +123,8 @@ def resolve(slot: Slot, recipient: RecipientValues, clean_name: str | None) -> s
             return recipient.subscriber_id
         case "recipient_id":
             return recipient.recipient_id
+        case "tracking_token":
+            return recipient.tracking_token
         case "attribs":
             return attribute_text(recipient.attributes, slot)
     raise AssertionError(f"unknown slot field {slot.field}")  # pragma: no cover

@@ -4,11 +4,15 @@ personalise each message."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import NamedTuple
+
 from tidings.domain import tokens
 from tidings.domain.email_headers import check_address
 from tidings.domain.errors import InvalidInput
 from tidings.domain.sending import Exclusion, check_count
 from tidings.rendering import RecipientValues
+from tidings.rendering.tracking import LinkTracking
 from tidings.storage.sending.batch_recipients import RecipientRow
 from tidings.storage.sending.batches import BatchRow
 
@@ -44,8 +48,20 @@ def check_unique_addresses(batch: BatchRow, sendable: list[RecipientRow]) -> Non
     )
 
 
-def recipient_values(row: RecipientRow, secret: str) -> RecipientValues:
-    """What personalises one screened recipient's message, its link tokens signed now."""
+class TrackedSend(NamedTuple):
+    """What a tracked segment's message tokens need: the campaign and the hand-over time."""
+
+    tracking: LinkTracking
+    campaign_id: int
+    now: datetime
+
+
+def recipient_values(
+    row: RecipientRow, secret: str, tracked: TrackedSend | None = None
+) -> RecipientValues:
+    """What personalises one screened recipient's message, its link tokens signed now. With
+    `tracked`, its tracking token too: naming the recipient row only for a consented
+    subscriber of a per_person newsletter (ENG-1)."""
     assert row.email
     assert row.subscriber_id
     assert row.subscription_id
@@ -68,4 +84,12 @@ def recipient_values(row: RecipientRow, secret: str) -> RecipientValues:
         subscriber_id=str(row.subscriber_id),
         recipient_id=str(row.id),
         attributes=row.attributes,
+        tracking_token=""
+        if tracked is None
+        else tracked.tracking.message_token(
+            tracked.campaign_id,
+            tracked.now,
+            row.id,
+            consented=row.tracking_consent_at is not None,
+        ),
     )

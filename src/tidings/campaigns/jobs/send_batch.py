@@ -31,7 +31,12 @@ from tidings.campaigns.jobs.chunks import ChunkRun, SubmitStopped
 from tidings.campaigns.jobs.domain_hold import DomainHold
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, FinaliseCampaign, SendBatch, SendCampaign
 from tidings.campaigns.jobs.renderings import Renderings
-from tidings.campaigns.jobs.screening import check_unique_addresses, recipient_values, screen
+from tidings.campaigns.jobs.screening import (
+    TrackedSend,
+    check_unique_addresses,
+    recipient_values,
+    screen,
+)
 from tidings.campaigns.submit.strategy import InFlight, Recipient, SubmitStrategy
 from tidings.domain.jobs import ClaimLost, Defer, RetryLater
 from tidings.domain.sending import (
@@ -164,6 +169,8 @@ class SendBatchHandler:
                 # The claim stands and `_submit` raises it: like any error while sending the
                 # batch, it is recorded on the batch as the batch is released for a retry.
                 return Claimed(draft, batch, exc, [], None)
+            # Its tracked links are stored before its first message goes out (ENG-2).
+            await self._renderings.store_links(conn, rendering)
             rows = await batch_recipients.load(
                 conn,
                 batch.id,
@@ -171,6 +178,7 @@ class SendBatchHandler:
                 attributes=rendering.slots.uses_attributes,
             )
             deliver_at = await self._deliver_at(conn, batch)
+        self._renderings.links_stored(rendering)
         return Claimed(draft, batch, rendering, rows, deliver_at)
 
     async def _submit(self, writes: BatchWrites, step: SendBatch, claimed: Claimed) -> None:
@@ -186,9 +194,13 @@ class SendBatchHandler:
         pending = [row for row in rows if row.state == RecipientState.PENDING.value]
         exclusions, sendable = screen(pending)
         check_unique_addresses(batch, sendable)
-        recipients = [
-            Recipient(row.id, recipient_values(row, self._ctx.secret())) for row in sendable
-        ]
+        tracked = (
+            None
+            if rendering.tracking is None
+            else TrackedSend(rendering.tracking, batch.campaign_id, self._ctx.now())
+        )
+        secret = self._ctx.secret()
+        recipients = [Recipient(row.id, recipient_values(row, secret, tracked)) for row in sendable]
         check_message_counts(
             len(pending),
             len(recipients),

@@ -28,6 +28,8 @@ class RecipientRow(NamedTuple):
     subscription_created_at: datetime | None
     mailable: bool
     attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
+    # Consent to per-person tracking (ENG-1): only then may a per_person message name them.
+    tracking_consent_at: datetime | None = None
 
 
 async def load(
@@ -51,6 +53,7 @@ async def load(
                 and_(subscriptions.c.id.is_not(None), mailable()), False, type_=Boolean()
             ).label("mailable"),
             subscribers.c.attributes if attributes else null().label("attributes"),
+            subscribers.c.tracking_consent_at,
         )
         .select_from(campaign_recipients)
         .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)
