@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
-from tests.factories import admin_headers, make_settings
+from tests.factories import admin_headers, api_client, make_settings
 from tests.support.admin_ui import composed_campaign, signed_in, ui_app
 from tests.support.cli import clean_env, tidings
 from tests.support.engagement_rows import Counted, add_counters, add_links
 from tests.support.sending import FAST_QUEUE, wait_for_campaign_status, workers
+from tests.support.tracking import LINKS, click_path, sent_campaign
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container
+from tidings.domain.tracking import TrackingSigner
+from tidings.engagement.apply import apply_all
 from tidings.storage.campaign_links import StoredLink
-from tidings.storage.tables import campaign_recipients
+from tidings.storage.tables import campaign_recipients, engagement_intake
 
 Sent = tuple[httpx.AsyncClient, Container, int, dict[str, str]]
 NOT_TRACKED = "Opens and clicks are not tracked for this newsletter"
@@ -178,3 +183,44 @@ async def test_campaigns_list_says_not_reported_instead_of_zero_delivered(sent: 
 def _list_row(html: str, campaign_id: int) -> str:
     start = html.index(f'<a href="/admin/campaigns/{campaign_id}">')
     return html[start : html.index("</tr>", start)]
+
+
+async def test_hits_through_the_real_endpoints_show_in_the_stats(database_url: str) -> None:
+    """The figures must be the ones the intake and the applier leave: a person's open and two
+    clicks, a HEAD on the pixel and a click on the hidden link (machines') — each in its place."""
+    sent_at = datetime.now(UTC) - timedelta(hours=1)
+    async with api_client(make_settings(database_url)) as (client, container):
+        headers = await admin_headers(container)
+        campaign_id = (
+            await sent_campaign(container.db, readers=2, mode="aggregate", now=sent_at)
+        ).campaign_id
+        signer = TrackingSigner(container.site_secret())
+        person = signer.message_token(campaign_id, sent_at)
+        other = signer.message_token(campaign_id, sent_at)
+        browser = {"user-agent": "Mozilla/5.0 (X11; Linux x86_64; rv:124.0) Firefox/124.0"}
+        pixel = await client.get(click_path(signer, campaign_id, 0, person), headers=browser)
+        assert pixel.status_code == 200
+        for _ in range(2):
+            click = await client.get(click_path(signer, campaign_id, 1, person), headers=browser)
+            assert click.status_code in (302, 303)
+        await client.head(click_path(signer, campaign_id, 0, other), headers=browser)
+        await client.get(click_path(signer, campaign_id, 4, other), headers=browser)  # hidden
+        await wait_for(lambda: _intake_count(container, 5), message="hits never recorded")
+        await apply_all(container.db)
+        answer = await client.get(f"/api/admin/campaigns/{campaign_id}/stats", headers=headers)
+    engagement = answer.json()["engagement"]
+    assert engagement["opens"] == {"human_unique": 1, "human_total": 1, "machine_total": 1}
+    assert engagement["clicks"] == {"human_unique": 1, "human_total": 2, "machine_total": 1}
+    assert [(link["url"], link["human_total"]) for link in engagement["links"]] == [
+        (LINKS[1].url, 2),
+        (LINKS[2].url, 0),
+        (LINKS[3].url, 0),
+    ]
+    assert engagement["rates"]["denominator"] == "sent"
+    assert engagement["rates"]["denominator_count"] == answer.json()["total"]["sent"]
+
+
+async def _intake_count(container: Container, at_least: int) -> bool:
+    async with container.db.read() as conn:
+        count = (await conn.execute(select(func.count()).select_from(engagement_intake))).scalar()
+    return int(count or 0) >= at_least
