@@ -52,17 +52,19 @@ class MachineRule:
     leaves: tuple[Example, ...] = ()
 
     def matches(self, agent: str, lowered: str, address: Address | None, kind: HitKind) -> bool:
+        """Whether the rule holds for a hit (`lowered`: the agent in lower case, once)."""
         if kind not in self.kinds:
             return False
-        if self.user_agent_contains or self.user_agent_equals:
-            named = agent in self.user_agent_equals or any(
-                part in lowered for part in self.user_agent_contains
-            )
-            if not named:
-                return False
+        named = self.user_agent_contains or self.user_agent_equals
+        if named and agent not in self.user_agent_equals and not _contains(lowered, self):
+            return False
         if self.networks:
             return address is not None and any(address in network for network in self.networks)
         return True
+
+
+def _contains(lowered: str, rule: MachineRule) -> bool:
+    return any(part in lowered for part in rule.user_agent_contains)
 
 
 def parse_address(text: str) -> Address | None:

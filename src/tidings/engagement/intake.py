@@ -37,10 +37,15 @@ WAIT_SECONDS = 1.0  # a reader waits at most this long for the commit of their h
 FLUSH_ROWS = 2000  # a buffer this full is written without waiting for the interval
 MAX_PENDING = 100_000  # past this, new hits are dropped (counted): memory stays bounded
 MAX_USER_AGENT = 512  # only the start of an agent is looked at
+WRITERS = 4  # batches written at once
 
 
 class GroupCommit:
-    """Buffers intake rows and writes them in one INSERT per interval; `add` waits for it."""
+    """Buffers intake rows and writes them as one INSERT per batch; `add` waits for it.
+
+    A batch starts at most once per interval while writes are quick; under load up to
+    `WRITERS` batches are written at once (PostgreSQL overlaps their commits; SQLite's one
+    writer takes them in turn) and rows arriving meanwhile join the next batch."""
 
     def __init__(
         self, db: Database, interval_seconds: float, on_dropped: Callable[[int], None]
@@ -51,25 +56,28 @@ class GroupCommit:
         self._rows: list[dict[str, Any]] = []
         self._done: asyncio.Future[bool] | None = None
         self._wake = asyncio.Event()
+        self._writers = asyncio.Semaphore(WRITERS)
+        self._writing: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
     async def add(self, row: dict[str, Any]) -> bool:
-        """Buffer `row`; True once it is committed, False if it was not (or not yet)."""
+        """Buffer `row`; True once it is committed, False if it was not (or not within
+        `WAIT_SECONDS`: one timer per batch answers all its readers)."""
         if len(self._rows) >= MAX_PENDING or self._closing:
             self._on_dropped(1)
             return False
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="engagement-group-commit")
-        if self._done is None:
-            self._done = asyncio.get_running_loop().create_future()
         done = self._done
+        if done is None:
+            loop = asyncio.get_running_loop()
+            done = self._done = loop.create_future()
+            loop.call_later(WAIT_SECONDS, _settle, done, False)
         self._rows.append(row)
         self._wake.set()
-        try:
-            return await asyncio.wait_for(asyncio.shield(done), WAIT_SECONDS)
-        except TimeoutError:
-            return False
+        # Shielded: a reader who hangs up must not cancel the batch's other readers' wait.
+        return await asyncio.shield(done)
 
     async def close(self) -> None:
         """Write what is buffered, then stop."""
@@ -79,29 +87,45 @@ class GroupCommit:
             await self._task
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = -self._interval
         while True:
             await self._wake.wait()
-            if not self._closing and len(self._rows) < FLUSH_ROWS:
-                await asyncio.sleep(self._interval)  # let the interval's other hits join
+            pause = started + self._interval - loop.time()
+            if pause > 0 and not self._closing and len(self._rows) < FLUSH_ROWS:
+                await asyncio.sleep(pause)  # let the interval's other hits join
+            await self._writers.acquire()  # every writer busy: the batch keeps growing
             self._wake.clear()
             rows, done = self._rows, self._done
             self._rows, self._done = [], None
-            if rows:
-                written = await self._write(rows)
-                if done is not None and not done.done():
-                    done.set_result(written)
+            started = loop.time()
+            if rows and done is not None:
+                task = asyncio.create_task(self._write(rows, done))
+                self._writing.add(task)
+                task.add_done_callback(self._writing.discard)
+            else:
+                self._writers.release()
             if self._closing and not self._rows:
+                await asyncio.gather(*self._writing)
                 return
 
-    async def _write(self, rows: list[dict[str, Any]]) -> bool:
+    async def _write(self, rows: list[dict[str, Any]], done: asyncio.Future[bool]) -> None:
+        written = True
         try:
             async with self._db.write() as conn:
                 await append_hits(conn, rows)
         except Exception as exc:  # never the reader's problem: counted and logged
             log.warning("engagement.hits_dropped", hits=len(rows), error=type(exc).__name__)
             self._on_dropped(len(rows))
-            return False
-        return True
+            written = False
+        finally:
+            self._writers.release()
+        _settle(done, written)
+
+
+def _settle(done: asyncio.Future[bool], written: bool) -> None:
+    if not done.done():
+        done.set_result(written)
 
 
 class Intake:
