@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from tests.support.tracking import (
     intake_rows,
     sent_campaign,
 )
+from tests.support.waiting import wait_for
 from tidings.bootstrap import Container, build, start
 from tidings.config.tracking import TrackingSettings
 from tidings.engagement.apply import EngagementApplier, apply_all
@@ -200,3 +202,23 @@ async def test_subscriber_engaged_goes_out_once_per_person_and_campaign(
     assert payload["data"]["subscriber_id"] == sent.subscribers[0]
     assert payload["data"]["campaign_id"] == sent.campaign_id
     assert notices == [(sent.subscribers[0],)]
+
+
+async def test_the_workers_apply_hits_on_their_own(container: Container) -> None:
+    """Nobody runs the applier by hand in production: the workers' `apply_engagement` task
+    folds settled hits into the counters about once a second."""
+    db = container.db
+    sent = await sent_campaign(db, readers=1, mode="aggregate", now=T0)
+    await add_intake(db, [intake_row(sent.campaign_id, 1, "message-a", _at(60))])
+    stop = asyncio.Event()
+    workers = asyncio.create_task(container.run_workers(stop))
+    try:
+
+        async def applied() -> dict[tuple[int, str], tuple[int, int, int]]:
+            return await counters(db, sent.campaign_id)
+
+        assert await wait_for(applied) == {(1, "click"): (1, 1, 0), (0, "click"): (1, 1, 0)}
+    finally:
+        stop.set()
+        await workers
+    assert await intake_rows(db) == []
