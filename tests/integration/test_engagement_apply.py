@@ -142,14 +142,17 @@ async def _count(container: Container, query: object) -> int:
 
 async def test_only_consented_subscribers_hits_are_kept_per_person(container: Container) -> None:
     """Per-person tracking is for people who said yes: a consented subscriber's hits join
-    their activity; another's (consent withdrawn since the send, say) and every hit of an
-    aggregate newsletter are counted in the campaign only."""
+    their activity; another's (consent withdrawn since the send, say), a privacy-deleted
+    person's old link and every hit of an aggregate newsletter are counted in the campaign
+    only, naming nobody."""
     db = container.db
-    per_person = await sent_campaign(db, readers=2, mode="per_person", now=T0)
+    per_person = await sent_campaign(db, readers=3, mode="per_person", now=T0)
     aggregate = await sent_campaign(db, readers=1, mode="aggregate", now=T0, slug="plain")
     consenting = per_person.subscribers[0]
     await give_consent(db, consenting, T0)
     await give_consent(db, aggregate.subscribers[0], T0)
+    await give_consent(db, per_person.subscribers[2], T0)
+    await container.subscribers.delete(per_person.subscribers[2])
     await add_intake(
         db,
         [
@@ -167,7 +170,7 @@ async def test_only_consented_subscribers_hits_are_kept_per_person(container: Co
             select(engagement_person_hits.c.subscriber_id, engagement_person_hits.c.campaign_id)
         )
         assert list(people) == [(consenting, per_person.campaign_id)]
-    assert (await counters(db, per_person.campaign_id))[(1, "click")] == (1, 2, 0)
+    assert (await counters(db, per_person.campaign_id))[(1, "click")] == (1, 3, 0)
 
 
 async def test_subscriber_engaged_goes_out_once_per_person_and_campaign(
