@@ -128,6 +128,16 @@ async def test_subscribers_show_json_lists_the_timeline_newest_first(site: Site)
     assert body["tracking_consent_source"] == "api"
 
 
+async def test_subscribers_show_prints_the_consent_and_the_timeline(site: Site) -> None:
+    """At a terminal the same facts must be readable without JSON."""
+    shown = tidings_cli(site.database_url)("subscribers", "show", EMAIL)
+    assert shown.returncode == 0, shown.stderr
+    assert f"Open and click tracking: agreed {NOW.isoformat()} (api)" in shown.stdout
+    assert "soon_after_send" not in shown.stdout  # the table shows the verdict, not the rule
+    assert "machine" in shown.stdout
+    assert "unsubscribe" in shown.stdout
+
+
 async def test_admin_api_and_person_page_show_the_same_timeline(site: Site) -> None:
     """The API and the page read the one use case, so neither can drift from the CLI."""
     answer = await site.http.get(

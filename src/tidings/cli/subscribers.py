@@ -308,6 +308,16 @@ def show(
         f"{row.email} (id {row.id}, {row.tier})" + (" — suppressed" if view.suppressed else ""),
         markup=False,
     )
+    consent = row.tracking_consent_at
+    out_console.print(
+        "Open and click tracking: "
+        + (
+            f"agreed {consent.isoformat()} ({row.tracking_consent_source})"
+            if consent
+            else "not agreed"
+        ),
+        markup=False,
+    )
     subscriptions = Table("newsletter", "state", "confirmed", "unsubscribed")
     for item in view.subscriptions:
         subscriptions.add_row(
