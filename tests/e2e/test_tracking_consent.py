@@ -87,6 +87,19 @@ async def test_ticked_box_becomes_consent_only_when_the_person_confirms(site: An
     assert source == "signup"
 
 
+async def test_embedded_form_box_counts_like_the_signup_form(site: Any) -> None:
+    """The iframe on another site is the same signup: its box must lead to the same record."""
+    client, container, _ = site
+    posted = await client.post(
+        "/subscribe/weekly/embed", data={"email": "em@example.org", "tracking": "yes"}
+    )
+    assert posted.status_code == 200
+    await deliver_queued_mail(container)
+    (token,) = await confirmation_tokens(container)
+    await client.post(f"/confirm/{token}")
+    assert (await _consent(container, "em@example.org"))[1] == "signup"
+
+
 async def test_unticked_box_records_no_consent(site: Any) -> None:
     """No box ticked, no per-person tracking: the default must be no."""
     client, container, _ = site
