@@ -27,9 +27,9 @@ class RecipientRow(NamedTuple):
     subscription_id: int | None
     subscription_created_at: datetime | None
     mailable: bool
-    attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
     # Consent to per-person tracking (ENG-1): only then may a per_person message name them.
-    tracking_consent_at: datetime | None = None
+    tracking_consent_at: datetime | None
+    attributes: dict[str, Any] | None  # custom fields for `{{ attribs.KEY }}` (AUD-12)
 
 
 async def load(
@@ -52,8 +52,8 @@ async def load(
             func.coalesce(
                 and_(subscriptions.c.id.is_not(None), mailable()), False, type_=Boolean()
             ).label("mailable"),
-            subscribers.c.attributes if attributes else null().label("attributes"),
             subscribers.c.tracking_consent_at,
+            subscribers.c.attributes if attributes else null().label("attributes"),
         )
         .select_from(campaign_recipients)
         .outerjoin(subscribers, subscribers.c.id == campaign_recipients.c.subscriber_id)
