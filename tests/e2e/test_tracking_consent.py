@@ -100,6 +100,19 @@ async def test_embedded_form_box_counts_like_the_signup_form(site: Any) -> None:
     assert (await _consent(container, "em@example.org"))[1] == "signup"
 
 
+async def test_a_later_signup_without_the_box_takes_back_an_unconfirmed_tick(
+    site: Any,
+) -> None:
+    """The confirmation link agrees to what the latest request asked, so a box ticked once
+    and left unticked the next time is not recorded."""
+    client, container, _ = site
+    await _signup(client, container, email="hu@example.org", newsletter="weekly", tracking="yes")
+    await _signup(client, container, email="hu@example.org", newsletter="weekly")
+    first, *_ = await confirmation_tokens(container)
+    await client.post(f"/confirm/{first}")
+    assert await _consent(container, "hu@example.org") == (None, None)
+
+
 async def test_unticked_box_records_no_consent(site: Any) -> None:
     """No box ticked, no per-person tracking: the default must be no."""
     client, container, _ = site

@@ -88,6 +88,9 @@ class ConsentRequestHandler:
             conn, subscriber, newsletter, source=request.source, now=now
         )
         if not request.tracking_consent:
+            if written.tracking_consent_asked_at is not None and written.confirmed_at is None:
+                # The latest request governs what its confirmation link agrees to.
+                await ask_at_confirmation(conn, written, now=None)
             return
         if written.confirmed_at is None:
             # Recorded when the person confirms by their own link, never on a form post

@@ -48,12 +48,12 @@ async def record_tracking_consent(
 
 
 async def ask_at_confirmation(
-    conn: AsyncConnection, subscription: SubscriptionRow, *, now: datetime
+    conn: AsyncConnection, subscription: SubscriptionRow, *, now: datetime | None
 ) -> None:
-    """The signup form's box was ticked for a subscription the person has yet to confirm:
-    keep the ask on it, to be recorded when they confirm by their emailed link."""
+    """The signup form's box was ticked (`now`) or left unticked (None) on the latest request
+    for a subscription the person has yet to confirm: what their emailed link will agree to."""
     await subscription_queries.update_subscription(
-        conn, subscription.id, tracking_consent_asked_at=now, updated_at=now
+        conn, subscription.id, tracking_consent_asked_at=now
     )
 
 
