@@ -29,6 +29,13 @@ BROWSER = {"user-agent": "Mozilla/5.0 (X11; Linux x86_64; rv:124.0) Gecko/201001
 SENT_AT = datetime.now(UTC) - timedelta(hours=1)
 
 
+def _from_address(client: httpx.AsyncClient, address: str) -> httpx.AsyncClient:
+    """A client of the same app whose requests come from `address`."""
+    app = client._transport.app  # type: ignore[attr-defined]
+    transport = httpx.ASGITransport(app=app, client=(address, 1))
+    return httpx.AsyncClient(transport=transport, base_url="http://tidings.test")
+
+
 async def _setup(container: Container) -> tuple[TrackingSigner, int, str]:
     sent = await sent_campaign(container.db, readers=2, mode="aggregate", now=SENT_AT)
     signer = TrackingSigner(container.site_secret())
@@ -191,10 +198,7 @@ async def test_a_flooding_source_never_hides_a_real_readers_click(database_url: 
     async with api_client(settings, clock=clock) as (client, container):
         signer, campaign_id, message = await _setup(container)
         path = click_path(signer, campaign_id, 1, message)
-        flood = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=client._transport.app, client=("198.51.100.7", 1)),  # type: ignore[attr-defined]
-            base_url="http://tidings.test",
-        )
+        flood = _from_address(client, "198.51.100.7")
         async with flood:
             statuses = {(await flood.get(path, headers=BROWSER)).status_code for _ in range(120)}
         reader = await client.get(path, headers=BROWSER)
@@ -222,3 +226,32 @@ async def test_a_reader_is_redirected_even_when_their_hit_cannot_be_written(
         assert (answer.status_code, answer.headers["location"]) == (302, LINKS[1].url)
         metrics = container.metrics.render().decode()
         assert "tidings_engagement_hits_dropped_total 1.0" in metrics
+
+
+async def test_apple_proxy_opens_are_a_machines_and_gmail_proxy_opens_a_persons(
+    database_url: str,
+) -> None:
+    """Apple fetches every pixel on delivery (half a list "opens" within minutes), Gmail's
+    proxy only when someone opens: told apart by agent and address, and stored as a verdict
+    and a family, never the agent or the address."""
+    async with api_client(make_settings(database_url)) as (client, container):
+        signer, campaign_id, message = await _setup(container)
+        pixel = click_path(signer, campaign_id, 0, message)
+        apple = _from_address(client, "17.58.0.1")
+        async with apple:
+            assert (
+                await apple.get(pixel, headers={"user-agent": "Mozilla/5.0"})
+            ).status_code == 200
+        gmail = (
+            "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 "
+            "(via ggpht.com GoogleImageProxy)"
+        )
+        assert (await client.get(pixel, headers={"user-agent": gmail})).status_code == 200
+        rows = await intake_rows(container.db)
+        assert [(r.verdict, r.reason, r.client_family) for r in rows] == [
+            ("machine", "privacy_proxy", "apple_mpp"),
+            ("human", "image_proxy", "gmail_proxy"),
+        ]
+        stored = " ".join(str(value) for row in rows for value in row)
+        assert "17.58.0.1" not in stored
+        assert "GoogleImageProxy" not in stored
