@@ -47,13 +47,13 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     heard back and both readers suppressed — must be what really happened. 2,500 readers
     rather than the default 10,000: the same steps, a quarter of the time."""
     workdir = tmp_path / "demo"
-    result = tidings_process("demo", "--dir", str(workdir), "--readers", "2500", timeout=180)
+    result = tidings_process("demo", "--dir", str(workdir), "--subscribers", "2500", timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     printed = " ".join(result.stdout.split())
     assert "stopped cleanly (exit 0)" in printed
     assert "campaign 1: submitted, 2501/2501 processed: 2501 sent, 0 excluded" in printed
     for line in (
-        "2,500 generated confirmed readers imported (2,000 free, 500 paid)",
+        "2,500 generated confirmed subscribers imported (2,000 free, 500 paid)",
         "candidates 2,501",
         "submitted 2,501",
         "excluded 0",

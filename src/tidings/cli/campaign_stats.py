@@ -18,10 +18,17 @@ FIGURE_COLUMNS = ("people, unique", "people, all hits", "machines")
 MACHINES = "machines: privacy proxies and security scanners, counted apart, never in the rates"
 
 
-def _row(name: str, counts: Counts) -> list[str]:
+def _row(name: str, counts: Counts, *, delivery_reported: bool) -> list[str]:
+    """A segment's row; delivered reads "not reported" when the provider never reported a
+    delivery (a plain SMTP relay never does), rather than a 0.0% that was never measured."""
     rates = counts.rates()
     cells = [name, str(counts.sent)]
-    cells += [f"{getattr(counts, key)} ({rates[key]:.1%})" for key in COUNTS[1:]]
+    cells += [
+        "not reported"
+        if key == "delivered" and not delivery_reported
+        else f"{getattr(counts, key)} ({rates[key]:.1%})"
+        for key in COUNTS[1:]
+    ]
     return cells
 
 
@@ -89,9 +96,10 @@ def register(app: typer.Typer) -> None:
         table = Table(title=f"campaign {campaign_id}")
         for column in ("segment", *COUNTS):
             table.add_column(column.replace("_", " "))
+        reported = found.total.delivered > 0
         for name, counts in found.segments.items():
-            table.add_row(*_row(name, counts))
-        table.add_row(*_row("total", found.total))
+            table.add_row(*_row(name, counts, delivery_reported=reported))
+        table.add_row(*_row("total", found.total, delivery_reported=reported))
         out_console.print(table)
         for shown in engagement_tables(engagement):
             out_console.print(shown, soft_wrap=isinstance(shown, str))

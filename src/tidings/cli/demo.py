@@ -22,6 +22,7 @@ from tidings.cli.demo_campaign import (
     import_subscribers,
     send_a_campaign,
 )
+from tidings.cli.demo_engagement import MACHINE_WINDOW_SECONDS, read_and_click
 from tidings.cli.demo_hearing import hear_back
 from tidings.cli.demo_signup import sign_up_through_the_form
 
@@ -99,6 +100,8 @@ def demo(
         "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.2",
         # Bounces come back to a VERP return path, read by `tidings inbound` (issue 22).
         "TIDINGS_INBOUND_BOUNCE_ADDRESS": "bounces@demo.example.org",
+        # Its people read within seconds of the send (demo_engagement.py).
+        "TIDINGS_TRACKING_MACHINE_WINDOW_SECONDS": str(MACHINE_WINDOW_SECONDS),
     }
     out_console.rule("tidings demo")
     out_console.print(f"database: {workdir / 'demo.db'} (fresh)")
@@ -159,6 +162,7 @@ def demo(
         campaign_id = send_a_campaign(
             base, token, newsletter, mail_dir, env, form_subscriber, subscribers
         )
+        read_and_click(base, campaign_id, mail_dir, env)
         hear_back(base, token, campaign_id, env)
         if keep:
             out_console.print(f"Server running at {base} (Ctrl-C to stop).")

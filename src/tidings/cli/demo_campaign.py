@@ -37,6 +37,7 @@ FREE_ONLY = "Enjoying it? Members get the data behind every story."
 BODY = f"""Hello {{{{ name | fallback: "reader" }}}},
 
 This is the first issue of **The Weekly**, sent by tidings to every confirmed subscriber.
+This week: [how the harbour got its lighthouse back](https://demo.example.org/lighthouse).
 
 ::: only paid
 {MEMBERS_ONLY}
@@ -58,9 +59,13 @@ def create_newsletter(base: str, token: str) -> str:
             "name": "The Weekly",
             "sender_name": "The Editors",
             "sender_address": SENDER,
+            "tracking": "aggregate",
         },
     )
-    out_console.print("[green]✓[/] newsletter 'The Weekly' (slug weekly) created")
+    out_console.print(
+        "[green]✓[/] newsletter 'The Weekly' (slug weekly) created, opens and clicks counted "
+        "in aggregate (nothing tied to a person; docs/engagement.md)"
+    )
     return "weekly"
 
 
