@@ -75,12 +75,17 @@ async def studio(database_url: str, dev_provider: DevProviderServer) -> AsyncIte
     settings = hearing_settings(database_url, dev_provider.base_url)
     async with studio_with(settings, 4) as (client, container, headers):
         await container.webhooks.create_endpoint("https://hooks.example.org/x", ["*"])
-        campaign_id = await create_campaign(client, headers)
-        response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
-        assert response.status_code == 202, response.text
-        async with running(container, registry(container)):
-            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
-        yield client, container, headers, campaign_id
+        yield client, container, headers, await send_one(client, container, headers)
+
+
+async def send_one(client: httpx.AsyncClient, container: Container, headers: dict[str, str]) -> int:
+    """Create a campaign to the whole of `weekly`, send it and wait until it is submitted."""
+    campaign_id = await create_campaign(client, headers)
+    response = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+    assert response.status_code == 202, response.text
+    async with running(container, registry(container)):
+        assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+    return campaign_id
 
 
 def reader(number: int) -> str:

@@ -123,7 +123,8 @@ async def seed_sent_campaign(
     conn: AsyncConnection, *, newsletter_id: int, sending_domain: str, now: datetime
 ) -> int:
     """A campaign already handed over to every subscriber of `newsletter_id` (one batch, each
-    recipient `sent`), for benchmarks of what comes back afterwards. Returns its id."""
+    recipient `sent`, its send finished and verified), for benchmarks of what comes back
+    afterwards. Returns its id."""
     campaign_id = (
         await conn.execute(
             insert(campaigns)
@@ -163,6 +164,24 @@ async def seed_sent_campaign(
             .returning(campaign_batches.c.id)
         )
     ).scalar_one()
+    await conn.execute(
+        insert(campaign_sends).values(
+            campaign_id=campaign_id,
+            attempt_started_at=now,
+            preflight_email_count=count,
+            candidate_count=count,
+            preparation_excluded_count=0,
+            prepared_at=now,
+            email_count=count,
+            excluded_count=0,
+            failed_count=0,
+            uncertain_count=0,
+            cancelled_count=0,
+            finished_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+    )
     await conn.execute(
         insert(campaign_recipients).from_select(
             ["campaign_id", "batch_id", "subscriber_id", "position", "state", "updated_at"],

@@ -292,5 +292,10 @@ class Container:
                     self.send_recovery().sweep,
                 ),
                 Periodic("apply_engagement", APPLY_INTERVAL_SECONDS, self.engagement_applier.apply),
+                Periodic(
+                    "count_statistics",
+                    self.settings.bulk_email.statistics_interval_seconds,
+                    self.statistics.recount,
+                ),
             ],
         )

@@ -244,7 +244,12 @@ def build(
         sending=sending,
         sends=CampaignLifecycle(sending),
         send_status=SendStatusReader(sending),
-        statistics=StatisticsReader(sending),
+        statistics=StatisticsReader(
+            db,
+            clock,
+            stored_above=settings.bulk_email.stored_statistics_above,
+            interval=timedelta(seconds=settings.bulk_email.statistics_interval_seconds),
+        ),
         engagement_results=EngagementResults(db),
         intake=intake,
         engagement_applier=EngagementApplier(db, settings.tracking, clock, webhooks),

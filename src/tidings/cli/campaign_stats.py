@@ -101,5 +101,7 @@ def register(app: typer.Typer) -> None:
             table.add_row(*_row(name, counts, delivery_reported=reported))
         table.add_row(*_row("total", found.total, delivery_reported=reported))
         out_console.print(table)
+        if found.counted_at is not None:
+            out_console.print(f"counted by the workers at {found.counted_at:%Y-%m-%d %H:%M:%S} UTC")
         for shown in engagement_tables(engagement):
             out_console.print(shown, soft_wrap=isinstance(shown, str))

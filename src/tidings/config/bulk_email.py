@@ -131,6 +131,24 @@ class BulkEmailSettings(Section):
         "issue days late. Age counts from the send (or its schedule time). `24h`, `90m`, "
         "`2d`, a number of seconds, or ISO 8601 (`PT24H`).",
     )
+    stored_statistics_above: int = Field(
+        default=100_000,
+        ge=0,
+        le=1_000_000_000,
+        description="A campaign of more recipients has its delivery statistics counted by the "
+        "workers in the background and its page reads the stored count (saying when it was "
+        "taken); smaller campaigns are counted each time they are shown. 0 stores every "
+        "campaign's.",
+    )
+    statistics_interval_seconds: float = Field(
+        default=15.0,
+        ge=0.1,
+        le=86_400,
+        description="How often the workers count a large campaign's statistics again while it "
+        "is sending or finished less than 14 days ago (at least a hundred times the last "
+        "count's time, so counting takes at most 1% of the database's time per campaign); "
+        "older campaigns once a day.",
+    )
     sweep_interval_seconds: float = Field(
         default=300.0,
         ge=1,

@@ -170,6 +170,26 @@ def _database_timestamp_sqlite(element: database_timestamp, compiler: Any, **kw:
     return f"(strftime('%Y-%m-%d %H:%M:%f', 'now', {compiler.process(modifier, **kw)}) || '000')"
 
 
+class hour_of(FunctionElement[datetime]):
+    """`hour_of(column)`: a `UTCDateTime` column's value truncated to its UTC hour, for
+    counting events per hour in SQL: PostgreSQL's `date_trunc` (the session is UTC), SQLite's
+    `strftime` over the stored naive UTC text."""
+
+    type = UTCDateTime()
+    name = "hour_of"
+    inherit_cache = True
+
+
+@compiles(hour_of, POSTGRESQL)
+def _hour_of_postgresql(element: hour_of, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"date_trunc('hour', {compiler.process(element.clauses, **kw)})"
+
+
+@compiles(hour_of, SQLITE)
+def _hour_of_sqlite(element: hour_of, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"strftime('%Y-%m-%d %H:00:00', {compiler.process(element.clauses, **kw)})"
+
+
 # -- JSON ---------------------------------------------------------------------------------
 
 

@@ -729,6 +729,7 @@ inbound_events = Table(
 Index(None, inbound_events.c.received_at)
 Index(None, inbound_events.c.email_hash)
 Index(None, inbound_events.c.status, inbound_events.c.id)
+Index(None, inbound_events.c.campaign_id, inbound_events.c.occurred_at)
 
 # Per address (keyed hash), what the bounce policy decides from (domain/feedback.py).
 address_feedback = Table(
@@ -859,6 +860,18 @@ engagement_person_hits = Table(
 Index(None, engagement_person_hits.c.subscriber_id, engagement_person_hits.c.at)
 Index(None, engagement_person_hits.c.campaign_id)
 Index(None, engagement_person_hits.c.at)
+
+# A large campaign's outcome counts (SND-27), counted from its recipient rows by the workers
+# and read by its page: {segment: {sent, delivered, ...}} and [[hour, kind, events], ...].
+campaign_outcome_counts = Table(
+    "campaign_outcome_counts",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("segments", Json, nullable=False),
+    Column("hourly", Json, nullable=False),
+    Column("counted_at", UTCDateTime(), nullable=False),
+    Column("took_ms", Integer, nullable=False),
+)
 
 # `subscriber.engaged` goes out at most once per person per campaign (per_person only).
 engagement_notices = Table(

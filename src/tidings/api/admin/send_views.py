@@ -242,6 +242,11 @@ class CampaignStatsPublic(BaseModel):
         description="By segment (`free`, `paid`...; `excluded`: never handed over)."
     )
     engagement: dict[str, Any] = Field(description=ENGAGEMENT_SHAPE)
+    counted_at: datetime | None = Field(
+        default=None,
+        description="When the workers counted these figures (a campaign of more than "
+        "`bulk_email.stored_statistics_above` recipients); null: counted for this answer.",
+    )
 
     @classmethod
     def of(cls, found: CampaignStatistics, engagement: CampaignEngagement) -> CampaignStatsPublic:
@@ -250,4 +255,5 @@ class CampaignStatsPublic(BaseModel):
             total=CountsPublic.of(found.total),
             segments={name: CountsPublic.of(counts) for name, counts in found.segments.items()},
             engagement=engagement.as_json(),
+            counted_at=found.counted_at,
         )
