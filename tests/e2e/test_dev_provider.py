@@ -216,8 +216,9 @@ async def test_the_fault_plan_applies_to_mime_sends_too(
         (form(*(f"r{n}@example.com" for n in range(1001))), "too many recipients"),
         (form("a@example.com", **{"o:deliverytime": "tomorrow"}), "RFC 2822"),
         (form("a@example.com", **{"o:deliverytime-optimize-period": "12h"}), "24h to 72h"),
+        (form("a@example.com", **{"o:tracking-opens": "maybe"}), "o:tracking-opens must be"),
     ],
-    ids=["no-from", "no-to", "no-body", "bad-json", "1001", "bad-time", "bad-period"],
+    ids=["no-from", "no-to", "no-body", "bad-json", "1001", "bad-time", "bad-period", "bad-track"],
 )
 async def test_requests_mailgun_would_refuse_get_400_and_store_nothing(
     dev_provider: DevProviderServer,

@@ -22,6 +22,7 @@ from tidings.delivery.provider import (
     BatchProvider,
     BatchRecipient,
     DeliveryFailure,
+    Envelope,
     PermanentFailure,
     ProviderUnreachable,
     TemporaryFailure,
@@ -213,6 +214,25 @@ async def test_delivery_time_and_send_time_optimisation_reach_the_provider(
     [stored] = dev_provider.store.batches
     assert stored.options["deliverytime"] == [format_datetime(at, usegmt=True)]
     assert stored.options["deliverytime-optimize-period"] == ["48h"]
+
+
+async def test_mailguns_own_tracking_is_off_for_every_message(
+    dev_provider: DevProviderServer, provider: MailgunProvider
+) -> None:
+    """A domain with Mailgun's tracking on must not rewrite tidings' links or add its pixel:
+    that would track people the newsletter's mode or their consent says not to (ENG-1)."""
+    await provider.send_batch(make_batch(1))
+    envelope = Envelope(
+        "news@example.com", ["reader@example.com"], b"Subject: hi\r\n\r\nhi\r\n", "<m@x>"
+    )
+    await provider.send(envelope)
+    assert len(dev_provider.store.batches) == 2  # the campaign batch and the MIME message
+    for stored in dev_provider.store.batches:
+        off = {name: stored.options.get(name) for name in TRACKING}
+        assert off == {name: ["no"] for name in TRACKING}
+
+
+TRACKING = ("tracking", "tracking-clicks", "tracking-opens")
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,16 @@ from tidings.delivery.provider import (
 )
 from tidings.delivery.webhook_client import parse_retry_after
 
+# Mailgun's own open and click tracking, off for every message whatever the domain's setting:
+# tidings counts opens and clicks itself, only as the newsletter's tracking mode and the
+# reader's consent allow (ENG-1); Mailgun's would rewrite every link with a redirect naming
+# the recipient, and add a pixel, in mail sent with tracking `off`.
+NO_PROVIDER_TRACKING = (
+    ("o:tracking", "no"),
+    ("o:tracking-clicks", "no"),
+    ("o:tracking-opens", "no"),
+)
+
 log = structlog.get_logger("tidings.delivery")
 
 MAILGUN_MAX_RECIPIENTS = 1000
@@ -217,6 +227,7 @@ class MailgunProvider:
             fields.append(("o:deliverytime", when))
         if self._optimize_hours is not None:
             fields.append(("o:deliverytime-optimize-period", f"{self._optimize_hours}h"))
+        fields.extend(NO_PROVIDER_TRACKING)
         return fields
 
     async def _submit(
@@ -397,6 +408,7 @@ def _mime_fields(envelope: Envelope) -> list[tuple[str, str | FilePart]]:
         raise PermanentFailure("a recipient's address holds a line break")
     fields: list[tuple[str, str | FilePart]] = [("to", address) for address in envelope.recipients]
     fields.append(("message", FilePart(MIME_FILENAME, MIME_CONTENT_TYPE, envelope.data)))
+    fields.extend(NO_PROVIDER_TRACKING)
     return fields
 
 

@@ -42,6 +42,15 @@ class Submission:
     recipient_variables: dict[str, dict[str, str]]
 
 
+# Mailgun's per-message tracking switches and the values it takes.
+_YES_NO = frozenset({"yes", "no", "true", "false"})
+TRACKING_OPTIONS = {
+    "tracking": _YES_NO,
+    "tracking-opens": _YES_NO,
+    "tracking-clicks": _YES_NO | {"htmlonly"},
+}
+
+
 def parse_submission(content_type: str, body: bytes) -> Submission:
     """A `messages` request's fields, checked the way Mailgun checks them."""
     try:
@@ -162,6 +171,10 @@ def _recipient_variables(raw: str | None) -> dict[str, dict[str, str]]:
 
 
 def _check_options(options: Mapping[str, list[str]]) -> None:
+    for name, allowed in TRACKING_OPTIONS.items():
+        for value in options.get(name, []):
+            if value.lower() not in allowed:
+                raise SubmissionError(f"o:{name} must be one of {', '.join(sorted(allowed))}")
     for value in options.get("deliverytime", []):
         try:
             parsedate_to_datetime(value)
