@@ -15,6 +15,7 @@ from tidings import __version__
 from tidings.api import health, provider_events
 from tidings.api.admin import (
     audience_csv,
+    campaign_ab,
     campaign_repairs,
     campaign_sends,
     campaign_stats,
@@ -150,6 +151,7 @@ ADMIN_MODULES = (
     campaign_sends,
     campaign_status,
     campaign_stats,
+    campaign_ab,
     campaign_repairs,
     keys,
     jobs,

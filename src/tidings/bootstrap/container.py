@@ -36,6 +36,7 @@ from tidings.bootstrap.providers import (
     configured_webhook_client,
     mailgun_provider,
 )
+from tidings.campaigns.ab_tests import AbTests
 from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
@@ -121,6 +122,7 @@ class Container:
     send_status: SendStatusReader
     statistics: StatisticsReader
     engagement_results: EngagementResults  # a campaign's opens and clicks (ENG-5)
+    ab_tests: AbTests  # decisions and figures of A/B tests (ENG-8)
     intake: Intake  # hits taken in by /c/ and /o/ (ENG-3)
     engagement_applier: EngagementApplier  # folds them into the counters (ENG-3, ENG-5)
     listing: CampaignListing

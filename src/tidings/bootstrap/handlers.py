@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
 from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
-from tidings.campaigns.jobs.payloads import FINALISE_CAMPAIGN, SEND_BATCH, SEND_CAMPAIGN
+from tidings.campaigns.jobs.payloads import (
+    DECIDE_AB_TEST,
+    FINALISE_CAMPAIGN,
+    SEND_BATCH,
+    SEND_CAMPAIGN,
+)
 from tidings.campaigns.jobs.send_batch import SendBatchHandler
 from tidings.campaigns.jobs.send_campaign import SendCampaignHandler
 from tidings.domain import verp
@@ -68,6 +73,7 @@ def handler_registry(container: Container) -> HandlerRegistry:
         concurrency=1,
         renew_lease=True,
     )
+    registry.register(DECIDE_AB_TEST, container.ab_tests.decide, concurrency=1)
     registry.register(
         DELIVER_WEBHOOK,
         WebhookJobHandler(container.queue, container.webhook_client, container.clock),

@@ -35,6 +35,7 @@ from tidings.bootstrap.container import Container
 from tidings.bootstrap.keys import SiteSecret, SuppressionKey, suppression_key_from
 from tidings.bootstrap.policies import auto_pause_policy, queue_policy, send_policy, theme_from
 from tidings.bootstrap.providers import bounce_mailbox, sns_certificates
+from tidings.campaigns.ab_tests import AbTests
 from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.auto_pause import AutoPause
 from tidings.campaigns.context import SendingContext
@@ -251,6 +252,7 @@ def build(
             interval=timedelta(seconds=settings.bulk_email.statistics_interval_seconds),
         ),
         engagement_results=EngagementResults(db),
+        ab_tests=AbTests(sending, confidence=settings.ab.confidence),
         intake=intake,
         engagement_applier=EngagementApplier(db, settings.tracking, clock, webhooks),
         listing=CampaignListing(sending),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from tidings.domain.ab_tests import AbTest
 from tidings.domain.edits import UNSET, Unset
 
 
@@ -24,9 +25,15 @@ class DraftFields:
     scheduled_at: datetime | None = None
     # In the public archive (API-4); None: public only when the audience filter is empty.
     archive_public: bool | None = None
+    ab: AbTest | None = None  # an A/B test of subject, preheader or sender name (ENG-8)
 
     def values(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The campaign's own columns (the A/B test is stored beside them)."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name != "ab"
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +51,12 @@ class DraftChanges:
     scheduled_at: datetime | Unset | None = UNSET
     # Editable in any state; left unset, a new audience filter decides it again.
     archive_public: bool | Unset | None = UNSET
+    ab: AbTest | Unset | None = UNSET  # None removes the test
 
     def values(self) -> dict[str, Any]:
-        """Only the fields the edit sets."""
+        """Only the fields the edit sets, of the campaign's own columns."""
         return {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
-            if getattr(self, field.name) is not UNSET
+            if getattr(self, field.name) is not UNSET and field.name != "ab"
         }

@@ -15,10 +15,12 @@ import structlog
 
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.domain import tokens
+from tidings.domain.ab_tests import AbField, AbTest, split_segment
 from tidings.domain.audience import normalise_email
 from tidings.domain.clock import Clock, require_timezone
+from tidings.domain.edits import Unset
 from tidings.domain.email_headers import check_address, check_header_values
-from tidings.domain.errors import Conflict, InvalidInput, NotFound
+from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
 from tidings.domain.identity import NOT_CHECKED, SendingIdentity
 from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
 from tidings.domain.tracking import TrackingMode, TrackingSigner
@@ -39,8 +41,10 @@ from tidings.rendering import (
 from tidings.rendering.archive import issue_url
 from tidings.rendering.content import MAX_SUBJECT
 from tidings.rendering.tracking import LinkTracking
+from tidings.storage import ab_tests as ab_queries
 from tidings.storage import campaigns as queries
 from tidings.storage import newsletters as newsletter_queries
+from tidings.storage.ab_tests import AbTestRow
 from tidings.storage.campaigns import CampaignRow
 from tidings.storage.database import Database
 from tidings.storage.newsletters import NewsletterRow
@@ -86,6 +90,7 @@ class CampaignDraft:
     newsletter: NewsletterRow
     audience: AudienceFilter
     segments: tuple[str, ...]  # the tiers this campaign renders a version for
+    ab: AbTestRow | None = None  # its A/B test (ENG-8), with the decision once made
 
     def archive_audit(self) -> tuple[str, str, dict[str, Any]]:
         """The audit log's action, target and detail for an operator's archive decision."""
@@ -130,6 +135,28 @@ def _validated(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_ab(test: AbTest | None, newsletter: NewsletterRow) -> None:
+    """An A/B test's own bounds, its values as safe as the field they replace, and a
+    newsletter that tracks: without opens and clicks there is nothing to decide by."""
+    if test is None:
+        return
+    test.check()
+    if newsletter.tracking == TrackingMode.OFF:
+        raise InvalidInput(
+            f"an A/B test needs opens and clicks, and newsletter {newsletter.slug!r} has "
+            f"tracking 'off': set its tracking field to aggregate or per_person first "
+            f"(tidings newsletters tracking {newsletter.slug} aggregate)",
+            field="tracking",
+        )
+    for value in test.alternatives:
+        if test.field is AbField.SENDER_NAME:
+            check_header_values({"sender_name": value})
+        elif test.field is AbField.SUBJECT:
+            CampaignContent(subject=value, preheader="", body="")  # checks it as a subject
+        else:
+            CampaignContent(subject="-", preheader=value, body="")
+
+
 class CampaignDrafts:
     def __init__(self, context: CampaignContext) -> None:
         self._ctx = context
@@ -141,6 +168,7 @@ class CampaignDrafts:
             found = await newsletter_queries.get_by_slug(conn, newsletter)
             if found is None:
                 raise NotFound(f"no newsletter called {newsletter!r}", field="newsletter")
+            check_ab(draft.ab, found)
             row = await queries.insert_campaign(
                 conn,
                 newsletter_id=found.id,
@@ -149,8 +177,10 @@ class CampaignDrafts:
                 updated_at=now,
                 **fields,
             )
+            await ab_queries.replace(conn, row.id, draft.ab)
+            ab = await ab_queries.get(conn, row.id)
         log.info("campaign.created", campaign_id=row.id)
-        return self._draft(row, found)
+        return self._draft(row, found, ab)
 
     async def clone(self, campaign_id: int) -> CampaignDraft:
         """A new draft with the content, audience and sender of campaign `campaign_id`, in any
@@ -186,13 +216,19 @@ class CampaignDrafts:
                 merged["archive_public"] = None
         merged.update(changes)
         fields = _validated(merged)
+        ab = current.ab.test if current.ab is not None else None
+        if not isinstance(edit.ab, Unset):
+            ab = edit.ab
+        check_ab(ab, current.newsletter)
         async with self._ctx.db.write() as conn:
             row = await queries.update_draft(
                 conn, campaign_id, **fields, updated_at=self._ctx.now()
             )
-        if row is None:
-            raise Conflict("only a draft campaign can be edited")
-        return self._draft(row, current.newsletter)
+            if row is None:
+                raise Conflict("only a draft campaign can be edited")
+            await ab_queries.replace(conn, campaign_id, ab)
+            stored = await ab_queries.get(conn, campaign_id)
+        return self._draft(row, current.newsletter, stored)
 
     async def set_archive_public(self, campaign_id: int, public: bool) -> CampaignDraft:
         """Publish a campaign in its newsletter's archive, or withdraw it: in any state, so an
@@ -214,8 +250,9 @@ class CampaignDrafts:
             if row is None:
                 raise NotFound(f"no campaign with id {campaign_id}")
             newsletter = await newsletter_queries.get_by_id(conn, row.newsletter_id)
+            ab = await ab_queries.get(conn, campaign_id)
         assert newsletter is not None
-        return self._draft(row, newsletter)
+        return self._draft(row, newsletter, ab)
 
     async def list_campaigns(
         self, *, newsletter: str | None = None, before_id: int | None = None, limit: int = 50
@@ -243,9 +280,11 @@ class CampaignDrafts:
         newsletter = draft.newsletter
         self._ctx.identity.check(newsletter=(newsletter.slug, newsletter.sender_address))
 
-    def _draft(self, row: CampaignRow, newsletter: NewsletterRow) -> CampaignDraft:
+    def _draft(
+        self, row: CampaignRow, newsletter: NewsletterRow, ab: AbTestRow | None = None
+    ) -> CampaignDraft:
         audience = parse_filter(row.audience_filter)
-        return CampaignDraft(row, newsletter, audience, audience.tiers())
+        return CampaignDraft(row, newsletter, audience, audience.tiers(), ab)
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -287,12 +326,18 @@ class CampaignDrafts:
         signer: TrackingSigner | None = None,
     ) -> SegmentRendering:
         """The segment's real message for a send, its Message-IDs in `sending_domain`; its
-        links tracked when the newsletter tracks (ENG-2) and a `signer` is given."""
+        links tracked when the newsletter tracks (ENG-2) and a `signer` is given. In an A/B
+        test (ENG-8) a `<tier>-v<n>` segment is the tier's message with variant n's value,
+        and the remainder's (the tier) has the winner's; its links count for the segment."""
         content, sender, list_info = self._parts(draft)
+        tier, variant = split_segment(segment)
+        if draft.ab is not None:
+            content, sender = _with_variant(draft.ab, variant, content, sender)
         mode = TrackingMode(draft.newsletter.tracking)
         return render_segment(
             content,
-            segment,
+            tier,
+            tracked_segment=segment,
             sender=dataclasses.replace(sender, sending_domain=sending_domain),
             list_info=list_info,
             base_url=self._ctx.public_url,
@@ -389,3 +434,28 @@ class CampaignDrafts:
                 job_ids.append(job.id)
         log.info("campaign.test_sent", campaign_id=campaign_id, recipients=len(job_ids))
         return job_ids
+
+
+class AbUndecided(TidingsError):
+    """The remainder of an A/B test was to be rendered before its winner was chosen."""
+
+    code = "ab_test_undecided"
+
+
+def _with_variant(
+    ab: AbTestRow, variant: int | None, content: CampaignContent, sender: Sender
+) -> tuple[CampaignContent, Sender]:
+    """The content and sender of `variant`, or of the winner for the remainder (None)."""
+    chosen = variant if variant is not None else ab.winner
+    if chosen is None:
+        raise AbUndecided("the A/B test has no winner yet: the remainder waits for it")
+    test = ab.test
+    if test.field is AbField.SENDER_NAME:
+        return content, dataclasses.replace(
+            sender, name=test.value(chosen, sender.name) or sender.name
+        )
+    if test.field is AbField.SUBJECT:
+        subject = test.value(chosen, content.subject) or content.subject
+        return dataclasses.replace(content, subject=subject), sender
+    preheader = test.value(chosen, content.preheader) or ""
+    return dataclasses.replace(content, preheader=preheader), sender

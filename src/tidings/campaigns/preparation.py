@@ -15,6 +15,7 @@ import time as clock
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, time
+from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.campaigns import send_events
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.campaigns.verification import check_frozen, check_ownership
+from tidings.campaigns.verification import check_ab_accounting, check_frozen, check_ownership
+from tidings.domain.ab_tests import assignment_key, segment_order
 from tidings.domain.errors import TidingsError
 from tidings.domain.jobs import ClaimLost
 from tidings.domain.sending import (
@@ -35,6 +37,7 @@ from tidings.domain.sending import (
     plan_pages,
 )
 from tidings.queue.job import Job
+from tidings.storage import ab_tests as ab_queries
 from tidings.storage.sending import batch_pages as page_queries
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
@@ -117,9 +120,20 @@ class Preparation:
 
     async def _select(self, job: Job, draft: CampaignDraft) -> tuple[int, list[SegmentRange], int]:
         campaign_id = draft.campaign.id
+        segments, split = draft.segments, None
+        if draft.ab is not None:
+            # ENG-8: each candidate's variant (or the remainder) is part of the snapshot, by a
+            # keyed hash of (campaign, subscriber), so every attempt assigns the same.
+            test = draft.ab.test
+            key = assignment_key(self._ctx.secret(), campaign_id)
+            segments = segment_order(draft.segments, test.variant_count)
+
+            def split(subscriber: Any, tier: Any) -> Any:
+                return ab_queries.segment_expression(subscriber, tier, key, test)
+
         async with self._ctx.queue.fenced(job) as conn:
             candidate_count = await candidate_queries.select_candidates(
-                conn, campaign_id, draft.newsletter.id, draft.audience, draft.segments
+                conn, campaign_id, draft.newsletter.id, draft.audience, segments, split=split
             )
             ranges = await candidate_queries.segment_ranges(conn, campaign_id)
             warm_left = await self._warming_left(conn)
@@ -328,4 +342,5 @@ class Preparation:
             recipient_count=recipient_total,
             actual_count=sum(rows.values()),
         )
+        await check_ab_accounting(conn, campaign_id, candidate_count, excluded)
         return excluded

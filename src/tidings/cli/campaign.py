@@ -15,7 +15,7 @@ from rich.table import Table
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.copy_outcome import CopyOutcome, await_outcome
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.cli import campaign_repair, campaign_send, campaign_stats, campaign_status
+from tidings.cli import campaign_ab, campaign_repair, campaign_send, campaign_stats, campaign_status
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
@@ -95,9 +95,31 @@ def create(
         "Publish in the newsletter's archive and feeds (--no-archive: keep it out). "
         "Default: public only when --audience is empty."
     ),
+    variant_subject: list[str] | None = typer.Option(
+        None, "--variant-subject", help=campaign_ab.VARIANT_HELP.format(what="subject")
+    ),
+    variant_preheader: list[str] | None = typer.Option(
+        None, "--variant-preheader", help=campaign_ab.VARIANT_HELP.format(what="preheader")
+    ),
+    variant_sender_name: list[str] | None = typer.Option(
+        None, "--variant-sender-name", help=campaign_ab.VARIANT_HELP.format(what="sender name")
+    ),
+    test_share: int = typer.Option(
+        20, "--test-share", help="A/B test: percent of the audience in the test (1-90)."
+    ),
+    test_wait: str = typer.Option(
+        "4h", "--test-wait", help="A/B test: how long to wait before choosing (30m, 4h, 1d)."
+    ),
+    test_metric: str = typer.Option(
+        "clicks",
+        "--test-metric",
+        help="A/B test: the winner by people's unique clicks or opens (clicks|opens).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Create a draft campaign from a Markdown or HTML file."""
+    """Create a draft campaign from a Markdown or HTML file; with --variant-subject (or
+    --variant-preheader, --variant-sender-name) an A/B test: --test-share of the audience gets
+    the variants, and after --test-wait the rest gets the winner (docs/engagement.md)."""
     body = _body(from_file)
     if not body:
         fail("--from-file is required to create a campaign")
@@ -111,6 +133,14 @@ def create(
                     preheader=preheader,
                     audience_filter=audience,
                     archive_public=archive,
+                    ab=campaign_ab.ab_test(
+                        variant_subject,
+                        variant_preheader,
+                        variant_sender_name,
+                        test_share=test_share,
+                        test_wait=test_wait,
+                        test_metric=test_metric,
+                    ),
                     **body,
                 ),
             )
@@ -272,4 +302,5 @@ def send_test(
 campaign_send.register(app)
 campaign_status.register(app)
 campaign_stats.register(app)
+campaign_ab.register(app)
 campaign_repair.register(app)

@@ -4,12 +4,14 @@ mailboxes reported back (PRV-6), and its opens and clicks (ENG-5)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from tidings.api.admin.send_views import CampaignStatsPublic, engagement_reach
 from tidings.campaigns.statistics import COUNTS, CampaignStatistics, Counts
+from tidings.cli.campaign_ab import ab_tables
 from tidings.cli.context import container_for, out_console, run
 from tidings.domain.engagement_figures import Figures
 from tidings.engagement.results import NOT_TRACKED, TURN_ON, CampaignEngagement
@@ -81,17 +83,17 @@ def register(app: typer.Typer) -> None:
         unsubscribed (with rates of sent), in total and per segment; then its opens and
         clicks, people's and machines' apart, with the clicks per link."""
 
-        async def go() -> tuple[CampaignStatistics, CampaignEngagement]:
+        async def go() -> tuple[CampaignStatistics, CampaignEngagement, dict[str, Any] | None]:
             async with container_for(ctx) as container:
                 found = await container.statistics.statistics(campaign_id)
                 engagement = await container.engagement_results.campaign(
                     campaign_id, reach=engagement_reach(found)
                 )
-                return found, engagement
+                return found, engagement, await container.ab_tests.summary(campaign_id)
 
-        found, engagement = run(go)
+        found, engagement, ab = run(go)
         if as_json:
-            print(json.dumps(CampaignStatsPublic.of(found, engagement).model_dump()))
+            print(json.dumps(CampaignStatsPublic.of(found, engagement, ab).model_dump(mode="json")))
             return
         table = Table(title=f"campaign {campaign_id}")
         for column in ("segment", *COUNTS):
@@ -105,3 +107,6 @@ def register(app: typer.Typer) -> None:
             out_console.print(f"counted by the workers at {found.counted_at:%Y-%m-%d %H:%M:%S} UTC")
         for shown in engagement_tables(engagement):
             out_console.print(shown, soft_wrap=isinstance(shown, str))
+        if ab is not None:
+            for shown in ab_tables(ab):
+                out_console.print(shown, soft_wrap=isinstance(shown, str))

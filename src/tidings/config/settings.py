@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tidings.config.ab import AbSettings
 from tidings.config.access import AdminUiSettings, AudienceSettings, PrivacySettings
 from tidings.config.base import ENV_PREFIX, env_var
 from tidings.config.bulk_email import BulkEmailSettings
@@ -56,6 +57,7 @@ class Settings(BaseSettings):
     inbound: InboundSettings = InboundSettings()
     ses: SesSettings = SesSettings()
     tracking: TrackingSettings = TrackingSettings()
+    ab: AbSettings = AbSettings()
     audience: AudienceSettings = AudienceSettings()
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()

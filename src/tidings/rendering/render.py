@@ -120,11 +120,13 @@ def render_segment(
     now: datetime,
     theme: Theme = DEFAULT_THEME,
     tracking: LinkTracking | None = None,
+    tracked_segment: str | None = None,
 ) -> SegmentRendering:
     """Render `content` for one segment: one template render, then a reusable skeleton.
 
     `now` is the default Date of the messages; `personalise(now=…)` can move it on. With
-    `tracking` on, its links are rewritten and it carries the open pixel (ENG-2).
+    `tracking` on, its links are rewritten and it carries the open pixel (ENG-2), counted for
+    `tracked_segment` when given (an A/B test's `<tier>-v<n>`), else for `segment`.
     """
     if not body.SEGMENT_NAME.fullmatch(segment):
         raise InvalidInput(f"{segment!r} is not a segment name", field="segment")
@@ -132,7 +134,8 @@ def render_segment(
     if not _BASE_URL.fullmatch(base_url):
         raise InvalidInput("base_url must be an http(s) URL", field="base_url")
     slots = SlotTable(base_url=base_url)
-    links = SegmentLinks(tracking, segment, slots, list_info.campaign_id, list_info.archive_url)
+    counted_as = tracked_segment or segment
+    links = SegmentLinks(tracking, counted_as, slots, list_info.campaign_id, list_info.archive_url)
     blocks = segment_blocks(content, segment, slots, links)
     parts = engine.render(
         {
@@ -166,7 +169,7 @@ def render_segment(
         now=now,
     )
     return SegmentRendering(
-        segment=segment,
+        segment=counted_as,
         subject=content.subject,
         preheader=content.preheader,
         html=parts.html,

@@ -489,6 +489,34 @@ campaign_batches = Table(
 )
 Index(None, campaign_batches.c.campaign_id, campaign_batches.c.status)
 
+# A campaign's A/B test (ENG-8): variants 2.. of one field (variant 1 is the campaign's own),
+# the share of the audience tested, the wait and the metric; then, once, the decision and its
+# figures. Test recipients' batches carry the segment `<tier>-v<n>`, the remainder the tier.
+campaign_ab_tests = Table(
+    "campaign_ab_tests",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("field", String(16), nullable=False),
+    Column("alternatives", Json, nullable=False, comment="variants 2.., in order"),
+    Column("test_share", Integer, nullable=False, comment="percent of the audience"),
+    Column("wait_seconds", Integer, nullable=False),
+    Column("metric", String(8), nullable=False),
+    Column("test_started_at", UTCDateTime(), nullable=True, comment="its batches dispatched"),
+    Column("decided_at", UTCDateTime(), nullable=True),
+    Column("winner", Integer, nullable=True),
+    Column("decided_by", String(16), nullable=True),
+    Column("figures", Json, nullable=True, comment="per variant, and the rule applied"),
+    CheckConstraint("field IN ('subject', 'preheader', 'sender_name')", name="field"),
+    CheckConstraint("metric IN ('clicks', 'opens')", name="metric"),
+    CheckConstraint("test_share BETWEEN 1 AND 90", name="test_share"),
+    CheckConstraint("wait_seconds > 0", name="wait_seconds"),
+    CheckConstraint("decided_by IN ('automatic', 'operator')", name="decided_by"),
+    CheckConstraint(
+        "(decided_at IS NULL) = (winner IS NULL) AND (winner IS NULL) = (decided_by IS NULL)",
+        name="decision_whole",
+    ),
+)
+
 # A recipient row is written at preparation and changed about twice afterwards (its outcome,
 # then what the provider reports): a page kept half free holds those versions beside it
 # (`tidings bench send`, batch HTTP: WAL per recipient 974 bytes with full pages, 816 at 70,

@@ -24,4 +24,4 @@ async def campaign_stats(
     engagement = await container.engagement_results.campaign(
         campaign_id, reach=engagement_reach(found)
     )
-    return CampaignStatsPublic.of(found, engagement)
+    return CampaignStatsPublic.of(found, engagement, await container.ab_tests.summary(campaign_id))

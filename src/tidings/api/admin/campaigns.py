@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import BaseModel, Field
 
+from tidings.api.admin.campaign_ab import AbTestFields
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import AwareDateTime, EmailAddress, HeaderText, RecordView, RequestBody
@@ -39,6 +41,7 @@ class CampaignFields(RequestBody):
     reply_to: EmailAddress | None = None
     scheduled_at: AwareDateTime | None = None
     archive_public: bool | None = Field(default=None, description=ARCHIVE_PUBLIC)
+    ab_test: AbTestFields | None = Field(default=None, description="An A/B test (ENG-8).")
 
 
 class CampaignCreate(CampaignFields):
@@ -59,6 +62,7 @@ class CampaignUpdate(RequestBody):
         description=ARCHIVE_PUBLIC
         + " Editable in any state, alone; a new audience_filter without it decides it again.",
     )
+    ab_test: AbTestFields | None = Field(default=None, description="null removes the test.")
 
 
 class CampaignSummary(RecordView):
@@ -127,7 +131,8 @@ class TestSendQueued(BaseModel):
 async def create_campaign(
     container: ContainerDep, actor: KeyActor, body: CampaignCreate
 ) -> CampaignPublic:
-    fields = DraftFields(**body.model_dump(exclude={"newsletter"}))
+    ab = None if body.ab_test is None else body.ab_test.to_test()
+    fields = DraftFields(**body.model_dump(exclude={"newsletter", "ab_test"}), ab=ab)
     draft = await container.campaigns.create(body.newsletter, fields)
     if body.archive_public is not None:
         await container.audit.record(actor, *draft.archive_audit())
@@ -165,7 +170,10 @@ async def get_campaign(container: ContainerDep, campaign_id: CampaignId) -> Camp
 async def update_campaign(
     container: ContainerDep, actor: KeyActor, campaign_id: CampaignId, body: CampaignUpdate
 ) -> CampaignPublic:
-    changes = DraftChanges(**body.model_dump(exclude_unset=True))
+    changes = DraftChanges(**body.model_dump(exclude_unset=True, exclude={"ab_test"}))
+    if "ab_test" in body.model_fields_set:
+        ab = None if body.ab_test is None else body.ab_test.to_test()
+        changes = dataclasses.replace(changes, ab=ab)
     draft = await container.campaigns.update(campaign_id, changes)
     if "archive_public" in body.model_fields_set:
         await container.audit.record(actor, *draft.archive_audit())

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tidings.api.admin.campaign_ab import AB_SHAPE
 from tidings.campaigns.reconcile import Reconciled
 from tidings.campaigns.retry import AttemptStarted
 from tidings.campaigns.send_status import CampaignRecipient
@@ -247,13 +248,20 @@ class CampaignStatsPublic(BaseModel):
         description="When the workers counted these figures (a campaign of more than "
         "`bulk_email.stored_statistics_above` recipients); null: counted for this answer.",
     )
+    ab: dict[str, Any] | None = Field(default=None, description=AB_SHAPE)
 
     @classmethod
-    def of(cls, found: CampaignStatistics, engagement: CampaignEngagement) -> CampaignStatsPublic:
+    def of(
+        cls,
+        found: CampaignStatistics,
+        engagement: CampaignEngagement,
+        ab: dict[str, Any] | None = None,
+    ) -> CampaignStatsPublic:
         return cls(
             campaign_id=found.campaign_id,
             total=CountsPublic.of(found.total),
             segments={name: CountsPublic.of(counts) for name, counts in found.segments.items()},
             engagement=engagement.as_json(),
             counted_at=found.counted_at,
+            ab=ab,
         )

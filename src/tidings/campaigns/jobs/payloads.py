@@ -10,6 +10,7 @@ from tidings.queue.job import JobPayload
 SEND_CAMPAIGN = "send_campaign"
 SEND_BATCH = "send_batch"
 FINALISE_CAMPAIGN = "finalise_campaign"
+DECIDE_AB_TEST = "decide_ab_test"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,16 @@ class FinaliseCampaign(CampaignJob):
     kind: ClassVar[str] = FINALISE_CAMPAIGN
 
 
-SEND_KINDS = (SEND_CAMPAIGN, SEND_BATCH, FINALISE_CAMPAIGN)
+@dataclass(frozen=True, slots=True)
+class DecideAbTest(CampaignJob):
+    """At the end of an A/B test's wait: choose the winner and release the remainder (ENG-8)."""
+
+    campaign_id: int
+    attempt: int
+    kind: ClassVar[str] = DECIDE_AB_TEST
+
+
+SEND_KINDS = (SEND_CAMPAIGN, SEND_BATCH, FINALISE_CAMPAIGN, DECIDE_AB_TEST)
 
 
 def live_key_patterns(campaign_id: int, attempt: int) -> list[str]:
@@ -59,5 +69,6 @@ def live_key_patterns(campaign_id: int, attempt: int) -> list[str]:
     return [
         SendCampaign(campaign_id, attempt).idempotency_key,
         FinaliseCampaign(campaign_id, attempt).idempotency_key,
+        DecideAbTest(campaign_id, attempt).idempotency_key,  # an A/B test's wait
         f"{SEND_BATCH}:{campaign_id}:%:{attempt}",
     ]

@@ -32,9 +32,11 @@ class Renderings:
 
     async def draft(self, campaign_id: int) -> CampaignDraft:
         """The campaign as this worker first read it for the send: its content cannot change
-        once sending started (only drafts are editable), so one read serves every batch."""
+        once sending started (only drafts are editable), so one read serves every batch
+        (until an A/B test's decision, which the remainder needs)."""
         found = self._drafts.get(campaign_id)
-        if found is None:
+        if found is None or (found.ab is not None and not found.ab.decided):
+            # An undecided A/B test is read again: the remainder's batches render the winner.
             found = await self._ctx.drafts.get(campaign_id)
             if len(self._drafts) >= RENDER_CACHE_SIZE:
                 self._drafts.clear()

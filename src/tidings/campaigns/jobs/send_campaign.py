@@ -10,6 +10,7 @@ from __future__ import annotations
 import structlog
 
 from tidings.campaigns import send_events
+from tidings.campaigns.ab_tests import hold_remainder
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs.finalise_campaign import fail_campaign
 from tidings.campaigns.jobs.payloads import CampaignJob, FinaliseCampaign, SendBatch, SendCampaign
@@ -17,6 +18,7 @@ from tidings.campaigns.preparation import Preparation, PreparationInterrupted
 from tidings.domain.jobs import Defer
 from tidings.domain.sending import CampaignStatus, SendFailed, VerificationFailed
 from tidings.queue.job import Job
+from tidings.storage import ab_tests as ab_queries
 from tidings.storage.sending import batches as batch_queries
 from tidings.storage.sending import campaign_sends as send_queries
 
@@ -110,9 +112,17 @@ class SendCampaignHandler:
                 # dispatched; resume dispatches, cancel's finalise step closes it.
                 log.info("campaign.dispatch_halted")
                 return
-            batch_ids = await batch_queries.unfinished_ids(conn, step.campaign_id)
+            ab = await ab_queries.get(conn, step.campaign_id)
+            held = ab is not None and not ab.decided
+            if ab is not None and held:
+                # ENG-8: only the test share goes now; the decision job releases the rest.
+                batch_ids = await hold_remainder(
+                    self._ctx, conn, step.campaign_id, step.attempt, ab
+                )
+            else:
+                batch_ids = await batch_queries.unfinished_ids(conn, step.campaign_id)
         steps: list[CampaignJob] = [SendBatch(step.campaign_id, b, step.attempt) for b in batch_ids]
-        if not steps:
+        if not steps and not held:
             steps = [FinaliseCampaign(step.campaign_id, step.attempt)]
         for start in range(0, len(steps), DISPATCH_CHUNK):
             chunk = steps[start : start + DISPATCH_CHUNK]

@@ -3,6 +3,7 @@ one-statement selection of candidates into `campaign_candidates` (SND-3)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -75,10 +76,19 @@ async def select_candidates(
     newsletter_id: int,
     audience_filter: AudienceFilter,
     segments: tuple[str, ...],
+    *,
+    split: Callable[[Any, Any], ColumnElement[Any]] | None = None,
 ) -> int:
     """Select every segment's audience in ONE statement (one snapshot), ordered by segment
-    then subscriber id descending, numbered from 1, and store it. Returns the count."""
+    then subscriber id descending, numbered from 1, and store it. Returns the count.
+    `split(subscriber_id, tier)` names each candidate's segment when it is not the tier
+    (an A/B test's variants, ENG-8)."""
     chosen = audience(newsletter_id, audience_filter).subquery()
+    if split is not None:
+        chosen = select(
+            chosen.c.subscriber_id,
+            split(chosen.c.subscriber_id, chosen.c.segment).label("segment"),
+        ).subquery()
     order = {segment: index for index, segment in enumerate(segments)}
     segment_rank = case(order, value=chosen.c.segment, else_=len(order))
     position = func.row_number().over(order_by=(segment_rank, chosen.c.subscriber_id.desc()))

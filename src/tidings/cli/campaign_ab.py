@@ -1,0 +1,115 @@
+"""`tidings campaign pick-winner`, and the A/B options of `campaign create` (ENG-8)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from tidings.cli.context import container_for, out_console, run
+from tidings.domain.ab_tests import AbTest, build_test
+from tidings.domain.audit import Actor
+
+VARIANT_HELP = (
+    "An alternative {what} for an A/B test (repeatable, up to 3): the campaign's own is "
+    "variant A, the default; these are B, C and D."
+)
+
+
+def ab_test(
+    subjects: list[str] | None,
+    preheaders: list[str] | None,
+    sender_names: list[str] | None,
+    *,
+    test_share: int,
+    test_wait: str,
+    test_metric: str,
+) -> AbTest | None:
+    """The options of `campaign create` as a test, or None when no variant was given."""
+    return build_test(
+        {
+            "subject": subjects or [],
+            "preheader": preheaders or [],
+            "sender_name": sender_names or [],
+        },
+        test_share=test_share,
+        test_wait=test_wait,
+        metric=test_metric,
+    )
+
+
+def ab_tables(ab: dict[str, Any]) -> list[Table | str]:
+    """An A/B test as the terminal shows it: its state and rule, then each variant."""
+    figures = ab["figures"]
+    if ab["state"] == "decided":
+        how = "picked by the operator" if ab["decided_by"] == "operator" else "chosen"
+        verdict = f"winner {ab['winner']}, {how} at {ab['decided_at']}" + (
+            ""
+            if ab["decided_by"] == "operator"
+            else (
+                f" (cleared {ab['confidence']:.0%} confidence)"
+                if ab["significant"]
+                else f" (no variant cleared {ab['confidence']:.0%} confidence: A, the default, won)"
+            )
+        )
+    else:
+        verdict = f"{ab['state']}; decides at {ab['decides_at'] or 'the end of the wait'}"
+    table = Table(title=f"A/B test of the {ab['field']} by people's unique {ab['metric']}")
+    for column in ("variant", "value", "sent", "opens", "clicks", "rate", "z", "p"):
+        table.add_column(column)
+    for row in figures["variants"]:
+        table.add_row(
+            row["variant"],
+            str(row["value"]),
+            str(row["sent"]),
+            str(row["human_unique_opens"]),
+            str(row["human_unique_clicks"]),
+            f"{row['rate']:.1%}",
+            "" if row["z"] is None else f"{row['z']:.2f}",
+            "" if row["p"] is None else f"{row['p']:.4f}",
+        )
+    counted = ab["accounting"]
+    split = ", ".join(f"{name} {count}" for name, count in counted["variants"].items())
+    return [
+        table,
+        f"{verdict}; recipients: {split}, remainder {counted['remainder']} "
+        f"(total {counted['total']}); test share {ab['test_share']}%",
+    ]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pick-winner")
+    def pick_winner(
+        ctx: typer.Context,
+        campaign_id: int = typer.Argument(..., help="The campaign's id."),
+        variant: str = typer.Argument(..., help="The variant to send to the rest: A, B, C or D."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        """Choose an A/B test's winner by hand, before its wait is over: the rest of the
+        audience gets it at once (if the test share is being sent) and the automatic decision
+        is not made. Recorded with the figures so far, and in the audit log."""
+
+        async def go() -> dict[str, object] | None:
+            async with container_for(ctx) as container:
+                await container.ab_tests.pick(campaign_id, variant)
+                await container.audit.record(
+                    Actor.command_line(getpass.getuser()),
+                    "campaign.ab_winner_picked",
+                    target=f"campaign:{campaign_id}",
+                    detail={"variant": variant.strip().upper()},
+                )
+                return await container.ab_tests.summary(campaign_id)
+
+        summary = run(go)
+        assert summary is not None
+        if as_json:
+            print(json.dumps(summary))
+            return
+        out_console.print(
+            f"campaign {campaign_id}: variant {summary['winner']} picked; the rest of the "
+            "audience gets it.",
+            markup=False,
+        )
