@@ -5,6 +5,7 @@ accounted for exactly once across variants and the remainder."""
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,17 +20,24 @@ from sqlalchemy import select, update
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support.engagement_rows import Counted, add_counters
+from tests.support.processes import worker_env, worker_process
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
+    mailed_at_least,
+    recipient_states,
+    registry,
+    running,
     seed,
     wait_for_campaign_status,
+    wait_for_send_status,
     workers,
 )
 from tests.support.waiting import wait_for
 from tidings.bootstrap import Container, utcnow
+from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
 from tidings.campaigns.verification import check_ab_accounting
-from tidings.devservers.sink import SmtpSink
+from tidings.devservers.sink import Faults, SmtpSink
 from tidings.domain.ab_tests import assignment_key, split_segment, variant_of
 from tidings.domain.sending import VerificationFailed
 from tidings.storage.tables import (
@@ -254,9 +262,6 @@ async def test_assignment_is_the_keyed_hash_and_the_accounting_is_verified(
     refuses batches that do not add up: variants + remainder = candidates - exclusions."""
     async with _studio(database_url) as (client, container, headers, _sink):
         campaign_id = await _start(client, headers)
-        from tests.support.sending import registry, running, wait_for_send_status
-        from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN
-
         async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
             await wait_for_send_status(container, campaign_id, "submitting")
         key = assignment_key(container.site_secret(), campaign_id)
@@ -302,3 +307,61 @@ async def test_an_ab_test_on_a_newsletter_that_does_not_track_is_refused(
     problem: dict[str, Any] = response.json()
     assert "tracking" in str(problem)
     assert "aggregate" in problem["detail"]
+
+
+async def test_a_worker_killed_while_the_test_share_is_sending_reshuffles_nobody(
+    database_url: str,
+) -> None:
+    """A crash mid-test must not move anyone between variants (their figures would mix) or
+    mail anyone twice: a real `tidings worker` is SIGKILLed while the test batches go out,
+    a new one finishes; the assignment seen at the kill is the final one, both equal the
+    keyed hash, and the remainder waits for the decision and then gets A (no clicks)."""
+    readers = 600
+    async with SmtpSink(clock=utcnow, port=0) as sink:
+        sink.faults = Faults(delay_seconds=0.002, delay_commands=frozenset({"DATA"}))
+        settings = make_settings(database_url, queue=FAST_QUEUE)
+        async with api_client(settings) as (client, container):
+            headers = await admin_headers(container)
+            await create_newsletter(client, headers, tracking="aggregate")
+            await seed(container, "weekly", readers)
+            campaign_id = await create_campaign(
+                client,
+                headers,
+                subject=SUBJECTS[1],
+                ab_test={**AB_TEST, "test_share": 60, "test_wait": "2s"},
+            )
+            sent = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+            assert sent.status_code == 202, sent.text
+            env = worker_env(container.settings.database.url, sink, BULK_EMAIL_BATCH_SIZE="40")
+            async with worker_process(env) as process:
+                await wait_for(lambda: mailed_at_least(sink, 60), message="no test mail")
+                process.send_signal(signal.SIGKILL)
+                await process.wait()
+            at_kill = await _segments(container, campaign_id)
+            assert len(sink.messages) < readers * 0.6, "the kill came after the test share"
+            async with worker_process(env):
+                status = await wait_for_campaign_status(container, campaign_id, within_seconds=90)
+            assert status == "submitted"
+            final = await _segments(container, campaign_id)
+            states = await recipient_states(container, campaign_id)
+            key = assignment_key(container.site_secret(), campaign_id)
+            async with container.db.read() as conn:
+                ids = {
+                    str(email): int(sid)
+                    for email, sid in await conn.execute(
+                        select(subscribers.c.email, subscribers.c.id)
+                    )
+                }
+    assert at_kill == final
+    assert len(final) == readers
+    for address, segment in final.items():
+        assert split_segment(segment)[1] == variant_of(key.bucket(ids[address]), 60, 2)
+    assert set(states) <= {"sent", "uncertain"}
+    counted = Counter(address for message in sink.messages for address in message.recipients)
+    assert max(counted.values()) == 1, "someone was mailed twice"
+    subjects = _subjects(sink)
+    for address, subject in subjects.items():
+        assert subject == SUBJECTS[split_segment(final[address])[1] or 1]
+    remainder = [a for a, s in final.items() if split_segment(s)[1] is None]
+    assert remainder
+    assert all(address in subjects for address in remainder)
