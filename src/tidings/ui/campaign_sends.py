@@ -105,6 +105,7 @@ async def status_page(
         charts=result_charts(results),
         engagement=engagement,
         engagement_charts=engagement_charts(engagement),
+        ab=await container.ab_tests.summary(campaign_id),
         status=status,
         active=status.status in ACTIVE,
         labels=progress_labels(status),

@@ -4,7 +4,7 @@ test send, schedule, cancel and send (confirmed with the preflight count)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
@@ -16,6 +16,7 @@ from tidings.campaigns.drafts import CampaignDraft
 from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
 from tidings.domain.segments import TIERS
 from tidings.domain.sending import CampaignStatus
+from tidings.ui.campaign_ab import AB_FORM_FIELDS, ab_from_form, ab_values
 from tidings.ui.campaign_sends import PREVIEW_WIDTHS, status_page
 from tidings.ui.guard import OperatorActor, Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
@@ -48,6 +49,12 @@ class DraftForm:
         reply_to: Annotated[str, Form(max_length=320)] = "",
         archive_public: Annotated[str, Form(max_length=8)] = "",
         archive_public_shown: Annotated[str, Form(max_length=8)] = "",
+        ab_shown: Annotated[str, Form(max_length=1)] = "",
+        ab_field: Annotated[str, Form(max_length=16)] = "",
+        ab_variants: Annotated[str, Form(max_length=2000)] = "",
+        ab_test_share: Annotated[str, Form(max_length=8)] = "",
+        ab_test_wait: Annotated[str, Form(max_length=16)] = "",
+        ab_metric: Annotated[str, Form(max_length=8)] = "clicks",
     ) -> None:
         self.subject = subject
         self.body = body
@@ -62,6 +69,16 @@ class DraftForm:
             archive_public_shown == "1"
         ):
             self.archive_public = bool(archive_public)
+        if ab_shown:  # the A/B section was on the page: what it says is the test (ENG-8)
+            self.ab_field, self.ab_variants, self.ab_metric = ab_field, ab_variants, ab_metric
+            self.ab_test_share, self.ab_test_wait = ab_test_share or "20", ab_test_wait or "4h"
+
+    def values(self) -> dict[str, Any]:
+        """The draft's fields; the A/B section, when it was shown, as the test (or none)."""
+        values = {k: v for k, v in vars(self).items() if k not in AB_FORM_FIELDS}
+        if "ab_field" in vars(self):
+            values["ab"] = ab_from_form(*(getattr(self, name) for name in AB_FORM_FIELDS))
+        return values
 
 
 def draft_values(draft: CampaignDraft) -> dict[str, str]:
@@ -76,6 +93,7 @@ def draft_values(draft: CampaignDraft) -> dict[str, str]:
         "sender_name": campaign.sender_name or "",
         "reply_to": campaign.reply_to or "",
         "archive_public": "True" if campaign.archive_public else "",
+        **ab_values(None if draft.ab is None else draft.ab.test),
     }
 
 
@@ -157,7 +175,7 @@ async def create_campaign(
 ) -> Response:
     container = container_of(request)
     try:
-        draft = await container.campaigns.create(newsletter, DraftFields(**vars(form)))
+        draft = await container.campaigns.create(newsletter, DraftFields(**form.values()))
     except (InvalidInput, NotFound) as refused:
         return page(
             request,
@@ -198,7 +216,7 @@ async def save_draft(
 ) -> Response:
     container = container_of(request)
     try:
-        draft = await container.campaigns.update(campaign_id, DraftChanges(**vars(form)))
+        draft = await container.campaigns.update(campaign_id, DraftChanges(**form.values()))
     except (InvalidInput, Conflict) as refused:
         if _wants_json(request):
             return JSONResponse({"error": refused.detail, "field": refused.field}, status_code=422)
