@@ -148,6 +148,7 @@ def build(
         templates=templates,
         identity=identity,
         unsubscribe_address=settings.email.unsubscribe_address,
+        engagement_days_max=int(settings.tracking.retention_days),
     )
     campaigns = CampaignDrafts(campaign_context)
     sending = SendingContext(

@@ -22,7 +22,7 @@ from tidings.domain.edits import Unset
 from tidings.domain.email_headers import check_address, check_header_values
 from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
 from tidings.domain.identity import NOT_CHECKED, SendingIdentity
-from tidings.domain.segments import TIERS, AudienceFilter, parse_filter
+from tidings.domain.segments import MAX_ENGAGEMENT_DAYS, TIERS, AudienceFilter, parse_filter
 from tidings.domain.tracking import TrackingMode, TrackingSigner
 from tidings.outbound.email_jobs import Mailer, RawEmail
 from tidings.rendering import (
@@ -82,6 +82,8 @@ class CampaignContext:
     # Real mail (SMTP, Mailgun) is refused while the publisher's identity is the placeholder.
     identity: SendingIdentity = NOT_CHECKED
     unsubscribe_address: str | None = None  # a List-Unsubscribe mailto; None: https only
+    # The longest `engaged:DAYS` window a filter may ask for: hits are kept this long (ENG-7).
+    engagement_days_max: int = MAX_ENGAGEMENT_DAYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,9 @@ class CampaignDraft:
         )
 
 
-def _validated(values: dict[str, Any]) -> dict[str, Any]:
+def _validated(
+    values: dict[str, Any], *, engagement_days_max: int = MAX_ENGAGEMENT_DAYS
+) -> dict[str, Any]:
     """Check a complete set of campaign fields; raise InvalidInput naming the bad one."""
     content = CampaignContent(
         subject=values["subject"],
@@ -117,7 +121,7 @@ def _validated(values: dict[str, Any]) -> dict[str, Any]:
             f"(segments are the tiers: {', '.join(TIERS)})",
             field="body",
         )
-    audience = parse_filter(values.get("audience_filter"))
+    audience = parse_filter(values.get("audience_filter"), max_engagement_days=engagement_days_max)
     require_timezone("scheduled_at", values.get("scheduled_at"))
     check_header_values(
         {"sender_name": values.get("sender_name"), "reply_to": values.get("reply_to")}
@@ -162,7 +166,7 @@ class CampaignDrafts:
         self._ctx = context
 
     async def create(self, newsletter: str, draft: DraftFields) -> CampaignDraft:
-        fields = _validated(draft.values())
+        fields = _validated(draft.values(), engagement_days_max=self._ctx.engagement_days_max)
         now = self._ctx.now()
         async with self._ctx.db.write() as conn:
             found = await newsletter_queries.get_by_slug(conn, newsletter)
@@ -215,7 +219,7 @@ class CampaignDrafts:
             if audience != current.campaign.audience_filter:
                 merged["archive_public"] = None
         merged.update(changes)
-        fields = _validated(merged)
+        fields = _validated(merged, engagement_days_max=self._ctx.engagement_days_max)
         ab = current.ab.test if current.ab is not None else None
         if not isinstance(edit.ab, Unset):
             ab = edit.ab

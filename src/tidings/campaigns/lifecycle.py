@@ -62,7 +62,9 @@ class CampaignLifecycle:
         """Who would get it if sent now: the consent-filtered audience (the preflight count)."""
         draft = await self._ctx.drafts.get(campaign_id)
         async with self._ctx.db.read() as conn:
-            return await candidate_queries.count_audience(conn, draft.newsletter.id, draft.audience)
+            return await candidate_queries.count_audience(
+                conn, draft.newsletter.id, draft.audience, now=self._ctx.now()
+            )
 
     async def submission_window(self, campaign_id: int) -> timedelta | None:
         """From the first batch claimed to the last one finished (None before that)."""

@@ -89,7 +89,7 @@ def create(
         "", "--preheader", help="Preview text shown after the subject.", callback=header_text
     ),
     audience: str = typer.Option(
-        "", "--audience", help="Filter, e.g. tier:paid, label:beta or attr:city=Paris."
+        "", "--audience", help="Filter, e.g. tier:paid, label:beta, attr:city=Paris or engaged:90."
     ),
     archive: bool | None = _archive_option(
         "Publish in the newsletter's archive and feeds (--no-archive: keep it out). "

@@ -4,6 +4,7 @@ one-statement selection of candidates into `campaign_candidates` (SND-3)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -23,14 +24,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.segments import AudienceFilter, Term
 from tidings.domain.sending import SegmentRange
+from tidings.storage import engagement_people
 from tidings.storage.consent import mailable
 from tidings.storage.subscribers import attribute_equals, has_label
 from tidings.storage.tables import campaign_candidates, subscribers, subscriptions
 
 
-def _term(term: Term) -> ColumnElement[bool]:
+def _term(term: Term, newsletter_id: Any, now: datetime | None) -> ColumnElement[bool]:
     clause: ColumnElement[bool]
-    if term.kind == "tier":
+    if term.kind in ("engaged", "unengaged"):
+        if newsletter_id is None:
+            raise ValueError("an engagement term needs the newsletter")
+        since = (now or datetime.now(UTC)) - timedelta(days=term.days)
+        if term.kind == "engaged":
+            clause = engagement_people.engaged_since(
+                subscribers.c.id, since, newsletter_id=newsletter_id
+            )
+        else:
+            clause = engagement_people.unengaged_since(subscribers.c.id, newsletter_id, since)
+    elif term.kind == "tier":
         clause = subscribers.c.tier == term.value
     elif term.kind == "attr":
         # NULL (no such attribute) is no match, and its negation must include the person.
@@ -40,14 +52,25 @@ def _term(term: Term) -> ColumnElement[bool]:
     return ~clause if term.negated else clause
 
 
-def filter_clause(audience: AudienceFilter) -> ColumnElement[bool]:
-    """The filter as SQL over `subscribers`: the same rule `AudienceFilter.matches` applies."""
+def filter_clause(
+    audience: AudienceFilter, *, newsletter_id: Any = None, now: datetime | None = None
+) -> ColumnElement[bool]:
+    """The filter as SQL over `subscribers`: the same rule `AudienceFilter.matches` applies.
+    Engagement terms judge hits of `newsletter_id`'s campaigns within their window before
+    `now` (the wall clock when not given)."""
     if not audience.clauses:
         return true()
-    return or_(*(and_(*(_term(term) for term in clause)) for clause in audience.clauses))
+    return or_(
+        *(
+            and_(*(_term(term, newsletter_id, now) for term in clause))
+            for clause in audience.clauses
+        )
+    )
 
 
-def audience(newsletter_id: int, audience_filter: AudienceFilter) -> Select[Any]:
+def audience(
+    newsletter_id: int, audience_filter: AudienceFilter, *, now: datetime | None = None
+) -> Select[Any]:
     """(subscriber id, segment) of every mailable subscriber the campaign targets, once each.
     The consent rule is AUD-4's one SQL definition; the segment is the subscriber's tier."""
     return (
@@ -57,16 +80,20 @@ def audience(newsletter_id: int, audience_filter: AudienceFilter) -> Select[Any]
         .where(
             subscriptions.c.newsletter_id == newsletter_id,
             mailable(),
-            filter_clause(audience_filter),
+            filter_clause(audience_filter, newsletter_id=newsletter_id, now=now),
         )
     )
 
 
 async def count_audience(
-    conn: AsyncConnection, newsletter_id: int, audience_filter: AudienceFilter
+    conn: AsyncConnection,
+    newsletter_id: int,
+    audience_filter: AudienceFilter,
+    *,
+    now: datetime | None = None,
 ) -> int:
     """The preflight estimate (SND-1): the consent-filtered audience size now."""
-    chosen = audience(newsletter_id, audience_filter).subquery()
+    chosen = audience(newsletter_id, audience_filter, now=now).subquery()
     return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
 
 
