@@ -5,12 +5,14 @@ accounted for exactly once across variants and the remainder."""
 
 from __future__ import annotations
 
+import json
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email import message_from_bytes
 from email.policy import default
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +21,7 @@ from sqlalchemy import select, update
 
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.support.cli import clean_env, tidings
 from tests.support.engagement_rows import Counted, add_counters
 from tests.support.processes import worker_env, worker_process
 from tests.support.sending import (
@@ -365,3 +368,50 @@ async def test_a_worker_killed_while_the_test_share_is_sending_reshuffles_nobody
     remainder = [a for a, s in final.items() if split_segment(s)[1] is None]
     assert remainder
     assert all(address in subjects for address in remainder)
+
+
+async def test_the_cli_creates_shows_and_decides_a_test(database_url: str, tmp_path: Path) -> None:
+    """The command line is a full client: `campaign create --variant-subject …` makes the
+    test (a bad share refused, naming the option's field), `stats --json` carries `ab`, and
+    `pick-winner` decides, once."""
+    async with _studio(database_url) as (_client, container, _headers, _sink):
+        env = clean_env(DATABASE_URL=container.settings.database.url)
+        body = tmp_path / "issue.md"
+        body.write_text("Hello.\n", encoding="utf-8")
+        common = ("campaign", "create", "-n", "weekly", "-s", SUBJECTS[1], "--from-file", str(body))
+        bad = tidings(*common, "--variant-subject", SUBJECTS[2], "--test-share", "0", env=env)
+        assert bad.returncode != 0
+        assert "test_share" in bad.output
+        made = tidings(
+            *common,
+            "--variant-subject",
+            SUBJECTS[2],
+            "--test-share",
+            "30",
+            "--test-wait",
+            "90m",
+            "--test-metric",
+            "opens",
+            "--json",
+            env=env,
+        )
+        assert made.returncode == 0, made.output
+        campaign_id = json.loads(made.stdout)["id"]
+        stats = tidings("campaign", "stats", str(campaign_id), "--json", env=env)
+        assert stats.returncode == 0, stats.output
+        ab = json.loads(stats.stdout)["ab"]
+        assert (ab["field"], ab["metric"], ab["test_share"], ab["wait_seconds"]) == (
+            "subject",
+            "opens",
+            30,
+            5400,
+        )
+        assert ab["state"] == "not started"
+        assert [v["value"] for v in ab["figures"]["variants"]] == [SUBJECTS[1], SUBJECTS[2]]
+        picked = tidings("campaign", "pick-winner", str(campaign_id), "b", env=env)
+        assert picked.returncode == 0, picked.output
+        again = tidings("campaign", "pick-winner", str(campaign_id), "A", env=env)
+        assert again.returncode != 0
+        assert "decided already" in again.output
+        shown = tidings("campaign", "stats", str(campaign_id), env=env)
+    assert "winner B, picked by the operator" in shown.stdout

@@ -220,17 +220,17 @@ class CampaignDrafts:
                 merged["archive_public"] = None
         merged.update(changes)
         fields = _validated(merged, engagement_days_max=self._ctx.engagement_days_max)
-        ab = current.ab.test if current.ab is not None else None
-        if not isinstance(edit.ab, Unset):
-            ab = edit.ab
-        check_ab(ab, current.newsletter)
+        ab = edit.ab
+        if not isinstance(ab, Unset):
+            check_ab(ab, current.newsletter)
         async with self._ctx.db.write() as conn:
             row = await queries.update_draft(
                 conn, campaign_id, **fields, updated_at=self._ctx.now()
             )
             if row is None:
                 raise Conflict("only a draft campaign can be edited")
-            await ab_queries.replace(conn, campaign_id, ab)
+            if not isinstance(ab, Unset):  # left alone, the test (and any pick) stays
+                await ab_queries.replace(conn, campaign_id, ab)
             stored = await ab_queries.get(conn, campaign_id)
         return self._draft(row, current.newsletter, stored)
 
