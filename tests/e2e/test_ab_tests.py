@@ -153,6 +153,21 @@ async def _clicks(container: Container, campaign_id: int, a: int, b: int) -> Non
         )
 
 
+async def _delivered(container: Container, campaign_id: int, segment: str) -> int:
+    """Deliveries reported for the recipients of one segment's batches (as a provider's
+    events would record them); how many."""
+    batches = select(campaign_batches.c.id).where(
+        campaign_batches.c.campaign_id == campaign_id, campaign_batches.c.segment == segment
+    )
+    async with container.db.write() as conn:
+        result = await conn.execute(
+            update(campaign_recipients)
+            .where(campaign_recipients.c.batch_id.in_(batches))
+            .values(delivered_at=container.clock())
+        )
+    return int(result.rowcount)
+
+
 def _check_everyone_once(sink: SmtpSink, segments: dict[str, str], winner: int) -> None:
     """Everyone mailed once; a test recipient got their variant's subject, the rest the
     winner's."""
@@ -185,11 +200,13 @@ async def test_the_remainder_waits_for_the_decision_then_gets_the_winner(
             assert 0 < tested < READERS
             assert len(sink.messages) == tested
             await _clicks(container, campaign_id, clicks_a, clicks_b)
+            delivered_b = await _delivered(container, campaign_id, "free-v2")
             await _decide_now(container)
             assert await wait_for_campaign_status(container, campaign_id) == "submitted"
         segments = await _segments(container, campaign_id)
         stats = await client.get(f"/api/admin/campaigns/{campaign_id}/stats", headers=headers)
     _check_everyone_once(sink, segments, winner)
+    assert delivered_b > 0
     ab = stats.json()["ab"]
     assert (ab["state"], ab["winner"], ab["decided_by"]) == (
         "decided",
@@ -200,6 +217,7 @@ async def test_the_remainder_waits_for_the_decision_then_gets_the_winner(
     a, b = ab["figures"]["variants"]
     assert (a["value"], b["value"]) == (SUBJECTS[1], SUBJECTS[2])
     assert (a["human_unique_clicks"], b["human_unique_clicks"]) == (clicks_a, clicks_b)
+    assert (a["delivered"], b["delivered"]) == (0, delivered_b)  # as reported by the decision
     assert a["sent"] + b["sent"] == tested
     assert b["z"] is not None
     assert b["p"] is not None

@@ -10,6 +10,7 @@ release (a retried job, an operator's pick racing the job) queue nothing more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.jobs.payloads import DecideAbTest, SendBatch
+from tidings.campaigns.statistics import CampaignStatistics
 from tidings.campaigns.verification import ab_accounting
 from tidings.domain.ab_tests import (
     Decision,
@@ -35,6 +37,7 @@ from tidings.storage import ab_tests as ab_queries
 from tidings.storage import campaigns as campaign_queries
 from tidings.storage.ab_tests import AbTestRow
 from tidings.storage.sending import campaign_sends as send_queries
+from tidings.storage.sending import recipient_outcomes
 
 log = structlog.get_logger("tidings.campaigns")
 AUTOMATIC, OPERATOR = "automatic", "operator"
@@ -71,8 +74,24 @@ async def variant_figures(
     ]
 
 
-def decision_json(decision: Decision, ab: AbTestRow, default: str | None) -> dict[str, Any]:
-    """What is recorded with the decision, and shown: the rule and each variant's figures."""
+def per_variant(by_segment: Mapping[str, int]) -> dict[int, int]:
+    """A per-segment count (delivered, say) summed per variant; the remainder left out."""
+    found: dict[int, int] = {}
+    for segment, count in by_segment.items():
+        _tier, variant = split_segment(segment)
+        if variant is not None:
+            found[variant] = found.get(variant, 0) + count
+    return found
+
+
+def decision_json(
+    decision: Decision,
+    ab: AbTestRow,
+    default: str | None,
+    delivered: Mapping[int, int] | None = None,
+) -> dict[str, Any]:
+    """What is recorded with the decision, and shown: the rule and each variant's figures
+    (`delivered` as reported by then, None when not known here)."""
     return {
         "metric": decision.metric.value,
         "confidence": decision.confidence,
@@ -83,6 +102,7 @@ def decision_json(decision: Decision, ab: AbTestRow, default: str | None) -> dic
                 "variant": letter(result.variant),
                 "value": ab.test.value(result.variant, default),
                 "sent": result.sent,
+                "delivered": None if delivered is None else delivered.get(result.variant, 0),
                 "human_unique_opens": result.opens,
                 "human_unique_clicks": result.clicks,
                 "rate": result.rate,
@@ -174,7 +194,9 @@ class AbTests:
         default = getattr(row, ab.test.field.value)
         figures = await variant_figures(conn, ab.campaign_id, ab.test.variant_count)
         decision = decide(figures, ab.test.metric, self._confidence)
-        recorded = decision_json(decision, ab, default)
+        outcomes = await recipient_outcomes.campaign_counts(conn, ab.campaign_id)
+        delivered = per_variant({name: counts["delivered"] for name, counts in outcomes.items()})
+        recorded = decision_json(decision, ab, default, delivered)
         winner = decision.winner if chosen is None else chosen
         recorded["suggested"] = letter(decision.winner)
         if await ab_queries.record_decision(
@@ -206,8 +228,11 @@ class AbTests:
             log.info("campaign.ab_remainder_released", campaign_id=campaign_id, batches=released)
         return released
 
-    async def summary(self, campaign_id: int) -> dict[str, Any] | None:
-        """The test, its state and figures (recorded once decided, live before), and the
+    async def summary(
+        self, campaign_id: int, statistics: CampaignStatistics | None = None
+    ) -> dict[str, Any] | None:
+        """The test, its state and figures (recorded once decided, live before, with what
+        was delivered when the caller has the campaign's `statistics` at hand), and the
         accounting: variants + remainder = recipients. None without a test."""
         async with self._ctx.db.read() as conn:
             ab = await ab_queries.get(conn, campaign_id)
@@ -219,7 +244,13 @@ class AbTests:
             figures = ab.figures
             if figures is None:
                 live = await variant_figures(conn, campaign_id, ab.test.variant_count)
-                figures = decision_json(decide(live, ab.test.metric, self._confidence), ab, None)
+                decision = decide(live, ab.test.metric, self._confidence)
+                shown = None
+                if statistics is not None:
+                    shown = per_variant(
+                        {name: counts.delivered for name, counts in statistics.segments.items()}
+                    )
+                figures = decision_json(decision, ab, None, shown)
         default = getattr(row, ab.test.field.value)
         for shown in figures["variants"]:
             number = parse_variant(shown["variant"], ab.test.variant_count)

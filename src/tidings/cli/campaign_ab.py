@@ -58,13 +58,14 @@ def ab_tables(ab: dict[str, Any]) -> list[Table | str]:
     else:
         verdict = f"{ab['state']}; decides at {ab['decides_at'] or 'the end of the wait'}"
     table = Table(title=f"A/B test of the {ab['field']} by people's unique {ab['metric']}")
-    for column in ("variant", "value", "sent", "opens", "clicks", "rate", "z", "p"):
+    for column in ("variant", "value", "sent", "delivered", "opens", "clicks", "rate", "z", "p"):
         table.add_column(column)
     for row in figures["variants"]:
         table.add_row(
             row["variant"],
             str(row["value"]),
             str(row["sent"]),
+            "—" if row.get("delivered") is None else str(row["delivered"]),
             str(row["human_unique_opens"]),
             str(row["human_unique_clicks"]),
             f"{row['rate']:.1%}",

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
                 engagement = await container.engagement_results.campaign(
                     campaign_id, reach=engagement_reach(found)
                 )
-                return found, engagement, await container.ab_tests.summary(campaign_id)
+                return found, engagement, await container.ab_tests.summary(campaign_id, found)
 
         found, engagement, ab = run(go)
         if as_json:

@@ -19,8 +19,9 @@ AB_SHAPE = (
     "confidence; state (`not started`, `testing`, `decided`); decides_at; once decided, "
     "winner (A-D), decided_by (`automatic` or `operator`), decided_at and significant (false: "
     "no variant cleared the confidence and A, the default, won); figures (per variant: value, "
-    "sent, human_unique_opens, human_unique_clicks, rate, z and p against A; recorded at the "
-    "decision, live before it); accounting (recipients per variant and in the remainder)."
+    "sent, delivered, human_unique_opens, human_unique_clicks, rate, z and p against A; "
+    "recorded at the decision, live before it); accounting (recipients per variant and in "
+    "the remainder)."
 )
 
 
@@ -56,8 +57,8 @@ class PickWinner(RequestBody):
 @router.get("/{campaign_id}/ab", summary="A campaign's A/B test: state, decision and figures")
 async def ab_test(container: ContainerDep, campaign_id: CampaignId) -> dict[str, Any] | None:
     """The test as `tidings campaign stats --json` shows it under `ab`."""
-    await container.campaigns.get(campaign_id)  # 404 for no such campaign
-    return await container.ab_tests.summary(campaign_id)
+    found = await container.statistics.statistics(campaign_id)  # 404 for no such campaign
+    return await container.ab_tests.summary(campaign_id, found)
 
 
 @router.post(

@@ -24,4 +24,5 @@ async def campaign_stats(
     engagement = await container.engagement_results.campaign(
         campaign_id, reach=engagement_reach(found)
     )
-    return CampaignStatsPublic.of(found, engagement, await container.ab_tests.summary(campaign_id))
+    ab = await container.ab_tests.summary(campaign_id, found)
+    return CampaignStatsPublic.of(found, engagement, ab)
