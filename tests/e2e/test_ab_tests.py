@@ -48,6 +48,7 @@ from tidings.storage.tables import (
     campaign_batches,
     campaign_recipients,
     jobs,
+    newsletters,
     subscribers,
 )
 
@@ -433,3 +434,19 @@ async def test_the_cli_creates_shows_and_decides_a_test(database_url: str, tmp_p
         assert "decided already" in again.output
         shown = tidings("campaign", "stats", str(campaign_id), env=env)
     assert "winner B, picked by the operator" in shown.stdout
+
+
+async def test_a_test_whose_newsletter_stopped_tracking_is_refused_at_send(
+    database_url: str,
+) -> None:
+    """Tracking turned off after the draft was saved would leave the test blind (A would win
+    on zeros): the send is refused, naming the field, and nothing starts."""
+    async with _studio(database_url) as (client, container, headers, _sink):
+        campaign_id = await create_campaign(client, headers, subject=SUBJECTS[1], ab_test=AB_TEST)
+        async with container.db.write() as conn:
+            await conn.execute(update(newsletters).values(tracking="off"))
+        sent = await client.post(f"/api/admin/campaigns/{campaign_id}/send", headers=headers)
+        draft = await container.campaigns.get(campaign_id)
+    assert sent.status_code == 422, sent.text
+    assert "tracking" in sent.json()["detail"]
+    assert draft.campaign.status == "draft"

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from tidings.campaigns.context import SendingContext
+from tidings.campaigns.drafts import check_ab
 from tidings.campaigns.jobs.payloads import SendCampaign
 from tidings.domain.clock import require_timezone
 from tidings.domain.errors import Conflict, InvalidInput
@@ -82,6 +83,8 @@ class CampaignLifecycle:
     async def _start(self, campaign_id: int, *, at: datetime | None) -> SendAccepted:
         draft = await self._ctx.drafts.get(campaign_id)
         self._ctx.drafts.check_identity(draft)
+        # ENG-8: a newsletter whose tracking was turned off since cannot decide a test.
+        check_ab(None if draft.ab is None else draft.ab.test, draft.newsletter)
         target = CampaignStatus.SCHEDULED if at else CampaignStatus.PENDING
         allowed = [CampaignStatus.DRAFT] if at else [CampaignStatus.DRAFT, CampaignStatus.SCHEDULED]
         now = self._ctx.now()
