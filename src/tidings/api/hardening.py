@@ -32,6 +32,7 @@ PUBLIC_PAGE_PREFIXES = (
     "/confirm/",
     "/unsubscribe/",
     "/preferences/",
+    "/keep/",
     "/archive",
 )
 

@@ -21,7 +21,7 @@ log = get_logger("tidings.http")
 
 _NUL_IN_URL = (b"%00", b"\x00")
 # Reader pages answer a mangled token with their own HTML 404 (the token never reaches storage).
-_READER_PAGES = (b"/confirm/", b"/unsubscribe/", b"/preferences/")
+_READER_PAGES = (b"/confirm/", b"/unsubscribe/", b"/preferences/", b"/keep/")
 _NUL_IN_BODY = (b"\x00", b"\\u0000")
 
 

@@ -24,11 +24,12 @@ from tidings.domain import tokens
 from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.outbound.email_jobs import EmailJobHandler, TransactionalEmail
 from tidings.queue.job import Job, JobPayload
-from tidings.rendering.notice import render_confirmation_email, render_notice
+from tidings.rendering.notice import Notice, render_confirmation_email, render_notice
 from tidings.storage import confirmations, transactional_outcomes
 from tidings.storage import newsletters as newsletter_queries
 from tidings.storage import subscribers as subscriber_queries
 from tidings.storage import subscriptions as subscription_queries
+from tidings.storage import sunset as sunset_queries
 from tidings.storage import suppressions as suppression_queries
 from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
@@ -41,6 +42,7 @@ log = structlog.get_logger("tidings.audience")
 class MailPurpose(StrEnum):
     CONFIRMATION = "confirmation"  # the double opt-in link (AUD-5, AUD-6)
     WELCOME = "welcome"  # the newsletter's welcome email, once a person confirms (issue 13)
+    SUNSET = "sunset"  # "still want this?", to a person who stopped reading (ENG-7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,20 @@ async def queue_welcome_email(
     await _queue(context, conn, mail, key)
 
 
+async def queue_sunset_email(
+    context: AudienceContext,
+    conn: AsyncConnection,
+    *,
+    request_id: int,
+    subscriber_id: int,
+    newsletter_id: int,
+) -> None:
+    """Queue the sunset policy's re-permission email in the transaction that records the
+    request (PRI-6): a crash loses neither, and the key (the request) queues it once."""
+    mail = SubscriberMail(MailPurpose.SUNSET, subscriber_id, newsletter_id)
+    await _queue(context, conn, mail, f"subscriber-mail:{mail.purpose}:{request_id}")
+
+
 async def _queue(
     context: AudienceContext, conn: AsyncConnection, mail: SubscriberMail, key: str
 ) -> None:
@@ -122,6 +138,8 @@ class SubscriberMailHandler:
         async with self._ctx.queue.fenced(job) as conn:
             if mail.purpose is MailPurpose.WELCOME:
                 email = await self._welcome(conn, mail)
+            elif mail.purpose is MailPurpose.SUNSET:
+                email = await self._sunset(conn, mail)
             else:
                 email = await self._confirmation(conn, mail)
         if email is None:
@@ -208,15 +226,54 @@ class SubscriberMailHandler:
             engine=self._ctx.templates,
             theme=self._ctx.theme,
         )
-        return TransactionalEmail(
-            to=subscriber.email,
-            subject=notice.subject,
-            text=notice.text,
-            html=notice.html,
-            sender=newsletter.sender_address,
-            sender_name=newsletter.sender_name,
-            reply_to=newsletter.reply_to,
+        return _from_newsletter(subscriber, newsletter, notice)
+
+    async def _sunset(
+        self, conn: AsyncConnection, mail: SubscriberMail
+    ) -> TransactionalEmail | None:
+        """ "Do you still want it?" with a button to the keep page, while the request is open
+        and the subscription confirmed; the link is signed for this request."""
+        found = await _recipient(conn, mail, SubscriptionState.CONFIRMED)
+        if found is None:
+            return None
+        subscriber, newsletter, _ = found
+        request = await sunset_queries.open_request(conn, subscriber.id, newsletter.id)
+        if request is None:
+            _skipped(mail, "answered")
+            return None
+        token = tokens.sign(self._ctx.secret(), "sunset", request.id, request.asked_at)
+        notice = render_notice(
+            subject=f"Do you still want {newsletter.name}?",
+            title=f"Do you still want {newsletter.name}?",
+            paragraphs=[
+                f"It looks like you have not read {newsletter.name} for a while. We only "
+                "want to write to people who want to hear from us.",
+                "If you would like to keep receiving it, press the button. If we do not hear "
+                f"from you within {newsletter.sunset_grace_days} days, we will stop sending "
+                "it to you; you can subscribe again at any time.",
+            ],
+            button_label="Keep me subscribed",
+            button_url=f"{self._ctx.public_url}/keep/{token}",
+            newsletter_name=newsletter.name,
+            engine=self._ctx.templates,
+            theme=self._ctx.theme,
         )
+        return _from_newsletter(subscriber, newsletter, notice)
+
+
+def _from_newsletter(
+    subscriber: SubscriberRow, newsletter: NewsletterRow, notice: Notice
+) -> TransactionalEmail:
+    """`notice` to the subscriber, from the newsletter's sender."""
+    return TransactionalEmail(
+        to=subscriber.email,
+        subject=notice.subject,
+        text=notice.text,
+        html=notice.html,
+        sender=newsletter.sender_address,
+        sender_name=newsletter.sender_name,
+        reply_to=newsletter.reply_to,
+    )
 
 
 async def _recipient(

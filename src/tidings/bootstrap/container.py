@@ -28,6 +28,7 @@ from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeRateLimiter
 from tidings.audience.stats import AudienceStats
 from tidings.audience.subscribers import Subscribers
+from tidings.audience.sunset import SunsetPolicy
 from tidings.audience.suppression import Suppressions
 from tidings.bootstrap.handlers import handler_registry
 from tidings.bootstrap.keys import SiteSecret, SuppressionKey
@@ -46,6 +47,7 @@ from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
+from tidings.campaigns.send_again import SendAgain
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.statistics import StatisticsReader
 from tidings.campaigns.submit.per_batch import PerBatchSubmit
@@ -59,6 +61,7 @@ from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
 from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
+from tidings.domain.audit import Actor
 from tidings.domain.clock import Clock
 from tidings.domain.identity import SendingIdentity
 from tidings.engagement.activity import PersonActivity
@@ -126,6 +129,7 @@ class Container:
     intake: Intake  # hits taken in by /c/ and /o/ (ENG-3)
     engagement_applier: EngagementApplier  # folds them into the counters (ENG-3, ENG-5)
     listing: CampaignListing
+    send_again: SendAgain  # a sent campaign again, to a frozen part of its recipients (ENG-7)
     retries: SendRetries
     reconciler: Reconciler
     control: SendControl
@@ -257,6 +261,24 @@ class Container:
         """Every job kind and its one handler (`bootstrap/handlers.py`)."""
         return handler_registry(self)
 
+    @functools.cached_property
+    def sunset(self) -> SunsetPolicy:
+        """The sunset policy (ENG-7), one per process (it keeps each newsletter's place);
+        every run that did something is in the audit log with its counts."""
+
+        async def report(newsletter_id: int, counts: dict[str, int]) -> None:
+            await self.audit.record(
+                Actor("system"), "sunset.run", f"newsletter:{newsletter_id}", counts
+            )
+
+        tracking = self.settings.tracking
+        return SunsetPolicy(
+            self.audience,
+            batch=tracking.sunset_batch,
+            retention_days=int(tracking.retention_days),
+            report=report,
+        )
+
     def send_recovery(self) -> SendRecovery:
         """Finds interrupted sends and hands them back to the send handler (SND-20, SND-22)."""
         return SendRecovery(self.sending, max_age=self.settings.bulk_email.resume_max_age)
@@ -294,6 +316,7 @@ class Container:
                     self.send_recovery().sweep,
                 ),
                 Periodic("apply_engagement", APPLY_INTERVAL_SECONDS, self.engagement_applier.apply),
+                Periodic("sunset", self.settings.tracking.sunset_interval_seconds, self.sunset.run),
                 Periodic(
                     "count_statistics",
                     self.settings.bulk_email.statistics_interval_seconds,

@@ -45,6 +45,7 @@ from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.retry import SendRetries
+from tidings.campaigns.send_again import SendAgain
 from tidings.campaigns.send_status import SendStatusReader
 from tidings.campaigns.statistics import StatisticsReader
 from tidings.config import (
@@ -257,6 +258,11 @@ def build(
         intake=intake,
         engagement_applier=EngagementApplier(db, settings.tracking, clock, webhooks),
         listing=CampaignListing(sending),
+        send_again=SendAgain(
+            campaign_context,
+            campaigns,
+            retention=timedelta(days=settings.tracking.retention_days),
+        ),
         retries=SendRetries(sending),
         reconciler=Reconciler(sending),
         control=control,

@@ -64,7 +64,11 @@ class CampaignLifecycle:
         draft = await self._ctx.drafts.get(campaign_id)
         async with self._ctx.db.read() as conn:
             return await candidate_queries.count_audience(
-                conn, draft.newsletter.id, draft.audience, now=self._ctx.now()
+                conn,
+                draft.newsletter.id,
+                draft.audience,
+                now=self._ctx.now(),
+                campaign_id=campaign_id,
             )
 
     async def submission_window(self, campaign_id: int) -> timedelta | None:
@@ -103,7 +107,7 @@ class CampaignLifecycle:
                     f"{'' if at else ' or a scheduled campaign'} can"
                 )
             preflight = await candidate_queries.count_audience(
-                conn, draft.newsletter.id, draft.audience
+                conn, draft.newsletter.id, draft.audience, campaign_id=campaign_id
             )
             if preflight == 0:  # the transaction rolls back: the campaign stays as it was
                 raise EmptyAudience(

@@ -112,7 +112,10 @@ class CampaignListing:
                 send = sends.get(row.id)
                 if row.status in NOT_SENT or send is None:
                     audience = await candidate_queries.count_audience(
-                        conn, row.newsletter_id, parse_filter(row.audience_filter)
+                        conn,
+                        row.newsletter_id,
+                        parse_filter(row.audience_filter),
+                        campaign_id=row.id,
                     )
                 else:
                     audience = (

@@ -1,6 +1,6 @@
 """`tidings campaign create|edit|clone|list|preview|test-send` (compose and check campaigns),
 `send|schedule|cancel` from `campaign_send`, `status|recipients` from `campaign_status` and
-`retry|reconcile|resend` from `campaign_repair`."""
+`retry|reconcile|resend` from `campaign_repair` and `resend-to` from `campaign_resend_to`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from rich.table import Table
 from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.copy_outcome import CopyOutcome, await_outcome
 from tidings.campaigns.drafts import CampaignDraft
-from tidings.cli import campaign_ab, campaign_repair, campaign_send, campaign_stats, campaign_status
+from tidings.cli import (
+    campaign_ab,
+    campaign_repair,
+    campaign_resend_to,
+    campaign_send,
+    campaign_stats,
+    campaign_status,
+)
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
@@ -304,3 +311,4 @@ campaign_status.register(app)
 campaign_stats.register(app)
 campaign_ab.register(app)
 campaign_repair.register(app)
+campaign_resend_to.register(app)

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from tidings.api.admin.send_views import CampaignStatsPublic, engagement_reach
+from tidings.campaigns.send_again import SendAgainLinks
 from tidings.campaigns.statistics import COUNTS, CampaignStatistics, Counts
 from tidings.cli.campaign_ab import ab_tables
 from tidings.cli.context import container_for, out_console, run
@@ -68,6 +69,23 @@ def engagement_tables(engagement: CampaignEngagement) -> list[Table | str]:
     return shown
 
 
+def send_again_lines(links: SendAgainLinks) -> list[str]:
+    """The campaign's send-again links (ENG-7) as the terminal shows them."""
+    lines = []
+    if links.origin is not None:
+        origin = links.origin
+        lines.append(
+            f"sent again from campaign {origin.origin_id} to {origin.audience.label}: "
+            f"{origin.chosen_count} chosen, {origin.left_out_count} left out"
+        )
+    lines += [
+        f"sent again as campaign {link.campaign_id} to {link.audience.label} "
+        f"({link.chosen_count} chosen)"
+        for link in links.resends
+    ]
+    return lines
+
+
 def _percent(rate: float | None) -> str:
     return "—" if rate is None else f"{rate:.1%}"
 
@@ -83,17 +101,21 @@ def register(app: typer.Typer) -> None:
         unsubscribed (with rates of sent), in total and per segment; then its opens and
         clicks, people's and machines' apart, with the clicks per link."""
 
-        async def go() -> tuple[CampaignStatistics, CampaignEngagement, dict[str, Any] | None]:
+        async def go() -> tuple[
+            CampaignStatistics, CampaignEngagement, dict[str, Any] | None, SendAgainLinks
+        ]:
             async with container_for(ctx) as container:
                 found = await container.statistics.statistics(campaign_id)
                 engagement = await container.engagement_results.campaign(
                     campaign_id, reach=engagement_reach(found)
                 )
-                return found, engagement, await container.ab_tests.summary(campaign_id, found)
+                ab = await container.ab_tests.summary(campaign_id, found)
+                return found, engagement, ab, await container.send_again.links(campaign_id)
 
-        found, engagement, ab = run(go)
+        found, engagement, ab, send_again = run(go)
         if as_json:
-            print(json.dumps(CampaignStatsPublic.of(found, engagement, ab).model_dump(mode="json")))
+            stats = CampaignStatsPublic.of(found, engagement, ab).model_dump(mode="json")
+            print(json.dumps({**stats, "send_again": send_again.public()}))
             return
         table = Table(title=f"campaign {campaign_id}")
         for column in ("segment", *COUNTS):
@@ -110,3 +132,5 @@ def register(app: typer.Typer) -> None:
         if ab is not None:
             for shown in ab_tables(ab):
                 out_console.print(shown, soft_wrap=isinstance(shown, str))
+        for line in send_again_lines(send_again):
+            out_console.print(line, markup=False, soft_wrap=True)

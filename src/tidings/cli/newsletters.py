@@ -1,4 +1,5 @@
-"""`tidings newsletters create|list|welcome|archive|tracking`: the lists people subscribe to."""
+"""`tidings newsletters create|list|welcome|archive|tracking|sunset`: the lists people
+subscribe to."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from tidings.access.audit import newsletter_entries
 from tidings.audience.newsletters import TRACKING_MEANINGS, NewsletterChanges, NewsletterFields
+from tidings.cli import newsletters_sunset
 from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
@@ -223,3 +225,6 @@ def list_newsletters(
         out_console.print(table)
 
     run(go)
+
+
+newsletters_sunset.register(app)

@@ -62,3 +62,17 @@ class TrackingSettings(Section):
         description="A consented person's own hits are kept this long, then deleted; the "
         "campaign's counters already hold them, so no figure changes (ENG-6).",
     )
+    sunset_interval_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        le=86400,
+        description="How often the workers run the sunset policy (ENG-7) over the newsletters "
+        "that have it on: ask people who stopped reading, unsubscribe those who did not answer.",
+    )
+    sunset_batch: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Subscriptions the sunset policy examines, and requests it closes, per "
+        "newsletter per run: bounded work, the whole list covered over successive runs.",
+    )

@@ -158,6 +158,25 @@ class Pages:
             preferences_url=_optional_url(preferences_url, "preferences_url"),
         )
 
+    def keep_prompt(
+        self,
+        *,
+        newsletter_name: str,
+        action_url: str,
+        outcome: str | None,
+        subscribe_url: str | None = None,
+    ) -> str:
+        """The sunset email's page (ENG-7): a button that POSTs to `action_url` while the
+        request is open (`outcome` None), else what became of it."""
+        return self._render(
+            "keep.html",
+            kicker=newsletter_name,
+            newsletter_name=newsletter_name,
+            action_url=_url(action_url, "action_url"),
+            outcome=outcome,
+            subscribe_url=_optional_url(subscribe_url, "subscribe_url"),
+        )
+
     def preferences(
         self,
         *,

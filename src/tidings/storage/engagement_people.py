@@ -161,7 +161,7 @@ async def forget(conn: AsyncConnection, subscriber_ids: Sequence[int]) -> int:
 
 def engaged_since(
     subscriber_id: ColumnElement[Any] | int,
-    since: datetime,
+    since: datetime | ColumnElement[Any],
     *,
     newsletter_id: ColumnElement[Any] | int | None = None,
     campaign_id: ColumnElement[Any] | int | None = None,
@@ -230,5 +230,5 @@ def tracked_send_count_since(
     since: datetime,
 ) -> ColumnElement[int]:
     """How many `tracked_sends_since` rows the person has (a correlated count)."""
-    found = tracked_sends_since(subscriber_id, newsletter_id, since).subquery()
-    return select(func.count()).select_from(found).scalar_subquery()
+    sends = tracked_sends_since(subscriber_id, newsletter_id, since)
+    return sends.with_only_columns(func.count(campaign_recipients.c.id)).scalar_subquery()

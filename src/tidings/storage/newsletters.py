@@ -30,6 +30,11 @@ class NewsletterRow:
     welcome_body: str | None = None
     archive: bool = False
     tracking: str = "off"  # ENG-1: off, aggregate, per_person
+    # The sunset policy (ENG-7): off by default; see `audience/sunset.py`.
+    sunset_enabled: bool = False
+    sunset_after_days: int = 180
+    sunset_min_sends: int = 5
+    sunset_grace_days: int = 30
 
 
 def _row(row: Any) -> NewsletterRow:

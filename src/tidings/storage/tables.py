@@ -204,6 +204,13 @@ newsletters = Table(
     # Opens and clicks (ENG-1): off (no pixel, no rewritten link), aggregate, per_person;
     # checked by the application (a CHECK would make SQLite rebuild a table others point at).
     Column("tracking", String(16), nullable=False, server_default="off"),
+    # The sunset policy (ENG-7), off by default: people tracked per person with no human open
+    # or click over `after_days` (and at least `min_sends` tracked campaigns) are asked once
+    # whether to stay; no answer in `grace_days` unsubscribes them (reason `inactive`).
+    Column("sunset_enabled", Boolean(), nullable=False, server_default="0"),
+    Column("sunset_after_days", Integer, nullable=False, server_default="180"),
+    Column("sunset_min_sends", Integer, nullable=False, server_default="5"),
+    Column("sunset_grace_days", Integer, nullable=False, server_default="30"),
     UniqueConstraint("slug"),
 )
 
@@ -516,6 +523,41 @@ campaign_ab_tests = Table(
         name="decision_whole",
     ),
 )
+
+# Send again (ENG-7): a campaign made from a sent one's recipients (those who did not open,
+# did not click, were not delivered, or all who got it), with who was chosen and left out, and
+# why; its audience frozen at creation. Preparation selects only these people, and AUD-4's
+# consent rule still removes whoever is no longer mailable at send time.
+campaign_resends = Table(
+    "campaign_resends",
+    metadata,
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True),
+    Column("origin_id", BigId, ForeignKey("campaigns.id", ondelete="RESTRICT"), nullable=False),
+    Column("audience", String(16), nullable=False),
+    Column("chosen_count", Integer, nullable=False, comment="frozen at creation"),
+    Column("left_out", Json, nullable=False, comment="{reason: count}"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    CheckConstraint(
+        "audience IN ('not_opened', 'not_clicked', 'not_delivered', 'all')", name="audience"
+    ),
+    CheckConstraint("campaign_id <> origin_id", name="not_itself"),
+)
+Index(None, campaign_resends.c.origin_id)
+
+campaign_frozen_audience = Table(
+    "campaign_frozen_audience",
+    metadata,
+    Column(
+        "campaign_id",
+        BigId,
+        ForeignKey("campaign_resends.campaign_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column(
+        "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="CASCADE"), primary_key=True
+    ),
+)
+Index(None, campaign_frozen_audience.c.subscriber_id)
 
 # A recipient row is written at preparation and changed about twice afterwards (its outcome,
 # then what the provider reports): a page kept half free holds those versions beside it
@@ -914,3 +956,34 @@ engagement_notices = Table(
     ),
     Column("at", UTCDateTime(), nullable=False),
 )
+
+# The sunset policy's re-permission requests (ENG-7): one per subscription and inactivity
+# period (the unique constraint, not a check, keeps a person from being asked twice in one),
+# written in the transaction that queues the email. `outcome`: kept (the button), engaged (a
+# human open or click since), unsubscribed (no answer in the grace period: reason inactive),
+# gone (left or suppressed meanwhile). Kept as the person's history.
+sunset_requests = Table(
+    "sunset_requests",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "subscription_id",
+        BigId,
+        ForeignKey("subscriptions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(
+        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column(
+        "subscriber_id", BigId, ForeignKey("subscribers.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("period", Integer, nullable=False, comment="days since 1970 // after_days, at asking"),
+    Column("asked_at", UTCDateTime(), nullable=False),
+    Column("outcome", String(16), nullable=True),
+    Column("resolved_at", UTCDateTime(), nullable=True),
+    UniqueConstraint("subscription_id", "period"),
+    CheckConstraint("outcome IN ('kept', 'engaged', 'unsubscribed', 'gone')", name="outcome"),
+)
+Index(None, sunset_requests.c.newsletter_id, sunset_requests.c.outcome, sunset_requests.c.asked_at)
+Index(None, sunset_requests.c.subscriber_id)

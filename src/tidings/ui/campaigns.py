@@ -133,6 +133,7 @@ async def _editor(
         shown_width=width if width in PREVIEW_WIDTHS else PREVIEW_WIDTHS[0],
         widths=PREVIEW_WIDTHS,
         zones=[zone, "UTC"] if zone != "UTC" else ["UTC"],
+        send_again=await container.send_again.links(campaign_id),
         **extra,
     )
 

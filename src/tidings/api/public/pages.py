@@ -279,6 +279,37 @@ async def unsubscribe(container: ContainerDep, token: Token) -> HTMLResponse:
     return await _page_or_problem(container, render, token=token)
 
 
+@router.get("/keep/{token:path}", response_class=HTMLResponse, summary="Keep-me-subscribed page")
+async def keep_page(container: ContainerDep, token: Token) -> HTMLResponse:
+    """The sunset email's link (ENG-7): shows a button; a GET changes nothing."""
+
+    async def render() -> str:
+        target = await container.sunset.keep_target(token)
+        return _keep_page(container, token, target.newsletter_name, target.outcome)
+
+    return await _page_or_problem(container, render, token=token, purpose=None)
+
+
+@router.post("/keep/{token:path}", response_class=HTMLResponse, summary="Keep me subscribed")
+async def keep(container: ContainerDep, token: Token) -> HTMLResponse:
+    """The person answers the sunset email: they stay (idempotent)."""
+
+    async def render() -> str:
+        target = await container.sunset.keep(token)
+        return _keep_page(container, token, target.newsletter_name, target.outcome)
+
+    return await _page_or_problem(container, render, token=token, purpose=None)
+
+
+def _keep_page(container: ContainerDep, token: str, name: str, outcome: str | None) -> str:
+    return container.pages.keep_prompt(
+        newsletter_name=name,
+        action_url=f"/keep/{token}",
+        outcome=outcome,
+        subscribe_url=f"{container.audience.public_url}/subscribe",
+    )
+
+
 def _items(preferences: list[Preference]) -> list[PreferenceItem]:
     return [
         PreferenceItem(

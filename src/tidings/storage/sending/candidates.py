@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.segments import AudienceFilter, Term
 from tidings.domain.sending import SegmentRange
-from tidings.storage import engagement_people
+from tidings.storage import engagement_people, resends
 from tidings.storage.consent import mailable
 from tidings.storage.subscribers import attribute_equals, has_label
 from tidings.storage.tables import campaign_candidates, subscribers, subscriptions
@@ -69,11 +69,16 @@ def filter_clause(
 
 
 def audience(
-    newsletter_id: int, audience_filter: AudienceFilter, *, now: datetime | None = None
+    newsletter_id: int,
+    audience_filter: AudienceFilter,
+    *,
+    now: datetime | None = None,
+    campaign_id: int | None = None,
 ) -> Select[Any]:
     """(subscriber id, segment) of every mailable subscriber the campaign targets, once each.
-    The consent rule is AUD-4's one SQL definition; the segment is the subscriber's tier."""
-    return (
+    The consent rule is AUD-4's one SQL definition; the segment is the subscriber's tier.
+    Given `campaign_id`, a campaign made by send again is held to its frozen audience (ENG-7)."""
+    query = (
         select(subscribers.c.id.label("subscriber_id"), subscribers.c.tier.label("segment"))
         .distinct()
         .join(subscriptions, subscriptions.c.subscriber_id == subscribers.c.id)
@@ -83,6 +88,9 @@ def audience(
             filter_clause(audience_filter, newsletter_id=newsletter_id, now=now),
         )
     )
+    if campaign_id is not None:
+        query = query.where(resends.frozen_restriction(campaign_id))
+    return query
 
 
 async def count_audience(
@@ -91,9 +99,11 @@ async def count_audience(
     audience_filter: AudienceFilter,
     *,
     now: datetime | None = None,
+    campaign_id: int | None = None,
 ) -> int:
-    """The preflight estimate (SND-1): the consent-filtered audience size now."""
-    chosen = audience(newsletter_id, audience_filter, now=now).subquery()
+    """The preflight estimate (SND-1): the consent-filtered audience size now (of campaign
+    `campaign_id`: its frozen audience, if it has one)."""
+    chosen = audience(newsletter_id, audience_filter, now=now, campaign_id=campaign_id).subquery()
     return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
 
 
@@ -110,7 +120,7 @@ async def select_candidates(
     then subscriber id descending, numbered from 1, and store it. Returns the count.
     `split(subscriber_id, tier)` names each candidate's segment when it is not the tier
     (an A/B test's variants, ENG-8)."""
-    chosen = audience(newsletter_id, audience_filter).subquery()
+    chosen = audience(newsletter_id, audience_filter, campaign_id=campaign_id).subquery()
     if split is not None:
         chosen = select(
             chosen.c.subscriber_id,
