@@ -14,6 +14,7 @@ from sqlalchemy import func, select, update
 from tests.e2e.audience_helpers import create_newsletter
 from tests.factories import admin_headers, api_client, make_settings, real_mail
 from tests.support import person_engagement, rows
+from tests.support.admin_ui import signed_in, ui_app
 from tests.support.cli import tidings_cli
 from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
 from tidings.bootstrap import Container, utcnow
@@ -351,3 +352,47 @@ async def test_a_resend_is_an_ordinary_campaign_sent_through_smtp_and_verified(
             assert json.loads(stats.stdout)["send_again"]["origin"]["origin_id"] == origin
             linked = await client.get(f"/api/admin/campaigns/{origin}/send-again", headers=headers)
             assert [r["campaign_id"] for r in linked.json()["resends"]] == [resend]
+
+
+async def test_the_send_again_form_makes_the_draft_and_both_pages_show_the_link(
+    database_url: str,
+) -> None:
+    """An operator can do it from the sent campaign's page: the form offers the choice (opens
+    only where tracked per person), makes the draft, audits it, and both pages say how the two
+    are linked, with who was left out and why."""
+    async with ui_app(make_settings(database_url)) as (browser, container):
+        client = browser()
+        csrf = await signed_in(client, container)
+        origin, _ids = await _origin(
+            container,
+            {
+                "silent": BEFORE,
+                "unconsented": {},
+                "reader": {**BEFORE, "hits": [("human", "open")]},
+            },
+            tracking="per_person",
+            sent_ago=DAY,
+        )
+        page = await client.get(f"/admin/campaigns/{origin}")
+        assert page.status_code == 200, page.text
+        assert f'action="/admin/campaigns/{origin}/send-again"' in page.text
+        assert 'value="not_opened" checked' in page.text
+        made = await client.post(
+            f"/admin/campaigns/{origin}/send-again",
+            data={"audience": "not_opened", "subject": "Did you see this?", "csrf_token": csrf},
+        )
+        assert made.status_code == 303, made.text
+        editor = await client.get(made.headers["location"])
+        assert f'<a href="/admin/campaigns/{origin}">campaign {origin}</a>' in editor.text
+        assert "1 not tracked per person" in editor.text
+        assert "Did you see this?" in editor.text
+        resend = int(made.headers["location"].rsplit("/", 1)[1])
+        again = await client.get(f"/admin/campaigns/{origin}")
+        assert f'<a href="/admin/campaigns/{resend}">campaign {resend}</a>' in again.text
+        async with container.db.read() as conn:
+            action = (
+                await conn.execute(
+                    select(audit_log.c.action).where(audit_log.c.target == f"campaign:{resend}")
+                )
+            ).scalar_one()
+        assert action == "campaign.send_again"
