@@ -164,7 +164,8 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
     """BEN-2 runs end to end: a real worker sends a campaign to an SMTP sink process and to the
     batch-API server, each beside a bare client (three for the batch API: prebuilt bodies,
     requests built while sending, and those built from the database's rows with the least SQL),
-    and the JSON names the sink, the ratios, the database's growth and the memory floor."""
+    and the JSON names the sink, the ratios, the database's growth, the memory floor, the
+    bench's own peak memory and the accounting and duplicates counted outside its memory."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -223,3 +224,15 @@ async def test_bench_send_prints_well_formed_json(database_url: str) -> None:
         (peak,) = figures["tidings"]["worker_peak_rss_mb"]
         assert above == round(peak - floor_rss, 1)
         assert above > 0
+    # The bench streams (issue 42): its own peak is reported, the accounting is counted by the
+    # database, the provider's accepted addresses in SQL, and at 60 readers no client samples.
+    assert result["bench_peak_rss_mb"] >= result["bench_peak_rss_mb_before_runs"] > 0
+    assert http["provider_peak_rss_mb"] > 0
+    for figures in (smtp, http):
+        assert figures["tidings"]["recipients_by_state"] == {"sent": 60}
+        assert figures["tidings"]["accounted"] == 60
+        assert figures["bare_client"]["sampled"] is None
+    assert http["tidings"]["at_provider"] == {"accepted": 60, "distinct": 60, "duplicates": 0}
+    assert building["sampled"] is None
+    if least is not None:
+        assert least["sampled"] is None

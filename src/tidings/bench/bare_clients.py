@@ -1,7 +1,14 @@
 """The bare clients `tidings bench send` puts beside a worker: aiosmtplib sending the same
 personalised messages to the same sink, httpx posting the same batch requests to the same
 provider (built beforehand, or while sending), and on PostgreSQL a psycopg client building
-them from the send's rows with the least SQL (`bench.floor`)."""
+them from the send's rows with the least SQL (`bench.floor`).
+
+None holds the campaign: the floor reads one batch of rows at a time, and the clients that
+need their messages or people made before the clock starts (so that making them is not
+timed) run on the campaign's first `SMTP_SAMPLE_MESSAGES` or `SAMPLE_RECIPIENTS` readers when
+it is larger, and say so (`"sampled": {"rows": …, "of": …}`): a rate, which is what they
+give, needs a sample, not the whole campaign in memory (14 KB a message, about 0.9 KB a
+batch-API recipient)."""
 
 from __future__ import annotations
 
@@ -31,6 +38,15 @@ from tidings.storage.dialect import is_postgresql_url
 
 BENCH_DOMAIN = "mg.bench.example"
 BATCHES_IN_FLIGHT = 2  # the worker's bulk_email.concurrency, and the bare client's
+# The most readers a client with everything made beforehand is run on: about 270 MB of SMTP
+# messages, 80 MB of batch request bodies or 95 MB of readers' values in the bench process.
+SMTP_SAMPLE_MESSAGES = 20_000
+SAMPLE_RECIPIENTS = 200_000
+
+
+def sampled(rows: int, of: int) -> dict[str, int] | None:
+    """The JSON's note that a client ran on the first `rows` of `of` readers (None: on all)."""
+    return None if rows == of else {"rows": rows, "of": of}
 
 
 def _sample_rendering(now: datetime) -> SegmentRendering:
@@ -56,8 +72,10 @@ def _messages(count: int) -> list[tuple[str, bytes]]:
 
 
 async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]:
-    """The limit: aiosmtplib over `connections` connections, messages prepared beforehand."""
-    messages = _messages(count)
+    """The limit: aiosmtplib over `connections` connections, messages prepared beforehand
+    (for at most `SMTP_SAMPLE_MESSAGES` of the `count` readers)."""
+    rows = min(count, SMTP_SAMPLE_MESSAGES)
+    messages = _messages(rows)
     share = [messages[index::connections] for index in range(connections)]
 
     async def one_connection(mine: list[tuple[str, bytes]]) -> None:
@@ -71,10 +89,11 @@ async def bare_client(port: int, count: int, connections: int) -> dict[str, Any]
     await asyncio.gather(*(one_connection(mine) for mine in share))
     elapsed = time.perf_counter() - started
     return {
-        "messages": count,
+        "messages": rows,
         "seconds": round(elapsed, 3),
-        "per_second": round(count / elapsed, 1),
+        "per_second": round(rows / elapsed, 1),
         "message_bytes": len(messages[0][1]),
+        "sampled": sampled(rows, count),
     }
 
 
@@ -83,22 +102,23 @@ BENCH_SECRET = "bench-site-secret-" + "x" * 26  # a benchmark's own key
 
 
 class BatchRequests:
-    """The requests a campaign of `count` recipients makes, one per 1,000, built the way a worker
-    builds them: each recipient's two signed link tokens, Message-ID and variables, the form and
-    its encoding. What a worker adds to this is the database: claims, reads and outcomes."""
+    """The requests a campaign makes, one per 1,000 recipients, built the way a worker builds
+    them: each recipient's two signed link tokens, Message-ID and variables, the form and its
+    encoding. What a worker adds to this is the database: claims, reads and outcomes."""
 
-    def __init__(self, count: int) -> None:
-        now = datetime.now(UTC)
-        self._rendering = _sample_rendering(now)
+    def __init__(self) -> None:
+        self._now = datetime.now(UTC)
+        self._rendering = _sample_rendering(self._now)
         self._template = batch_template(self._rendering)
         self._encoder = MailgunProvider(api_key="x", domain=BENCH_DOMAIN)
-        # What a batch read gives a worker: the recipient and its rows' ids and creation times.
-        self._people = [(sample_recipient(number), now) for number in range(count)]
-        self.starts = list(range(0, count, BATCH_SIZE))
 
-    def build(self, start: int) -> tuple[str, bytes]:
-        """(Content-Type, body) of the batch starting at recipient `start`."""
-        return self.build_for(self._people[start : start + BATCH_SIZE], f"bare-{start}")
+    def people(self, start: int, count: int) -> list[tuple[RecipientValues, datetime]]:
+        """What a batch read gives a worker for the batch starting at recipient `start` of a
+        campaign of `count`: the recipients and their rows' creation times."""
+        return [
+            (sample_recipient(number), self._now)
+            for number in range(start, min(start + BATCH_SIZE, count))
+        ]
 
     def build_for(
         self, people: Iterable[tuple[RecipientValues, datetime]], key: str
@@ -138,12 +158,20 @@ async def bare_http_client(
 ) -> dict[str, Any]:
     """The limit for the batch API: httpx posting the requests, `concurrency` at once, built
     beforehand; or, with `build_while_sending`, each poster building its next request (the
-    same work as a worker's, with no database) as the others wait for their answers."""
-    batches = BatchRequests(count)
+    same work as a worker's, with no database) from readers' values made beforehand, as the
+    others wait for their answers. For at most `SAMPLE_RECIPIENTS` of the `count` readers."""
+    requests = BatchRequests()
+    rows = min(count, SAMPLE_RECIPIENTS)
+    starts = range(0, rows, BATCH_SIZE)
+    # Made before the clock starts, one batch at a time: the bodies, or the readers' values.
     ready: dict[int, tuple[str, bytes]] = {}
-    if not build_while_sending:
-        ready = {start: batches.build(start) for start in batches.starts}
-    queue = list(batches.starts)
+    people: dict[int, list[tuple[RecipientValues, datetime]]] = {}
+    for start in starts:
+        if build_while_sending:
+            people[start] = requests.people(start, rows)
+        else:
+            ready[start] = requests.build_for(requests.people(start, rows), f"bare-{start}")
+    queue = list(starts)
     async with httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}", auth=("api", "bench-key"), timeout=60
     ) as client:
@@ -151,7 +179,11 @@ async def bare_http_client(
         async def poster() -> None:
             while queue:
                 start = queue.pop()
-                content_type, body = ready.pop(start) if ready else batches.build(start)
+                content_type, body = (
+                    ready.pop(start)
+                    if ready
+                    else requests.build_for(people.pop(start), f"bare-{start}")
+                )
                 response = await client.post(
                     f"/v3/{BENCH_DOMAIN}/messages",
                     content=body,
@@ -163,11 +195,12 @@ async def bare_http_client(
         await asyncio.gather(*(poster() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
     return {
-        "messages": count,
-        "batches": len(batches.starts),
+        "messages": rows,
+        "batches": len(starts),
         "requests_built": "while sending" if build_while_sending else "beforehand",
         "seconds": round(elapsed, 3),
-        "per_second": round(count / elapsed, 1),
+        "per_second": round(rows / elapsed, 1),
+        "sampled": sampled(rows, count),
     }
 
 
@@ -178,7 +211,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
     request in flight. None on SQLite."""
     if not is_postgresql_url(url):
         return None
-    requests = BatchRequests(0)
+    requests = BatchRequests()
     async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
         queue = await floor.batch_ids(conn)
     batches, count = len(queue), 0
@@ -216,6 +249,7 @@ async def bare_database_client(port: int, url: str) -> dict[str, Any] | None:
         "requests_built": "while sending, from the rows",
         "seconds": round(elapsed, 3),
         "per_second": round(count / elapsed, 1),
+        "sampled": None,  # every row, one batch at a time
     }
 
 

@@ -1,6 +1,7 @@
 """Processes a benchmark starts on loopback and reads from outside: the SMTP sink (Postfix
-`smtp-sink` when found, else `tidings dev-smtp`), `tidings dev-provider`, a wait for a port to
-answer, and a process's CPU time."""
+`smtp-sink` when found, else `tidings dev-smtp`), `tidings dev-provider` (as `tidings bench
+send` runs it, with a store that keeps no recipient), a wait for a port to answer, and a
+process's CPU time."""
 
 from __future__ import annotations
 
@@ -57,25 +58,42 @@ async def tidings_process(
     """`tidings COMMAND --port P` in its own process on a free loopback port, its output
     discarded; yields the port (once it listens) and the process, terminated on exit."""
     port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tidings", command, "--port", str(port),
-        env=None if environment is None else {**os.environ, **environment},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        await wait_for_port(port)
+    arguments = ["-m", "tidings", command, "--port", str(port)]
+    async with _listening(arguments, port, environment) as process:
         yield port, process
-    finally:
-        process.terminate()
-        await process.wait()
 
 
 @asynccontextmanager
-async def dev_provider_process() -> AsyncIterator[int]:
-    """`tidings dev-provider` in its own process on a free loopback port."""
-    async with tidings_process("dev-provider") as (port, _):
-        yield port
+async def dev_provider_process(
+    log: Path,
+) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
+    """`tidings dev-provider`'s app in its own process on a free loopback port, keeping no
+    recipient but appending each accepted address to `log` (`bench.provider_process`); yields
+    the port (once it listens) and the process, terminated on exit."""
+    port = free_port()
+    arguments = ["-m", "tidings.bench.provider_process", str(port), str(log)]
+    async with _listening(arguments, port) as process:
+        yield port, process
+
+
+@asynccontextmanager
+async def _listening(
+    arguments: list[str], port: int, environment: dict[str, str] | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """This Python run with `arguments`, its output discarded, once it listens on `port`."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *arguments,
+        env=None if environment is None else {**os.environ, **environment},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await wait_for_port(port)
+        yield process
+    finally:
+        process.terminate()
+        await process.wait()
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.dialect import is_postgresql
-from tidings.storage.tables import campaign_batches, inbound_events
+from tidings.storage.tables import campaign_batches, campaign_recipients, inbound_events
 
 
 async def database_bytes(conn: AsyncConnection) -> int:
@@ -44,6 +44,17 @@ async def next_transaction_id(conn: AsyncConnection) -> int | None:
 async def batch_count(conn: AsyncConnection, campaign_id: int) -> int:
     query = select(func.count()).where(campaign_batches.c.campaign_id == campaign_id)
     return int((await conn.execute(query)).scalar_one())
+
+
+async def recipient_states(conn: AsyncConnection, campaign_id: int) -> dict[str, int]:
+    """The campaign's recipient rows counted by state, in the database: what a send's
+    accounting is checked against at any size."""
+    query = (
+        select(campaign_recipients.c.state, func.count())
+        .where(campaign_recipients.c.campaign_id == campaign_id)
+        .group_by(campaign_recipients.c.state)
+    )
+    return {str(state): int(rows) for state, rows in (await conn.execute(query)).all()}
 
 
 async def applied_event_count(conn: AsyncConnection, source: str) -> int:

@@ -2,7 +2,12 @@
 processes to a local SMTP sink, beside a bare aiosmtplib client sending the same personalised
 messages to the same sink with the same number of connections, in the same run: the ratio is
 the figure. Postfix's `smtp-sink` is used when found (Python sinks saturate first); the JSON
-says which sink ran."""
+says which sink ran.
+
+The bench itself streams (issue 42): the audience is seeded in SQL, the reference clients run
+on bounded batches or on a sample the JSON names, the accounting is counted by the database
+and the provider's accepted addresses go to a file counted in SQL, so `bench_peak_rss_mb`
+stays flat in the campaign's size."""
 
 from __future__ import annotations
 
@@ -35,10 +40,12 @@ from tidings.bench.local_processes import (
     postfix_root,
     smtp_sink,
 )
+from tidings.bench.provider_checks import accepted_at_provider, log_size
 from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import Container, running
 from tidings.campaigns.commands import DraftFields
 from tidings.config import load_settings
+from tidings.domain.sending import RecipientState
 from tidings.observability.logging import configure_logging
 from tidings.rendering.sample import sample_content
 from tidings.storage.database import async_url
@@ -188,6 +195,7 @@ async def tidings_send(
                 await readings.next_transaction_id(conn),
             )
             batches = await readings.batch_count(conn, campaign_id)
+            states = await readings.recipient_states(conn, campaign_id)
     assert send is not None
     seconds = window.total_seconds() if window else watched.wall
     return {
@@ -200,6 +208,10 @@ async def tidings_send(
         "per_second": round(count / seconds, 1) if seconds else None,
         "per_second_per_worker": round(count / seconds / workers, 1) if seconds else None,
         "worker_peak_rss_mb": watched.rss,
+        # Counted by the database, never in the bench: every reader's row, and those in a
+        # final state (neither pending nor in flight).
+        "recipients_by_state": states,
+        "accounted": sum(rows for state, rows in states.items() if state not in _UNSETTLED),
         **_database_figures(seeded, sent, count, batches),
         # CPU the workers spent per recipient once the campaign was prepared: unlike the rate,
         # barely moved by other load on the machine, so it compares runs on a busy host.
@@ -207,6 +219,9 @@ async def tidings_send(
             watched.cpu_at_prepared, watched.cpu_done, count
         ),
     }
+
+
+_UNSETTLED = frozenset({RecipientState.PENDING.value, RecipientState.SENDING.value})
 
 
 def _database_figures(seeded: _Reading, sent: _Reading, count: int, batches: int) -> dict[str, Any]:
@@ -310,12 +325,22 @@ async def dkim_figures(
 
 
 async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, Any]:
-    async with dev_provider_process() as port:
+    with tempfile.TemporaryDirectory(prefix="tidings-bench-") as folder:
+        log = Path(folder) / "accepted.txt"
+        log.touch()
+        return await _http_figures(url, recipients=recipients, workers=workers, log=log)
+
+
+async def _http_figures(url: str, *, recipients: int, workers: int, log: Path) -> dict[str, Any]:
+    async with dev_provider_process(log) as (port, provider):
         bare = await bare_http_client(port, recipients, concurrency=BATCHES_IN_FLIGHT)
         building = await bare_http_client(
             port, recipients, concurrency=BATCHES_IN_FLIGHT, build_while_sending=True
         )
         async with scratch_database(url) as scratch:
+            # The provider has answered every request before it: what it accepted from the
+            # workers is what its log gains during their send.
+            before = log_size(log)
             ours = await tidings_send(
                 scratch,
                 recipients,
@@ -328,9 +353,13 @@ async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, 
                     "TIDINGS_BULK_EMAIL_CONCURRENCY": str(BATCHES_IN_FLIGHT),
                 },
             )
+            ours["at_provider"] = await accepted_at_provider(scratch, log, before, log_size(log))
             least = await bare_database_client(port, scratch)
+        provider_rss = peak_rss_mb(provider.pid)
     return {
         "server": "tidings dev-provider (Mailgun-compatible)",
+        # Its peak: the app keeps no recipient here (`bench.provider_process`).
+        "provider_peak_rss_mb": provider_rss,
         "bare_client": bare,
         "bare_client_building_requests": building,
         "tidings": ours,
@@ -359,6 +388,8 @@ async def bench_send(
 ) -> dict[str, Any]:
     configure_logging("warning", "json")
     result: dict[str, Any] = {"benchmark": "send", "database": url.split(":", 1)[0]}
+    # The bench's own memory, once its code is loaded and at the end: flat in `recipients`.
+    result["bench_peak_rss_mb_before_runs"] = peak_rss_mb()
     async with scratch_database(url) as scratch:
         # A worker's memory beside what its libraries alone take, connected, nothing sent.
         result["bare_process"] = floor_process = await bare_process(scratch)
@@ -396,4 +427,5 @@ async def bench_send(
                 None if rss is None or floor_rss is None else round(rss - floor_rss, 1)
                 for rss in ours["worker_peak_rss_mb"]
             ]
+    result["bench_peak_rss_mb"] = peak_rss_mb()
     return result
