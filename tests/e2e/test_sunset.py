@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.e2e.audience_helpers import captured_text, deliver_queued_mail
-from tests.factories import api_client, make_settings
+from tests.factories import admin_headers, api_client, make_settings
 from tests.support import person_engagement, rows
 from tests.support.clock import Clock
 from tests.support.sending import FAST_QUEUE, workers
@@ -242,3 +242,29 @@ async def test_the_workers_run_the_policy_periodically(site: Site) -> None:
     async with workers(site.container):
         await wait_for(lambda: _requests(site), message="the periodic sunset never ran")
     assert set(await _requests(site)) == {"silent", "machine"}
+
+
+async def test_the_admin_api_sets_the_policy_and_counts_a_dry_run(site: Site) -> None:
+    """Operators who automate through the API need the same settings and the same dry run
+    as the CLI, with values checked (after_days within the hits' retention)."""
+    headers = await admin_headers(site.container)
+    changed = await site.http.patch(
+        "/api/admin/newsletters/quiet",
+        json={"sunset_enabled": True, "sunset_after_days": 30, "sunset_min_sends": 2},
+        headers=headers,
+    )
+    assert changed.status_code == 200, changed.text
+    shown = changed.json()
+    assert (shown["sunset_enabled"], shown["sunset_after_days"], shown["sunset_grace_days"]) == (
+        True,
+        30,
+        30,
+    )
+    refused = await site.http.patch(
+        "/api/admin/newsletters/quiet", json={"sunset_after_days": 5000}, headers=headers
+    )
+    assert refused.status_code == 422
+    assert "sunset_after_days" in refused.text
+    counted = await site.http.get("/api/admin/newsletters/weekly/sunset", headers=headers)
+    assert counted.json() == {"would_ask": 2, "would_unsubscribe": 0}
+    assert (await site.container.sunset.dry_run("quiet")).asked == ["off@example.org"]

@@ -21,6 +21,10 @@ TRACKING_HELP = (
     "(counts only, nothing ties a hit to a person), `per_person` (a person's own opens and "
     "clicks, only for subscribers who ticked the consent box; the rest as aggregate)."
 )
+SUNSET_HELP = (
+    "The sunset policy (ENG-7), off by default: people tracked per person who stopped reading "
+    "are asked whether to stay, and unsubscribed (reason inactive) without an answer."
+)
 
 
 class NewsletterCreate(RequestBody):
@@ -65,6 +69,16 @@ class NewsletterUpdate(RequestBody):
     welcome_body: str | None = Field(default=None, max_length=20_000)
     archive: bool | None = Field(default=None, description="Turn the public archive on or off.")
     tracking: TrackingChoice | None = Field(default=None, description=TRACKING_HELP)
+    sunset_enabled: bool | None = Field(default=None, description=SUNSET_HELP)
+    sunset_after_days: int | None = Field(
+        default=None, description="Sunset: days with no human open or click before asking."
+    )
+    sunset_min_sends: int | None = Field(
+        default=None, description="Sunset: tracked campaigns sent to the person in that span."
+    )
+    sunset_grace_days: int | None = Field(
+        default=None, description="Sunset: days to answer before being unsubscribed."
+    )
 
 
 class NewsletterPublic(RecordView):
@@ -80,8 +94,19 @@ class NewsletterPublic(RecordView):
     welcome_body: str | None
     archive: bool
     tracking: str = Field(description=TRACKING_HELP)
+    sunset_enabled: bool = Field(description=SUNSET_HELP)
+    sunset_after_days: int
+    sunset_min_sends: int
+    sunset_grace_days: int
     created_at: datetime
     updated_at: datetime
+
+
+class SunsetDryRun(RecordView):
+    """What a sunset run would do now: counts only (addresses: the CLI's --dry-run)."""
+
+    would_ask: int
+    would_unsubscribe: int
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a newsletter")
@@ -107,11 +132,26 @@ async def get_newsletter(container: ContainerDep, slug: Slug) -> NewsletterPubli
 async def update_newsletter(
     container: ContainerDep, actor: KeyActor, slug: Slug, body: NewsletterUpdate
 ) -> NewsletterPublic:
-    changes = NewsletterChanges(**body.model_dump(exclude_unset=True))
+    fields = body.model_dump(exclude_unset=True)
+    sunset = {
+        name.removeprefix("sunset_"): fields.pop(name)
+        for name in list(fields)
+        if name.startswith("sunset_")
+    }
+    changes = NewsletterChanges(**fields)
     before = await container.newsletters.get(slug)
+    if sunset:  # checked and saved first: a refused value leaves the rest unchanged too
+        await container.sunset.configure(slug, **sunset)
+        await container.audit.record(actor, "newsletter.sunset", f"newsletter:{before.id}", sunset)
     row = await container.newsletters.update(slug, changes)
     await container.audit.record_entries(actor, newsletter_entries(row, before))
     return NewsletterPublic.of(row)
+
+
+@router.get("/{slug}/sunset", summary="Sunset dry run: who a run would ask and unsubscribe")
+async def sunset_dry_run(container: ContainerDep, slug: Slug) -> SunsetDryRun:
+    preview = await container.sunset.dry_run(slug)
+    return SunsetDryRun(would_ask=len(preview.asked), would_unsubscribe=len(preview.unsubscribed))
 
 
 @router.delete("/{slug}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete (if empty)")
