@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, Path, Request
+from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tidings.access.audit import newsletter_entries
@@ -98,21 +98,60 @@ def embed_snippet(public_url: str, slug: str, name: str) -> str:
 
 
 @router.get("/{current}")
-async def edit_newsletter(request: Request, session: Session, current: Slug) -> HTMLResponse:
+async def edit_newsletter(
+    request: Request,
+    session: Session,
+    current: Slug,
+    sunset_preview: Annotated[bool, Query()] = False,
+    sunset_error: str | None = None,
+) -> HTMLResponse:
     container = container_of(request)
     newsletter = await container.newsletters.get(current)
     public_url = container.audience.public_url.rstrip("/")
+    # The dry run reads the whole list: only when asked for, not on every visit.
+    preview = await container.sunset.dry_run(current) if sunset_preview else None
     return page(
         request,
         session,
         "newsletter_form.html",
+        status_code=422 if sunset_error else 200,
         tracking_meanings=TRACKING_MEANINGS,
         newsletter=newsletter,
         editing=current,
         error=None,
         embed_snippet=embed_snippet(public_url, newsletter.slug, newsletter.name),
         archive_url=f"{public_url}/archive/{newsletter.slug}",
+        sunset_preview=preview,
+        sunset_error=sunset_error,
     )
+
+
+@router.post("/{current}/sunset")
+async def set_sunset(
+    request: Request,
+    session: Session,
+    actor: OperatorActor,
+    current: Slug,
+    after_days: Annotated[int, Form()],
+    min_sends: Annotated[int, Form()],
+    grace_days: Annotated[int, Form()],
+    enabled: Annotated[str | None, Form(max_length=8)] = None,
+) -> Response:
+    """The sunset policy's settings (ENG-7), from the newsletter's page; audited."""
+    container = container_of(request)
+    changes = {
+        "enabled": enabled is not None,
+        "after_days": after_days,
+        "min_sends": min_sends,
+        "grace_days": grace_days,
+    }
+    try:
+        row = await container.newsletters.get(current)
+        await container.sunset.configure(current, **changes)
+    except InvalidInput as refused:
+        return await edit_newsletter(request, session, current, sunset_error=refused.detail)
+    await container.audit.record(actor, "newsletter.sunset", f"newsletter:{row.id}", changes)
+    return RedirectResponse(f"/admin/newsletters/{current}", status_code=303)
 
 
 @router.post("/{current}")
