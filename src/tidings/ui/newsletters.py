@@ -103,6 +103,16 @@ async def edit_newsletter(
     session: Session,
     current: Slug,
     sunset_preview: Annotated[bool, Query()] = False,
+) -> HTMLResponse:
+    return await _edit_page(request, session, current, sunset_preview=sunset_preview)
+
+
+async def _edit_page(
+    request: Request,
+    session: Session,
+    current: str,
+    *,
+    sunset_preview: bool = False,
     sunset_error: str | None = None,
 ) -> HTMLResponse:
     container = container_of(request)
@@ -149,7 +159,7 @@ async def set_sunset(
         row = await container.newsletters.get(current)
         await container.sunset.configure(current, **changes)
     except InvalidInput as refused:
-        return await edit_newsletter(request, session, current, sunset_error=refused.detail)
+        return await _edit_page(request, session, current, sunset_error=refused.detail)
     await container.audit.record(actor, "newsletter.sunset", f"newsletter:{row.id}", changes)
     return RedirectResponse(f"/admin/newsletters/{current}", status_code=303)
 
