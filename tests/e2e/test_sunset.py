@@ -20,6 +20,7 @@ from tests.support import person_engagement, rows
 from tests.support.clock import Clock
 from tests.support.sending import FAST_QUEUE, workers
 from tests.support.waiting import wait_for
+from tidings.audience.sunset import SunsetPolicy
 from tidings.bootstrap import Container
 from tidings.storage.tables import (
     address_history,
@@ -223,6 +224,10 @@ async def test_unsubscribed_for_inactivity_can_subscribe_again(site: Site) -> No
     token = await _keep_token(site, "silent@example.org")
     site.clock.advance(8 * DAY)
     await site.container.sunset.run()
+    history = await site.container.subscribers.history(site.people["silent"])
+    assert [(h["event"], h["decision"], h["source"]) for h in history] == [
+        ("inactive", "unsubscribed", "sunset")
+    ]  # on the person's admin page and in their privacy export
     page = await site.http.get(f"/keep/{token}")
     assert "subscribe again" in page.text
     assert (await site.http.post(f"/keep/{token}")).status_code == 200
@@ -268,3 +273,16 @@ async def test_the_admin_api_sets_the_policy_and_counts_a_dry_run(site: Site) ->
     counted = await site.http.get("/api/admin/newsletters/weekly/sunset", headers=headers)
     assert counted.json() == {"would_ask": 2, "would_unsubscribe": 0}
     assert (await site.container.sunset.dry_run("quiet")).asked == ["off@example.org"]
+
+
+async def test_each_run_examines_a_bounded_slice_and_all_are_covered(site: Site) -> None:
+    """A million-subscriber newsletter must cost bounded work per run, yet nobody may be
+    skipped for good: the slices continue where the last run stopped."""
+    policy = SunsetPolicy(site.container.audience, batch=1)
+    assert await policy.run() == 1
+    assert await _requests(site) == {"silent": None}
+    assert await policy.run() == 1
+    assert await _requests(site) == {"silent": None, "machine": None}
+    for _ in range(4):  # the rest of the list, and round again: nobody new, nobody twice
+        await policy.run()
+    assert await _requests(site) == {"silent": None, "machine": None}
