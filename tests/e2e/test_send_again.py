@@ -9,6 +9,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select, update
 
 from tests.e2e.audience_helpers import create_newsletter
@@ -19,7 +20,7 @@ from tests.support.cli import tidings_cli
 from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
 from tidings.bootstrap import Container, utcnow
 from tidings.devservers.sink import SmtpSink
-from tidings.domain.send_again import ResendAudience
+from tidings.domain.send_again import ResendAudience, SendAgainRefused
 from tidings.storage.tables import (
     audit_log,
     campaign_frozen_audience,
@@ -34,10 +35,16 @@ DAY = timedelta(days=1)
 
 
 async def _origin(
-    container: Container, people: dict[str, dict[str, Any]], *, tracking: str, sent_ago: timedelta
+    container: Container,
+    people: dict[str, dict[str, Any]],
+    *,
+    tracking: str,
+    sent_ago: timedelta,
+    tracked: bool = True,
 ) -> tuple[int, dict[str, int]]:
-    """A newsletter tracking `tracking` and a campaign sent `sent_ago`, one recipient row per
-    person in `people` (name -> tracking consent offset from the send, `state`, ...)."""
+    """A newsletter tracking `tracking` and a campaign sent `sent_ago` (with its open pixel
+    unless not `tracked`), one recipient row per person in `people` (name -> tracking consent
+    offset from the send, `state`, ...)."""
     sent_at = container.clock() - sent_ago
     async with container.db.write() as conn:
         newsletter_id = await rows.newsletter(conn, tracking=tracking)
@@ -53,7 +60,7 @@ async def _origin(
                 conn, ids[name], newsletter_id, confirmed_at=rows.NOW, consent_evidence="t"
             )
         origin = await person_engagement.sent_campaign(
-            conn, newsletter_id, list(ids.values()), at=sent_at
+            conn, newsletter_id, list(ids.values()), at=sent_at, tracked=tracked
         )
         await conn.execute(
             update(campaign_sends)
@@ -160,6 +167,11 @@ async def test_opens_and_clicks_need_an_origin_tracked_per_person(database_url: 
     nothing; who was not delivered needs no tracking and works."""
     async with api_client(make_settings(database_url)) as (client, container):
         headers = await admin_headers(container)
+        untracked, _ = await _origin(
+            container, {"ghost": BEFORE}, tracking="per_person", sent_ago=DAY, tracked=False
+        )
+        with pytest.raises(SendAgainRefused, match="sent without tracking"):
+            await container.send_again.create(untracked, ResendAudience.NOT_OPENED)
         origin, _ids = await _origin(
             container, {"a": {}, "b": {"state": "failed"}}, tracking="aggregate", sent_ago=DAY
         )

@@ -82,6 +82,7 @@ class SendAgain:
                 status=original.status,
                 sent=send.sent,
                 tracking=newsletter.tracking,
+                tracked=send.tracked,
             )
             purged = send.started_at is not None and hits_may_be_purged(
                 send.started_at, now - self._retention

@@ -70,11 +70,17 @@ def parse_audience(value: str) -> ResendAudience:
 
 
 def check_origin(
-    audience: ResendAudience, *, campaign_id: int, status: str, sent: bool, tracking: str
+    audience: ResendAudience,
+    *,
+    campaign_id: int,
+    status: str,
+    sent: bool,
+    tracking: str,
+    tracked: bool = True,
 ) -> None:
     """Refuse, naming why, an origin that was never sent, or whose newsletter did not track
-    per person when opens or clicks are asked about: aggregate counts say how many opened,
-    never who, and guessing would mail people who did open."""
+    per person when opens or clicks are asked about (or that went out untracked): aggregate
+    counts say how many opened, never who, and guessing would mail people who did open."""
     if not sent:
         raise SendAgainRefused(
             f"campaign {campaign_id} is {status}: only a campaign that was sent can be sent "
@@ -85,6 +91,12 @@ def check_origin(
             f"sending again to {audience.label} needs each person's opens and clicks, and "
             f"campaign {campaign_id}'s newsletter tracks {tracking!r}: only a newsletter that "
             "tracks per_person knows who opened (use --not-delivered or --all instead)"
+        )
+    if audience.needs_hits and not tracked:
+        raise SendAgainRefused(
+            f"campaign {campaign_id} was sent without tracking (no open pixel, no tracked "
+            f"link), so nobody's opens or clicks of it are known: {audience.label} cannot be "
+            "told apart (use --not-delivered or --all instead)"
         )
 
 

@@ -25,9 +25,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.domain.send_again import LeftOut, ResendAudience, ResendLink
+from tidings.domain.tracking import PIXEL_NUMBER
 from tidings.storage.consent import mailable
 from tidings.storage.tables import (
     campaign_frozen_audience,
+    campaign_links,
     campaign_recipients,
     campaign_resends,
     campaign_sends,
@@ -48,6 +50,7 @@ class OriginSend:
     sent: bool  # prepared and finished: its recipient rows say what happened
     started_at: datetime | None  # when the send began: tokens made before any later consent
     delivery_reported: bool  # the provider reported at least one delivery for it
+    tracked: bool  # its open pixel was stored: its messages were rendered with tracking
 
 
 async def origin_send(conn: AsyncConnection, campaign_id: int, status: str) -> OriginSend:
@@ -62,9 +65,13 @@ async def origin_send(conn: AsyncConnection, campaign_id: int, status: str) -> O
         campaign_recipients.c.campaign_id == campaign_id,
         campaign_recipients.c.delivered_at.is_not(None),
     )
-    delivered = bool((await conn.execute(select(reported))).scalar_one())
+    pixel = exists().where(
+        campaign_links.c.campaign_id == campaign_id, campaign_links.c.number == PIXEL_NUMBER
+    )
+    delivered, tracked = (await conn.execute(select(reported, pixel))).one()
     sent = row is not None and row.prepared_at is not None and status in SENT_STATUSES
-    return OriginSend(sent, None if row is None else row.created_at, delivered)
+    started = None if row is None else row.created_at
+    return OriginSend(sent, started, bool(delivered), bool(tracked))
 
 
 def _human_hit(origin_id: int, kinds: tuple[str, ...]) -> ColumnElement[bool]:
