@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from tests.support import person_engagement, rows
 from tidings.domain.segments import Engagement, parse_filter
 from tidings.storage.database import Database
-from tidings.storage.sending.candidates import count_audience, filter_clause
+from tidings.storage.sending.candidates import count_audience, count_unjudged, filter_clause
 from tidings.storage.tables import newsletters, subscribers
 
 NOW = rows.NOW + timedelta(days=100)
@@ -90,6 +90,20 @@ async def test_engagement_filter_in_sql_selects_who_the_rule_says(
         counted = await count_audience(conn, newsletter_id, audience, now=NOW)
     assert selected == expected
     assert counted == len(expected)
+
+
+async def test_the_preview_says_how_many_cannot_be_judged(db: Database) -> None:
+    """An operator targeting `unengaged:90` must see that some subscribers are left out not
+    for reading but for being invisible (no consent, or the newsletter not per_person)."""
+    newsletter_id, _, _ = await _people(db)
+    async with db.write() as conn:
+        assert await count_unjudged(conn, newsletter_id) == 1  # the unconsented one
+        await conn.execute(
+            update(newsletters)
+            .where(newsletters.c.id == newsletter_id)
+            .values(tracking="aggregate")
+        )
+        assert await count_unjudged(conn, newsletter_id) == 7
 
 
 async def test_unengaged_needs_the_newsletter_to_track_per_person(db: Database) -> None:

@@ -71,6 +71,15 @@ class CampaignLifecycle:
                 campaign_id=campaign_id,
             )
 
+    async def unjudged_count(self, campaign_id: int) -> int | None:
+        """For an audience filter with `engaged:`/`unengaged:` terms, how many of the
+        newsletter's mailable subscribers cannot be judged by engagement (ENG-7); else None."""
+        draft = await self._ctx.drafts.get(campaign_id)
+        if not draft.audience.judges_engagement():
+            return None
+        async with self._ctx.db.read() as conn:
+            return await candidate_queries.count_unjudged(conn, draft.newsletter.id)
+
     async def submission_window(self, campaign_id: int) -> timedelta | None:
         """From the first batch claimed to the last one finished (None before that)."""
         async with self._ctx.db.read() as conn:

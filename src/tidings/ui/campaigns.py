@@ -333,7 +333,15 @@ async def confirm_send(request: Request, session: Session, campaign_id: Campaign
     container = container_of(request)
     draft = await container.campaigns.get(campaign_id)
     recipients = await container.sends.audience_size(campaign_id)
-    return page(request, session, "campaign_send.html", draft=draft, recipients=recipients)
+    unjudged = await container.sends.unjudged_count(campaign_id)
+    return page(
+        request,
+        session,
+        "campaign_send.html",
+        draft=draft,
+        recipients=recipients,
+        unjudged=unjudged,
+    )
 
 
 @router.post("/{campaign_id}/clone")

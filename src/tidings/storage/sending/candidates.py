@@ -27,7 +27,7 @@ from tidings.domain.sending import SegmentRange
 from tidings.storage import engagement_people, resends
 from tidings.storage.consent import mailable
 from tidings.storage.subscribers import attribute_equals, has_label
-from tidings.storage.tables import campaign_candidates, subscribers, subscriptions
+from tidings.storage.tables import campaign_candidates, newsletters, subscribers, subscriptions
 
 
 def _term(term: Term, newsletter_id: Any, now: datetime | None) -> ColumnElement[bool]:
@@ -105,6 +105,26 @@ async def count_audience(
     `campaign_id`: its frozen audience, if it has one)."""
     chosen = audience(newsletter_id, audience_filter, now=now, campaign_id=campaign_id).subquery()
     return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
+
+
+async def count_unjudged(conn: AsyncConnection, newsletter_id: int) -> int:
+    """Mailable subscribers of the newsletter whose engagement is unknown (ENG-7): no recorded
+    tracking consent, or a newsletter that does not track per person. No `engaged:` or
+    `unengaged:` term ever matches them."""
+    per_person = (
+        select(newsletters.c.tracking).where(newsletters.c.id == newsletter_id).scalar_subquery()
+        == "per_person"
+    )
+    query = (
+        select(func.count(func.distinct(subscribers.c.id)))
+        .join(subscriptions, subscriptions.c.subscriber_id == subscribers.c.id)
+        .where(
+            subscriptions.c.newsletter_id == newsletter_id,
+            mailable(),
+            subscribers.c.tracking_consent_at.is_(None) | ~per_person,
+        )
+    )
+    return int((await conn.execute(query)).scalar_one())
 
 
 async def select_candidates(
