@@ -65,7 +65,7 @@ async def site(database_url: str) -> AsyncIterator[Site]:
             )
             quiet = await rows.newsletter(conn, slug="quiet", tracking="per_person")
             people = {}
-            for name in ("silent", "machine", "engaged", "unconsented", "few", "off"):
+            for name in ("silent", "machine", "engaged", "unconsented", "few", "off", "newcomer"):
                 people[name] = await rows.subscriber(
                     conn,
                     email=f"{name}@example.org",
@@ -75,7 +75,8 @@ async def site(database_url: str) -> AsyncIterator[Site]:
                     conn,
                     people[name],
                     quiet if name == "off" else newsletter_id,
-                    confirmed_at=NOW - 60 * DAY,
+                    # The newcomer confirmed within the span: they have just said yes.
+                    confirmed_at=NOW - (15 if name == "newcomer" else 60) * DAY,
                     consent_evidence="test",
                 )
             regulars = [people[name] for name in people if name not in ("few", "off")]
@@ -128,8 +129,9 @@ async def _subscription(site: Site, name: str) -> tuple[datetime | None, int]:
 
 async def test_only_people_known_to_have_stopped_reading_are_asked(site: Site) -> None:
     """Asking someone whose engagement we could not see (no consent), who got too few
-    campaigns, who read recently, or whose newsletter has the policy off would bother — and
-    then unsubscribe — readers for a lack of data. Machine hits are not reading."""
+    campaigns, who read recently, who confirmed recently, or whose newsletter has the policy
+    off would bother — and then unsubscribe — readers for a lack of data. Machine hits are not
+    reading."""
     preview = await site.container.sunset.dry_run("weekly")
     assert sorted(preview.asked) == ["machine@example.org", "silent@example.org"]
     assert preview.unsubscribed == []

@@ -83,6 +83,8 @@ def _due(
             subscriptions.c.subscriber_id > after,
             true() if upto is None else subscriptions.c.subscriber_id <= upto,
             mailable(),
+            # Confirmed for the whole span: someone who (re)confirmed since has just said yes.
+            subscriptions.c.confirmed_at <= since,
             subscribers.c.tracking_consent_at.is_not(None),
             sends >= min_sends,
             ~engaged_since(subscribers.c.id, since, newsletter_id=newsletter_id),
