@@ -1,7 +1,7 @@
 """Processes a benchmark starts on loopback and reads from outside: the SMTP sink (Postfix
-`smtp-sink` when found, else `tidings dev-smtp`), `tidings dev-provider` (as `tidings bench
-send` runs it, with a store that keeps no recipient), a wait for a port to answer, and a
-process's CPU time."""
+`smtp-sink` when found, else `tidings dev-smtp`'s server) and `tidings dev-provider`'s app,
+both as `tidings bench send` runs them (`bench.lean_servers`: keeping no message), `tidings
+COMMAND` servers, a wait for a port to answer, and a process's CPU time."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 POSTFIX_ROOT_ENV = "TIDINGS_BENCH_POSTFIX_ROOT"
 DEFAULT_POSTFIX_ROOT = Path.home() / ".cache" / "tidings" / "postfix"
+POSTFIX_SINK = "postfix smtp-sink"
 
 
 def postfix_root() -> Path | None:
@@ -24,31 +25,26 @@ def postfix_root() -> Path | None:
 
 
 @asynccontextmanager
-async def smtp_sink(prefer_postfix: bool) -> AsyncIterator[tuple[str, int]]:
-    """A sink on loopback in its own process: Postfix `smtp-sink` if available, else
-    `tidings dev-smtp`. Yields (name, port)."""
+async def smtp_sink(
+    prefer_postfix: bool, log: Path
+) -> AsyncIterator[tuple[str, int, asyncio.subprocess.Process]]:
+    """A sink on loopback in its own process: Postfix `smtp-sink` if available, else `tidings
+    dev-smtp`'s server keeping no message but appending each recipient to `log`
+    (`bench.lean_servers`). Yields its name, its port (once it listens) and the process."""
     port = free_port()
     root = postfix_root() if prefer_postfix else None
-    if root is not None:
-        env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
-        command = [str(root / "usr/sbin/smtp-sink")]
-        if os.geteuid() == 0:
-            command += ["-u", "nobody"]
-        command += [f"127.0.0.1:{port}", "1000"]
-        name = "postfix smtp-sink"
-    else:
-        env = dict(os.environ)
-        command = [sys.executable, "-m", "tidings", "dev-smtp", "--port", str(port)]
-        name = "tidings dev-smtp (aiosmtpd)"
-    process = await asyncio.create_subprocess_exec(
-        *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
-        await wait_for_port(port)
-        yield name, port
-    finally:
-        process.terminate()
-        await process.wait()
+    if root is None:
+        arguments = ["-m", "tidings.bench.lean_servers", "smtp", str(port), str(log)]
+        async with _listening([sys.executable, *arguments], port) as process:
+            yield "tidings dev-smtp (aiosmtpd)", port, process
+        return
+    command = [str(root / "usr/sbin/smtp-sink")]
+    if os.geteuid() == 0:
+        command += ["-u", "nobody"]
+    command += [f"127.0.0.1:{port}", "1000"]
+    environment = {"LD_LIBRARY_PATH": str(root / "usr/lib/postfix")}
+    async with _listening(command, port, environment) as process:
+        yield POSTFIX_SINK, port, process
 
 
 @asynccontextmanager
@@ -58,7 +54,7 @@ async def tidings_process(
     """`tidings COMMAND --port P` in its own process on a free loopback port, its output
     discarded; yields the port (once it listens) and the process, terminated on exit."""
     port = free_port()
-    arguments = ["-m", "tidings", command, "--port", str(port)]
+    arguments = [sys.executable, "-m", "tidings", command, "--port", str(port)]
     async with _listening(arguments, port, environment) as process:
         yield port, process
 
@@ -68,22 +64,22 @@ async def dev_provider_process(
     log: Path,
 ) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
     """`tidings dev-provider`'s app in its own process on a free loopback port, keeping no
-    recipient but appending each accepted address to `log` (`bench.provider_process`); yields
+    recipient but appending each accepted address to `log` (`bench.lean_servers`); yields
     the port (once it listens) and the process, terminated on exit."""
     port = free_port()
-    arguments = ["-m", "tidings.bench.provider_process", str(port), str(log)]
-    async with _listening(arguments, port) as process:
+    arguments = ["-m", "tidings.bench.lean_servers", "provider", str(port), str(log)]
+    async with _listening([sys.executable, *arguments], port) as process:
         yield port, process
 
 
 @asynccontextmanager
 async def _listening(
-    arguments: list[str], port: int, environment: dict[str, str] | None = None
+    command: list[str], port: int, environment: dict[str, str] | None = None
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """This Python run with `arguments`, its output discarded, once it listens on `port`."""
+    """`command` in its own process, its output discarded, once it listens on `port`;
+    terminated on exit."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *arguments,
+        *command,
         env=None if environment is None else {**os.environ, **environment},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

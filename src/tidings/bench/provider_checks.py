@@ -1,14 +1,16 @@
-"""What the bench's batch provider accepted during a send, counted in SQL: the addresses its
-`AddressLog` wrote between two offsets of its file are streamed into a temporary table of
-the scratch database (COPY on PostgreSQL) and counted there, so the check that no reader was
-accepted twice holds no set of addresses in the bench's memory at any campaign size."""
+"""What the bench's provider or Python SMTP sink accepted during a send, counted in SQL: the
+addresses it wrote (`bench.lean_servers`) between two offsets of its file are streamed into a
+temporary table of the scratch database (COPY on PostgreSQL) and counted there, so the check
+that no reader was accepted twice holds no set of addresses in the bench's memory at any
+campaign size."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import tempfile
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,15 @@ async def _count_postgresql(url: str, log: Path, start: int, end: int) -> tuple[
                 await copy.write(chunk)
         row: Any = await (await conn.execute(_COUNT)).fetchone()
         return int(row[0]), int(row[1])
+
+
+@contextmanager
+def accepted_log() -> Iterator[Path]:
+    """An empty file for a server's accepted addresses, removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="tidings-bench-") as folder:
+        log = Path(folder) / "accepted.txt"
+        log.touch()
+        yield log
 
 
 def log_size(log: Path) -> int:

@@ -35,12 +35,13 @@ from tidings.bench.bare_process import peak_rss_mb
 from tidings.bench.local_processes import (
     DEFAULT_POSTFIX_ROOT,
     POSTFIX_ROOT_ENV,
+    POSTFIX_SINK,
     cpu_seconds,
     dev_provider_process,
     postfix_root,
     smtp_sink,
 )
-from tidings.bench.provider_checks import accepted_at_provider, log_size
+from tidings.bench.provider_checks import accepted_at_provider, accepted_log, log_size
 from tidings.bench.scratch import scratch_database
 from tidings.bootstrap import Container, running
 from tidings.campaigns.commands import DraftFields
@@ -175,16 +176,21 @@ async def _watch_workers(
 
 
 async def tidings_send(
-    url: str, count: int, workers: int, worker_env: dict[str, str]
+    url: str, count: int, workers: int, worker_env: dict[str, str], *, accepted: Path | None
 ) -> dict[str, Any]:
     """A real campaign: seeded audience, queued send, `workers` worker processes configured
-    by `worker_env` (the provider). Rate from the first batch claimed to the last finished."""
+    by `worker_env` (the provider). Rate from the first batch claimed to the last finished.
+    With `accepted`, the file the provider logs accepted addresses to (`bench.lean_servers`):
+    what it gains during the send, counted in SQL, is `at_provider`."""
     settings = load_settings(database={"url": url}, log={"level": "warning", "format": "json"})
     async with running(settings, apply_migrations=True) as container:
         campaign_id, seeded = await _seeded_campaign(container, count)
         env = _worker_environment(url, worker_env)
         async with container.db.read() as conn:
             seeded.xid = await readings.next_transaction_id(conn)
+        # The provider has answered every earlier request: what it accepts from the workers
+        # is what its log gains from here.
+        before = None if accepted is None else log_size(accepted)
         watched = await _watch_workers(container, campaign_id, workers, env)
         window = await container.sends.submission_window(campaign_id)
         send = await container.sends.get_send(campaign_id)
@@ -197,6 +203,11 @@ async def tidings_send(
             batches = await readings.batch_count(conn, campaign_id)
             states = await readings.recipient_states(conn, campaign_id)
     assert send is not None
+    at_provider = (
+        None
+        if accepted is None or before is None
+        else await accepted_at_provider(url, accepted, before, log_size(accepted))
+    )
     seconds = window.total_seconds() if window else watched.wall
     return {
         "status": watched.status,
@@ -218,6 +229,9 @@ async def tidings_send(
         "worker_cpu_us_per_recipient": _cpu_per_recipient(
             watched.cpu_at_prepared, watched.cpu_done, count
         ),
+        # Accepted by the provider, distinct, and twice or more: counted in SQL (None when it
+        # logs nothing).
+        "at_provider": at_provider,
     }
 
 
@@ -272,14 +286,11 @@ async def smtp_figures(
     prefer_postfix: bool,
     extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    async with smtp_sink(prefer_postfix) as (sink_name, port):
-        bare = await bare_client(port, recipients, connections)
-        async with scratch_database(url) as scratch:
-            ours = await tidings_send(
-                scratch,
-                recipients,
-                workers,
-                {
+    with accepted_log() as log:
+        async with smtp_sink(prefer_postfix, log) as (sink_name, port, sink):
+            bare = await bare_client(port, recipients, connections)
+            async with scratch_database(url) as scratch:
+                environment = {
                     "TIDINGS_EMAIL_PROVIDER": "smtp",
                     "TIDINGS_SMTP_HOST": "127.0.0.1",
                     "TIDINGS_SMTP_PORT": str(port),
@@ -287,10 +298,16 @@ async def smtp_figures(
                     "TIDINGS_SMTP_POOL_SIZE": str(connections),
                     "TIDINGS_BULK_EMAIL_SUBMISSION_CONCURRENCY": str(connections),
                     **(extra_env or {}),
-                },
-            )
+                }
+                # Postfix's sink counts nothing; the Python one logs whom it accepted.
+                counted = None if sink_name == POSTFIX_SINK else log
+                ours = await tidings_send(
+                    scratch, recipients, workers, environment, accepted=counted
+                )
+            sink_rss = peak_rss_mb(sink.pid)
     return {
         "sink": sink_name,
+        "sink_peak_rss_mb": sink_rss,
         "bare_client": bare,
         "tidings": ours,
         "ratio_to_bare_client": _ratio(ours, bare),
@@ -325,9 +342,7 @@ async def dkim_figures(
 
 
 async def http_figures(url: str, *, recipients: int, workers: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="tidings-bench-") as folder:
-        log = Path(folder) / "accepted.txt"
-        log.touch()
+    with accepted_log() as log:
         return await _http_figures(url, recipients=recipients, workers=workers, log=log)
 
 
@@ -338,27 +353,19 @@ async def _http_figures(url: str, *, recipients: int, workers: int, log: Path) -
             port, recipients, concurrency=BATCHES_IN_FLIGHT, build_while_sending=True
         )
         async with scratch_database(url) as scratch:
-            # The provider has answered every request before it: what it accepted from the
-            # workers is what its log gains during their send.
-            before = log_size(log)
-            ours = await tidings_send(
-                scratch,
-                recipients,
-                workers,
-                {
-                    "TIDINGS_EMAIL_PROVIDER": "mailgun",
-                    "TIDINGS_MAILGUN_API_KEY": "bench-key",
-                    "TIDINGS_MAILGUN_DOMAIN": BENCH_DOMAIN,
-                    "TIDINGS_MAILGUN_API_BASE_URL": f"http://127.0.0.1:{port}",
-                    "TIDINGS_BULK_EMAIL_CONCURRENCY": str(BATCHES_IN_FLIGHT),
-                },
-            )
-            ours["at_provider"] = await accepted_at_provider(scratch, log, before, log_size(log))
+            environment = {
+                "TIDINGS_EMAIL_PROVIDER": "mailgun",
+                "TIDINGS_MAILGUN_API_KEY": "bench-key",
+                "TIDINGS_MAILGUN_DOMAIN": BENCH_DOMAIN,
+                "TIDINGS_MAILGUN_API_BASE_URL": f"http://127.0.0.1:{port}",
+                "TIDINGS_BULK_EMAIL_CONCURRENCY": str(BATCHES_IN_FLIGHT),
+            }
+            ours = await tidings_send(scratch, recipients, workers, environment, accepted=log)
             least = await bare_database_client(port, scratch)
         provider_rss = peak_rss_mb(provider.pid)
     return {
         "server": "tidings dev-provider (Mailgun-compatible)",
-        # Its peak: the app keeps no recipient here (`bench.provider_process`).
+        # Its peak: the app keeps no recipient here (`bench.lean_servers`).
         "provider_peak_rss_mb": provider_rss,
         "bare_client": bare,
         "bare_client_building_requests": building,
