@@ -362,6 +362,8 @@ async def test_a_resend_is_an_ordinary_campaign_sent_through_smtp_and_verified(
             stats = tidings_cli(database_url)("campaign", "stats", str(resend), "--json")
             assert stats.returncode == 0, stats.output
             assert json.loads(stats.stdout)["send_again"]["origin"]["origin_id"] == origin
+            api_stats = await client.get(f"/api/admin/campaigns/{resend}/stats", headers=headers)
+            assert api_stats.json()["send_again"] == json.loads(stats.stdout)["send_again"]
             linked = await client.get(f"/api/admin/campaigns/{origin}/send-again", headers=headers)
             assert [r["campaign_id"] for r in linked.json()["resends"]] == [resend]
 

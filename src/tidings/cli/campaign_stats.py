@@ -114,8 +114,8 @@ def register(app: typer.Typer) -> None:
 
         found, engagement, ab, send_again = run(go)
         if as_json:
-            stats = CampaignStatsPublic.of(found, engagement, ab).model_dump(mode="json")
-            print(json.dumps({**stats, "send_again": send_again.public()}))
+            stats = CampaignStatsPublic.of(found, engagement, ab, send_again.public())
+            print(json.dumps(stats.model_dump(mode="json")))
             return
         table = Table(title=f"campaign {campaign_id}")
         for column in ("segment", *COUNTS):

@@ -8,18 +8,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, status
 from pydantic import Field
 
+from tidings.api.admin.send_views import SEND_AGAIN_SHAPE
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.schemas import HeaderText, RequestBody
 from tidings.domain.send_again import parse_audience
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
-LINKS_SHAPE = (
-    "`origin`: the campaign this one was sent again from (null if none), and `resends`: the "
-    "campaigns sent again from this one; each with campaign_id, origin_id, audience, "
-    "audience_count (frozen at creation), left_out ({reason: count}: not_mailable, "
-    "not_tracked, hits_purged, outcome_unknown), left_out_count and created_at."
-)
 
 
 class SendAgainRequest(RequestBody):
@@ -55,7 +50,7 @@ async def send_again(
 @router.get(
     "/{campaign_id}/send-again",
     summary="A campaign's send-again links: its origin and the campaigns sent again from it",
-    description=LINKS_SHAPE,
+    description=SEND_AGAIN_SHAPE,
 )
 async def send_again_links(container: ContainerDep, campaign_id: CampaignId) -> dict[str, Any]:
     await container.campaigns.get(campaign_id)  # 404 for no such campaign

@@ -25,4 +25,5 @@ async def campaign_stats(
         campaign_id, reach=engagement_reach(found)
     )
     ab = await container.ab_tests.summary(campaign_id, found)
-    return CampaignStatsPublic.of(found, engagement, ab)
+    send_again = (await container.send_again.links(campaign_id)).public()
+    return CampaignStatsPublic.of(found, engagement, ab, send_again)

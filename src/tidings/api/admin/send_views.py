@@ -236,6 +236,15 @@ def engagement_reach(found: CampaignStatistics) -> Reach:
     return Reach(sent=found.total.sent, delivered=found.total.delivered)
 
 
+# Send again (ENG-7): the campaign's links both ways, as GET /campaigns/{id}/send-again shows.
+SEND_AGAIN_SHAPE = (
+    "`origin`: the campaign this one was sent again from (null if none), and `resends`: the "
+    "campaigns sent again from this one; each with campaign_id, origin_id, audience, "
+    "audience_count (frozen at creation), left_out ({reason: count}: not_mailable, "
+    "not_tracked, hits_purged, outcome_unknown), left_out_count and created_at."
+)
+
+
 class CampaignStatsPublic(BaseModel):
     campaign_id: int
     total: CountsPublic
@@ -249,6 +258,7 @@ class CampaignStatsPublic(BaseModel):
         "`bulk_email.stored_statistics_above` recipients); null: counted for this answer.",
     )
     ab: dict[str, Any] | None = Field(default=None, description=AB_SHAPE)
+    send_again: dict[str, Any] | None = Field(default=None, description=SEND_AGAIN_SHAPE)
 
     @classmethod
     def of(
@@ -256,6 +266,7 @@ class CampaignStatsPublic(BaseModel):
         found: CampaignStatistics,
         engagement: CampaignEngagement,
         ab: dict[str, Any] | None = None,
+        send_again: dict[str, Any] | None = None,
     ) -> CampaignStatsPublic:
         return cls(
             campaign_id=found.campaign_id,
@@ -264,4 +275,5 @@ class CampaignStatsPublic(BaseModel):
             engagement=engagement.as_json(),
             counted_at=found.counted_at,
             ab=ab,
+            send_again=send_again,
         )
