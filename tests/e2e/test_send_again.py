@@ -159,6 +159,11 @@ async def test_non_openers_are_frozen_at_creation_and_the_unknown_are_left_out_a
         clicks = (await container.send_again.create(origin, ResendAudience.NOT_CLICKED))[1]
         # reader opened but never clicked; apple has unsubscribed by now
         assert (clicks.chosen_count, clicks.left_out["not_mailable"]) == (2, 2)
+        await container.campaigns.delete(clicks.campaign_id)  # a draft like any other
+        assert await _frozen(container, clicks.campaign_id) == set()
+        assert [r.campaign_id for r in (await container.send_again.links(origin)).resends] == [
+            resend
+        ]
 
 
 async def test_opens_and_clicks_need_an_origin_tracked_per_person(database_url: str) -> None:
