@@ -152,6 +152,24 @@ def test_assignment_splits_the_audience_by_the_share_and_evenly_between_variants
         assert counted[variant] == pytest.approx(2_000, rel=0.06)
 
 
+@pytest.mark.parametrize(
+    "ids",
+    [range(1, 240, 2), range(2, 361, 3), range(10**12, 10**12 + 600, 10), range(7, 6007, 100)],
+    ids=["every-other-id", "every-third-id", "large-ids-step-10", "sparse"],
+)
+def test_patterned_ids_split_like_independent_draws(ids: range) -> None:
+    """Tiers interleave ids (free, paid, free…): a linear hash can send a whole tier's test
+    share to one variant; the keyed polynomial must not, for any of hundreds of campaigns."""
+    worst = 1.0
+    for campaign in range(1, 401):
+        key = assignment_key("secret", campaign)
+        counted = Counter(variant_of(key.bucket(n), 50, 2) for n in ids)
+        tested = counted[1] + counted[2]
+        worst = min(worst, min(counted[1], counted[2]) / tested)
+    # Binomial draws of ~30 fall below 10% about once in 100,000 tries; a linear hash hit 0%.
+    assert worst > 0.1, f"a variant got only {worst:.0%} of a test share"
+
+
 def test_assignment_differs_between_campaigns_and_secrets() -> None:
     """The same people are not always the guinea pigs: another campaign (or site) draws a
     different test group."""

@@ -23,9 +23,10 @@ from tidings.domain.errors import InvalidInput
 MIN_VARIANTS, MAX_VARIANTS = 2, 4
 MIN_SHARE, MAX_SHARE = 1, 90  # percent of the audience in the test
 MAX_WAIT = timedelta(days=7)
-# A prime just over a million: buckets fine enough for any share, small enough that
-# (id mod P) x multiplier + offset never leaves a 64-bit integer in SQL.
+# A prime just over a million: buckets fine enough for any share, small enough that every
+# step of the assignment hash (below P squared) stays a 64-bit integer in SQL.
 HASH_MODULUS = 1_000_003
+HASH_DEGREE = 7
 _SEGMENT = re.compile(r"(.+)-v([1-9])")
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
@@ -133,23 +134,33 @@ def segment_order(tiers: tuple[str, ...], variant_count: int) -> tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class AssignmentKey:
-    """A keyed hash of (campaign, subscriber): bucket = ((id mod P) * multiplier + offset)
-    mod P. The key comes from the site secret and the campaign, so it is the same on every
-    attempt (no reshuffle on a retry) and not guessable from outside."""
+    """A keyed hash of (campaign, subscriber): a polynomial of degree 7 in (id mod P) over
+    the integers mod P, its coefficients from an HMAC of the campaign under the site secret.
+    Such polynomials are an 8-wise independent family: subscriber ids in any pattern (a tier
+    of every other id, a run of imports) split like independent draws, which a linear hash
+    does not promise. Same key on every attempt (no reshuffle on a retry), and nobody
+    outside can predict it. Horner's rule keeps every step below P squared (int64 in SQL)."""
 
-    multiplier: int
-    offset: int
+    coefficients: tuple[int, ...]  # highest degree first
 
     def bucket(self, subscriber_id: int) -> int:
-        return ((subscriber_id % HASH_MODULUS) * self.multiplier + self.offset) % HASH_MODULUS
+        x = subscriber_id % HASH_MODULUS
+        value = 0
+        for coefficient in self.coefficients:
+            value = (value * x + coefficient) % HASH_MODULUS
+        return value
 
 
 def assignment_key(secret: str, campaign_id: int) -> AssignmentKey:
     digest = hmac.new(
-        b"tidings-ab:" + secret.encode(), f"campaign:{campaign_id}".encode(), hashlib.sha256
+        b"tidings-ab:" + secret.encode(), f"campaign:{campaign_id}".encode(), hashlib.sha512
     ).digest()
-    multiplier = 1 + int.from_bytes(digest[:8]) % (HASH_MODULUS - 1)
-    return AssignmentKey(multiplier, int.from_bytes(digest[8:16]) % HASH_MODULUS)
+    return AssignmentKey(
+        tuple(
+            int.from_bytes(digest[at : at + 8]) % HASH_MODULUS
+            for at in range(0, HASH_DEGREE * 8 + 8, 8)
+        )
+    )
 
 
 def share_cutoff(test_share: int) -> int:

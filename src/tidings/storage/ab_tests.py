@@ -9,7 +9,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, case, cast, delete, func, insert, literal, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    String,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+)
 from sqlalchemy import update as sql_update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -120,10 +131,13 @@ def segment_expression(
     subscriber_id: ColumnElement[Any], tier: ColumnElement[Any], key: AssignmentKey, test: AbTest
 ) -> ColumnElement[Any]:
     """`<tier>-v<n>` for a test recipient, the tier for the remainder: the bucket and the
-    variant computed as `AssignmentKey.bucket` and `variant_of` do, in integers on both
-    dialects (the key's numbers are ints of our own, written into the statement)."""
-    modulus = literal(HASH_MODULUS)
-    bucket = (subscriber_id % modulus * literal(key.multiplier) + literal(key.offset)) % modulus
+    variant computed as `AssignmentKey.bucket` (Horner's rule) and `variant_of` do, in
+    64-bit integers on both dialects."""
+    modulus = literal(HASH_MODULUS, BigInteger)
+    x = subscriber_id % modulus
+    bucket: ColumnElement[Any] = literal(0, BigInteger)
+    for coefficient in key.coefficients:
+        bucket = (bucket * x + literal(coefficient, BigInteger)) % modulus
     cutoff = share_cutoff(test.test_share)
     variant = bucket * literal(test.variant_count) // literal(cutoff) + literal(1)
     return case(
