@@ -113,17 +113,20 @@ def _unique_named(columns: str) -> frozenset[str]:
 
 
 def _foreign_keys_of_statement(statement: str) -> frozenset[str]:
-    """A DELETE can break the foreign keys that point at its table; an INSERT or UPDATE, the
-    table's own."""
+    """A DELETE can break the foreign keys that point at its table and keep their rows; an
+    INSERT or UPDATE, the table's own."""
     match = _STATEMENT_TABLE.match(statement)
     table = metadata.tables.get(match.group(2)) if match else None
     if match is None or table is None:
         return frozenset()
     if match.group(1).upper() == "DELETE FROM":
+        # Only a key that keeps the parent (RESTRICT, NO ACTION) can refuse a delete: one that
+        # cascades or sets null follows it.
         return frozenset(
             str(key.name)
             for other in metadata.tables.values()
             for key in _pointing_at(other, table)
+            if (key.ondelete or "NO ACTION").upper() in ("RESTRICT", "NO ACTION")
         )
     return frozenset(
         str(key.name) for key in table.constraints if isinstance(key, ForeignKeyConstraint)

@@ -14,15 +14,6 @@ from tidings.domain.ab_tests import MAX_SHARE, MIN_SHARE, AbTest, build_test
 
 router = APIRouter(prefix="/campaigns", tags=["admin: campaigns"])
 CampaignId = Annotated[int, Path(ge=1, le=2**62)]
-AB_SHAPE = (
-    "The A/B test, null without one: its field, metric, test_share, wait_seconds and "
-    "confidence; state (`not started`, `testing`, `decided`); decides_at; once decided, "
-    "winner (A-D), decided_by (`automatic` or `operator`), decided_at and significant (false: "
-    "no variant cleared the confidence and A, the default, won); figures (per variant: value, "
-    "sent, delivered, human_unique_opens, human_unique_clicks, rate, z and p against A; "
-    "recorded at the decision, live before it); accounting (recipients per variant and in "
-    "the remainder)."
-)
 
 
 class AbTestFields(RequestBody):

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tidings.api.admin.campaign_ab import AB_SHAPE
 from tidings.campaigns.reconcile import Reconciled
 from tidings.campaigns.retry import AttemptStarted
 from tidings.campaigns.send_status import CampaignRecipient
@@ -17,6 +16,17 @@ from tidings.campaigns.statistics import CampaignStatistics, Counts
 from tidings.domain.provider_health import ProviderProblem
 from tidings.domain.send_status import SendingStatus
 from tidings.engagement.results import CampaignEngagement, Reach
+
+# The `ab` object's shape, for the stats answer's schema (ENG-8).
+AB_SHAPE = (
+    "The A/B test, null without one: its field, metric, test_share, wait_seconds and "
+    "confidence; state (`not started`, `testing`, `decided`); decides_at; once decided, "
+    "winner (A-D), decided_by (`automatic` or `operator`), decided_at and significant (false: "
+    "no variant cleared the confidence and A, the default, won); figures (per variant: value, "
+    "sent, delivered, human_unique_opens, human_unique_clicks, rate, z and p against A; "
+    "recorded at the decision, live before it); accounting (recipients per variant and in "
+    "the remainder)."
+)
 
 
 class RecipientCounts(BaseModel):
