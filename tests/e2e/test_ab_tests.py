@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import admin_headers, api_client, make_settings
 from tests.support.cli import clean_env, tidings
 from tests.support.engagement_rows import Counted, add_counters
 from tests.support.processes import worker_env, worker_process
@@ -32,6 +32,7 @@ from tests.support.sending import (
     registry,
     running,
     seed,
+    sink_settings,
     wait_for_campaign_status,
     wait_for_send_status,
     workers,
@@ -62,12 +63,7 @@ async def _studio(
     database_url: str, *, tracking: str = "aggregate"
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Container, dict[str, str], SmtpSink]]:
     async with SmtpSink(clock=utcnow, port=0) as sink:
-        settings = make_settings(
-            database_url,
-            queue=FAST_QUEUE,
-            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            **real_mail(provider="smtp"),
-        )
+        settings = sink_settings(database_url, sink)
         async with api_client(settings) as (client, container):
             headers = await admin_headers(container)
             await create_newsletter(client, headers, tracking=tracking)

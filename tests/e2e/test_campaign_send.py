@@ -10,7 +10,7 @@ from sqlalchemy import delete, select, update
 from structlog.testing import capture_logs
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import admin_headers, api_client, make_settings
 from tests.support.sending import (
     FAST_QUEUE,
     create_campaign,
@@ -18,6 +18,7 @@ from tests.support.sending import (
     registry,
     running,
     seed,
+    sink_settings,
     wait_for_campaign_status,
     wait_for_send_status,
     workers,
@@ -186,12 +187,7 @@ async def test_a_message_lost_after_data_is_uncertain_and_never_resent(database_
     the reader is `uncertain` (counted, listed), never handed over a second time."""
     async with SmtpSink(clock=utcnow, port=0) as sink:
         sink.faults = Faults(disconnect_during_data=True)
-        settings = make_settings(
-            database_url,
-            queue=FAST_QUEUE,
-            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            **real_mail(provider="smtp"),
-        )
+        settings = sink_settings(database_url, sink)
         async with api_client(settings) as (client, container):
             headers = await admin_headers(container)
             await create_newsletter(client, headers)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from sqlalchemy import insert, select, update
 
-from tests.factories import api_client, make_settings, real_mail
+from tests.factories import api_client
 from tests.support.sending import (
-    FAST_QUEUE,
     mailed_at_least,
     queued_send,
     recipient_states,
+    sink_settings,
     wait_for,
     wait_for_campaign_status,
     workers,
@@ -79,12 +79,8 @@ async def test_consent_withdrawn_while_a_batch_sends_is_excluded_not_mailed(
     mailable, and only the re-check as their chunk is marked in flight can stop it."""
     faults = Faults(delay_seconds=0.03, delay_commands=frozenset({"DATA"}))
     async with SmtpSink(clock=utcnow, port=0, faults=faults) as sink:
-        settings = make_settings(
-            database_url,
-            queue=FAST_QUEUE,
-            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            bulk_email={"in_flight_chunk": 5, "submission_concurrency": 2},
-            **real_mail(provider="smtp"),
+        settings = sink_settings(
+            database_url, sink, bulk_email={"in_flight_chunk": 5, "submission_concurrency": 2}
         )
         async with api_client(settings) as (client, container):
             campaign_id = await queued_send(client, container, READERS)

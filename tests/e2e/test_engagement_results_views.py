@@ -23,7 +23,7 @@ from tidings.bootstrap import Container
 from tidings.domain.tracking import TrackingSigner
 from tidings.engagement.apply import apply_all
 from tidings.storage.campaign_links import StoredLink
-from tidings.storage.tables import campaign_recipients, engagement_intake
+from tidings.storage.tables import campaign_recipients, campaign_sends, engagement_intake
 
 Sent = tuple[httpx.AsyncClient, Container, int, dict[str, str]]
 NOT_TRACKED = "Opens and clicks are not tracked for this newsletter"
@@ -48,8 +48,14 @@ async def sent(database_url: str) -> AsyncIterator[Sent]:
 
 
 async def _counted(container: Container, campaign_id: int, headers: dict[str, str]) -> None:
-    """Tracking turned on, and the counters and links some hits would have left."""
+    """The counters and links some hits would have left, as if the issue had been sent with
+    aggregate tracking (the mode a send is prepared under is the one its results show)."""
     async with container.db.write() as conn:
+        await conn.execute(
+            update(campaign_sends)
+            .where(campaign_sends.c.campaign_id == campaign_id)
+            .values(tracking="aggregate")
+        )
         await add_links(conn, campaign_id, "free", StoredLink(1, "https://example.org/read"))
         await add_links(conn, campaign_id, "paid", StoredLink(1, "https://example.org/read"))
         await add_counters(

@@ -9,18 +9,20 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import func, select, update
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import admin_headers, api_client, make_settings
 from tests.support import person_engagement, rows
 from tests.support.admin_ui import signed_in, ui_app
 from tests.support.cli import tidings_cli
-from tests.support.sending import FAST_QUEUE, seed, wait_for_campaign_status, workers
+from tests.support.sending import seed, sink_settings, wait_for_campaign_status, workers
 from tidings.bootstrap import Container, utcnow
 from tidings.devservers.sink import SmtpSink
 from tidings.domain.send_again import ResendAudience, SendAgainRefused
+from tidings.rendering.tracking import tracking_signer
 from tidings.storage.tables import (
     audit_log,
     campaign_frozen_audience,
@@ -106,6 +108,44 @@ async def _unsubscribe(container: Container, subscriber_id: int) -> None:
                 last_unsubscribed_at=container.clock(),
             )
         )
+
+
+async def _sent_origin(
+    client: httpx.AsyncClient,
+    container: Container,
+    sink: SmtpSink,
+    *,
+    tracking: str,
+    readers: int,
+    consented: int,
+) -> tuple[int, list[int]]:
+    """Newsletter `weekly` tracking `tracking` with `readers` subscribers (the first
+    `consented` of them consented to tracking a day ago), and "Issue 1" sent to all of them
+    through the real pipeline to `sink`. Returns the campaign and the subscriber ids."""
+    headers = await admin_headers(container)
+    await create_newsletter(client, headers, tracking=tracking)
+    await seed(container, "weekly", readers)
+    async with container.db.write() as conn:
+        people = list(
+            (await conn.execute(select(subscribers.c.id).order_by(subscribers.c.id))).scalars()
+        )
+        await conn.execute(
+            update(subscribers)
+            .where(subscribers.c.id.in_(people[:consented]))
+            .values(tracking_consent_at=container.clock() - DAY, tracking_consent_source="signup")
+        )
+    created = await client.post(
+        "/api/admin/campaigns",
+        json={"newsletter": "weekly", "subject": "Issue 1", "body": "Hello."},
+        headers=headers,
+    )
+    origin = int(created.json()["id"])
+    sent = await client.post(f"/api/admin/campaigns/{origin}/send", headers=headers)
+    assert sent.status_code == 202, sent.text
+    async with workers(container):
+        assert await wait_for_campaign_status(container, origin) == "submitted"
+        await sink.wait_for(readers)
+    return origin, people
 
 
 BEFORE = {"consent": -DAY}  # consented a day before the send: tracked per person
@@ -300,42 +340,13 @@ async def test_a_resend_is_an_ordinary_campaign_sent_through_smtp_and_verified(
     draft was made (excluded at send), with its own verified accounting and its link to the
     origin in `campaign stats --json` and the API."""
     async with SmtpSink(clock=utcnow, port=0) as sink:
-        settings = make_settings(
-            database_url,
-            queue=FAST_QUEUE,
-            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            **real_mail(provider="smtp"),
-        )
+        settings = sink_settings(database_url, sink)
         async with api_client(settings) as (client, container):
             headers = await admin_headers(container)
-            await create_newsletter(client, headers, tracking="per_person")
-            await seed(container, "weekly", 6)
-            async with container.db.write() as conn:
-                people = list(
-                    (await conn.execute(select(subscribers.c.id).order_by(subscribers.c.id)))
-                    .scalars()
-                    .all()
-                )
-                consented = people[:4]
-                await conn.execute(
-                    update(subscribers)
-                    .where(subscribers.c.id.in_(consented))
-                    .values(
-                        tracking_consent_at=container.clock() - DAY,
-                        tracking_consent_source="signup",
-                    )
-                )
-            created = await client.post(
-                "/api/admin/campaigns",
-                json={"newsletter": "weekly", "subject": "Issue 1", "body": "Hello."},
-                headers=headers,
+            origin, people = await _sent_origin(
+                client, container, sink, tracking="per_person", readers=6, consented=4
             )
-            origin = int(created.json()["id"])
-            sent = await client.post(f"/api/admin/campaigns/{origin}/send", headers=headers)
-            assert sent.status_code == 202, sent.text
-            async with workers(container):
-                assert await wait_for_campaign_status(container, origin) == "submitted"
-                await sink.wait_for(6)
+            consented = people[:4]
             async with container.db.write() as conn:
                 await person_engagement.hit(conn, origin, consented[0], at=container.clock())
                 await person_engagement.hit(
@@ -371,6 +382,70 @@ async def test_a_resend_is_an_ordinary_campaign_sent_through_smtp_and_verified(
             assert api_stats.json()["send_again"] == json.loads(stats.stdout)["send_again"]
             linked = await client.get(f"/api/admin/campaigns/{origin}/send-again", headers=headers)
             assert [r["campaign_id"] for r in linked.json()["resends"]] == [resend]
+
+
+async def test_a_campaign_keeps_the_tracking_mode_it_was_sent_under(database_url: str) -> None:
+    """A campaign sent while its newsletter tracked in aggregate carried no per-person token:
+    switching the newsletter to per_person afterwards does not make its non-openers knowable.
+    The mode is frozen with the snapshot at preparation; send again to non-openers is refused
+    naming it (not_delivered still works), its results keep showing the mode it was sent
+    under, and anything rendered for it afterwards renders under that mode too."""
+    async with SmtpSink(clock=utcnow, port=0) as sink:
+        settings = sink_settings(database_url, sink)
+        async with api_client(settings) as (client, container):
+            headers = await admin_headers(container)
+            origin, _people = await _sent_origin(
+                client, container, sink, tracking="aggregate", readers=3, consented=3
+            )
+            switched = await client.patch(
+                "/api/admin/newsletters/weekly", json={"tracking": "per_person"}, headers=headers
+            )
+            assert switched.status_code == 200, switched.text
+            async with container.db.read() as conn:
+                frozen = (
+                    await conn.execute(
+                        select(campaign_sends.c.tracking).where(
+                            campaign_sends.c.campaign_id == origin
+                        )
+                    )
+                ).scalar_one()
+            assert frozen == "aggregate"
+            before = await _campaign_count(container)
+            for audience in ("not_opened", "not_clicked"):
+                refused = await client.post(
+                    f"/api/admin/campaigns/{origin}/send-again",
+                    json={"audience": audience},
+                    headers=headers,
+                )
+                assert refused.status_code == 409, refused.text
+                assert (
+                    "was sent while its newsletter tracked 'aggregate'"
+                    in (refused.json()["detail"])
+                )
+            assert await _campaign_count(container) == before
+            cli = tidings_cli(database_url)("campaign", "resend-to", str(origin), "--not-opened")
+            assert cli.returncode != 0
+            assert "tracked 'aggregate'" in cli.output
+            made = await client.post(
+                f"/api/admin/campaigns/{origin}/send-again",
+                json={"audience": "not_delivered"},
+                headers=headers,
+            )
+            assert made.status_code == 201, made.text
+            stats = await client.get(f"/api/admin/campaigns/{origin}/stats", headers=headers)
+            assert stats.json()["engagement"]["tracking"] == "aggregate"
+            draft = await container.campaigns.get(origin)
+            assert draft.newsletter.tracking == "per_person"
+            assert draft.tracking == "aggregate"
+            rendering = container.campaigns.render_for_send(
+                draft, "free", "example.org", tracking_signer("s" * 32)
+            )
+            assert rendering.tracking is not None
+            assert rendering.tracking.mode == "aggregate"
+            # A draft made from it (send again) is not sent yet: it follows the newsletter.
+            assert (await container.campaigns.get(int(made.json()["id"]))).tracking == (
+                "per_person"
+            )
 
 
 async def test_the_send_again_form_makes_the_draft_and_both_pages_show_the_link(

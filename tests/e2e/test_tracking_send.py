@@ -12,13 +12,13 @@ from typing import Any
 from sqlalchemy import select, update
 
 from tests.e2e.audience_helpers import create_newsletter
-from tests.factories import admin_headers, api_client, make_settings, real_mail
+from tests.factories import admin_headers, api_client
 from tests.support.sending import (
-    FAST_QUEUE,
     batch_provider_settings,
     registry,
     running,
     seed,
+    sink_settings,
     wait_for_campaign_status,
     workers,
 )
@@ -250,10 +250,5 @@ async def _send_on(database_url: str, mode: str, readers: int, consented: int = 
     `consented` of them with recorded tracking consent), a campaign sent through SMTP to the
     sink, after a test send to tester@example.org. What the sink and the database hold."""
     async with SmtpSink(clock=utcnow, port=0) as sink:
-        settings = make_settings(
-            database_url,
-            queue=FAST_QUEUE,
-            smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
-            **real_mail(provider="smtp"),
-        )
+        settings = sink_settings(database_url, sink)
         return await _run(settings, sink, mode, readers, consented)

@@ -250,6 +250,18 @@ async def batch_addresses(container: Container, campaign_id: int) -> dict[int, s
     return found
 
 
+def sink_settings(database_url: str, sink: Any, **extra: Any) -> Settings:
+    """Settings that send campaigns by SMTP to the test's `sink` on loopback (plain, no
+    TLS), with fast queue timings; `extra` adds sections (e.g. `bulk_email={...}`)."""
+    return make_settings(
+        database_url,
+        queue=FAST_QUEUE,
+        smtp={"host": "127.0.0.1", "port": sink.port, "security": "none"},
+        **real_mail(provider="smtp"),
+        **extra,
+    )
+
+
 def batch_provider_settings(database_url: str, base_url: str, *, batch_size: int = 40) -> Settings:
     """Settings that send campaigns through the Mailgun-compatible dev provider at
     `base_url` (PRV-2), with fast queue timings."""

@@ -48,6 +48,7 @@ from tidings.storage.ab_tests import AbTestRow
 from tidings.storage.campaigns import CampaignRow
 from tidings.storage.database import Database
 from tidings.storage.newsletters import NewsletterRow
+from tidings.storage.sending import campaign_sends as send_queries
 
 log = structlog.get_logger("tidings.campaigns")
 MAX_TEST_RECIPIENTS = 10
@@ -93,6 +94,14 @@ class CampaignDraft:
     audience: AudienceFilter
     segments: tuple[str, ...]  # the tiers this campaign renders a version for
     ab: AbTestRow | None = None  # its A/B test (ENG-8), with the decision once made
+    # The tracking mode frozen when its send was prepared (None: not prepared, or before 0034)
+    sent_tracking: str | None = None
+
+    @property
+    def tracking(self) -> TrackingMode:
+        """The mode its messages are rendered under: the one frozen with the send's snapshot,
+        the newsletter's current one until then (ENG-1)."""
+        return TrackingMode(self.sent_tracking or self.newsletter.tracking)
 
     def archive_audit(self) -> tuple[str, str, dict[str, Any]]:
         """The audit log's action, target and detail for an operator's archive decision."""
@@ -255,8 +264,9 @@ class CampaignDrafts:
                 raise NotFound(f"no campaign with id {campaign_id}")
             newsletter = await newsletter_queries.get_by_id(conn, row.newsletter_id)
             ab = await ab_queries.get(conn, campaign_id)
+            sent_tracking = await send_queries.sent_tracking(conn, campaign_id)
         assert newsletter is not None
-        return self._draft(row, newsletter, ab)
+        return dataclasses.replace(self._draft(row, newsletter, ab), sent_tracking=sent_tracking)
 
     async def list_campaigns(
         self, *, newsletter: str | None = None, before_id: int | None = None, limit: int = 50
@@ -337,7 +347,7 @@ class CampaignDrafts:
         tier, variant = split_segment(segment)
         if draft.ab is not None:
             content, sender = _with_variant(draft.ab, variant, content, sender)
-        mode = TrackingMode(draft.newsletter.tracking)
+        mode = draft.tracking
         return render_segment(
             content,
             tier,
@@ -377,10 +387,10 @@ class CampaignDrafts:
                 "List-Unsubscribe URL, so set it before sending to real readers."
             )
             shown = dataclasses.replace(shown, warnings=(*shown.warnings, warning))
-        if draft.newsletter.tracking != TrackingMode.OFF:
+        if draft.tracking != TrackingMode.OFF:
             # A preview (and a test send) is untracked, so the operator's clicks count nowhere.
             warning = (
-                f"Links are tracked when sent ({draft.newsletter.tracking}): the sent message's "
+                f"Links are tracked when sent ({draft.tracking}): the sent message's "
                 "links go through this site and carry an open pixel; this preview's do not."
             )
             shown = dataclasses.replace(shown, warnings=(*shown.warnings, warning))

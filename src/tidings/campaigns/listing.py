@@ -137,7 +137,8 @@ class CampaignListing:
                         finished_at=send.finished_at if send else None,
                         results=results,
                         engagement=listed_engagement(
-                            newsletter.tracking if newsletter else TrackingMode.OFF,
+                            (send.tracking if send is not None else None)
+                            or (newsletter.tracking if newsletter else TrackingMode.OFF),
                             people.get(row.id),
                             counted,
                         ),

@@ -109,6 +109,8 @@ class Preparation:
                     candidate_count=candidate_count,
                     preparation_excluded_count=excluded,
                     prepared_at=self._ctx.now(),
+                    # ENG-1: the mode every batch renders under, frozen with the snapshot.
+                    tracking=draft.newsletter.tracking,
                     updated_at=self._ctx.now(),
                 )
         if drift_is_notable(send.preflight_email_count, candidate_count):

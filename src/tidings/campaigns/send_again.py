@@ -83,6 +83,7 @@ class SendAgain:
                 sent=send.sent,
                 tracking=newsletter.tracking,
                 tracked=send.tracked,
+                sent_under=send.tracking,
             )
             purged = send.started_at is not None and hits_may_be_purged(
                 send.started_at, now - self._retention

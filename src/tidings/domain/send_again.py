@@ -77,14 +77,25 @@ def check_origin(
     sent: bool,
     tracking: str,
     tracked: bool = True,
+    sent_under: str | None = None,
 ) -> None:
-    """Refuse, naming why, an origin that was never sent, or whose newsletter did not track
-    per person when opens or clicks are asked about (or that went out untracked): aggregate
-    counts say how many opened, never who, and guessing would mail people who did open."""
+    """Refuse, naming why, an origin that was never sent, or — when opens or clicks are asked
+    about — one not sent under per-person tracking (`sent_under`, the mode frozen with its
+    snapshot; None for a send prepared before it was recorded), one that went out untracked,
+    or one whose newsletter no longer tracks per person (`tracking`, now: hits are recorded
+    per person only while it does). Aggregate counts say how many opened, never who, and
+    guessing would mail people who did open."""
     if not sent:
         raise SendAgainRefused(
             f"campaign {campaign_id} is {status}: only a campaign that was sent can be sent "
             "again to its recipients"
+        )
+    if audience.needs_hits and sent_under is not None and sent_under != TrackingMode.PER_PERSON:
+        raise SendAgainRefused(
+            f"sending again to {audience.label} needs each person's opens and clicks, and "
+            f"campaign {campaign_id} was sent while its newsletter tracked {sent_under!r}: its "
+            "messages named nobody, so who opened it is unknown, whatever the newsletter tracks "
+            "now (use --not-delivered or --all instead)"
         )
     if audience.needs_hits and tracking != TrackingMode.PER_PERSON:
         raise SendAgainRefused(

@@ -15,6 +15,7 @@ from tidings.domain.tracking import PIXEL_NUMBER, HitKind
 from tidings.storage.tables import (
     campaign_batches,
     campaign_links,
+    campaign_sends,
     campaigns,
     engagement_counters,
     newsletters,
@@ -41,13 +42,19 @@ def _figures(row: object) -> Figures:
 
 
 async def tracking_of(conn: AsyncConnection, campaign_id: int) -> str | None:
-    """The tracking mode of the campaign's newsletter, or None when there is no campaign."""
+    """The tracking mode the campaign was sent under (frozen at preparation), else its
+    newsletter's current one; None when there is no campaign."""
     query = (
-        select(newsletters.c.tracking)
-        .select_from(campaigns.join(newsletters, newsletters.c.id == campaigns.c.newsletter_id))
+        select(func.coalesce(campaign_sends.c.tracking, newsletters.c.tracking))
+        .select_from(
+            campaigns.join(newsletters, newsletters.c.id == campaigns.c.newsletter_id).outerjoin(
+                campaign_sends, campaign_sends.c.campaign_id == campaigns.c.id
+            )
+        )
         .where(campaigns.c.id == campaign_id)
     )
-    return (await conn.execute(query)).scalar()
+    found = (await conn.execute(query)).scalar()
+    return None if found is None else str(found)
 
 
 async def segment_figures(

@@ -51,14 +51,15 @@ class OriginSend:
     started_at: datetime | None  # when the send began: tokens made before any later consent
     delivery_reported: bool  # the provider reported at least one delivery for it
     tracked: bool  # its open pixel was stored: its messages were rendered with tracking
+    tracking: str | None = None  # the mode frozen at preparation; None before it was recorded
 
 
 async def origin_send(conn: AsyncConnection, campaign_id: int, status: str) -> OriginSend:
     row = (
         await conn.execute(
-            select(campaign_sends.c.created_at, campaign_sends.c.prepared_at).where(
-                campaign_sends.c.campaign_id == campaign_id
-            )
+            select(
+                campaign_sends.c.created_at, campaign_sends.c.prepared_at, campaign_sends.c.tracking
+            ).where(campaign_sends.c.campaign_id == campaign_id)
         )
     ).first()
     reported = exists().where(
@@ -71,7 +72,8 @@ async def origin_send(conn: AsyncConnection, campaign_id: int, status: str) -> O
     delivered, tracked = (await conn.execute(select(reported, pixel))).one()
     sent = row is not None and row.prepared_at is not None and status in SENT_STATUSES
     started = None if row is None else row.created_at
-    return OriginSend(sent, started, bool(delivered), bool(tracked))
+    frozen = None if row is None else row.tracking
+    return OriginSend(sent, started, bool(delivered), bool(tracked), frozen)
 
 
 def _human_hit(origin_id: int, kinds: tuple[str, ...]) -> ColumnElement[bool]:

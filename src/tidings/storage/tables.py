@@ -424,7 +424,11 @@ campaign_sends = Table(
     Column("retryable", Boolean(), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # The newsletter's tracking mode (ENG-1) frozen with the snapshot at `prepared_at`: every
+    # batch renders under it, and send again asks it. NULL for sends prepared before 0034.
+    Column("tracking", String(16), nullable=True, comment="off, aggregate or per_person"),
     CheckConstraint("failed_during IN ('preparing', 'submitting')", name="failed_during"),
+    CheckConstraint("tracking IN ('off', 'aggregate', 'per_person')", name="tracking"),
     CheckConstraint(
         "email_count >= 0 AND excluded_count >= 0 AND failed_count >= 0 AND uncertain_count >= 0"
         " AND (candidate_count IS NULL OR COALESCE(email_count, 0) + COALESCE(excluded_count, 0)"

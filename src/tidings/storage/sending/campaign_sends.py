@@ -39,6 +39,7 @@ class SendRow:
     retryable: bool | None
     created_at: datetime
     updated_at: datetime
+    tracking: str | None = None  # the mode frozen at `prepared_at` (ENG-1); None before 0034
 
 
 async def set_status(
@@ -143,6 +144,13 @@ async def release_lock(conn: AsyncConnection, campaign_id: int, *, token: str) -
         .where(campaign_sends.c.campaign_id == campaign_id, campaign_sends.c.lock_token == token)
         .values(lock_token=None)
     )
+
+
+async def sent_tracking(conn: AsyncConnection, campaign_id: int) -> str | None:
+    """The tracking mode the campaign's send was prepared under, or None (not prepared, or
+    prepared before the mode was recorded)."""
+    query = select(campaign_sends.c.tracking).where(campaign_sends.c.campaign_id == campaign_id)
+    return (await conn.execute(query)).scalar()
 
 
 async def update_send(conn: AsyncConnection, campaign_id: int, **values: Any) -> None:
