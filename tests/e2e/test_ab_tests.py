@@ -432,6 +432,55 @@ async def test_the_cli_creates_shows_and_decides_a_test(database_url: str, tmp_p
     assert "winner B, picked by the operator" in shown.stdout
 
 
+async def test_the_cli_edits_a_drafts_test(database_url: str, tmp_path: Path) -> None:
+    """`campaign edit` changes a draft's test as `create` makes one: a setting alone keeps
+    the variants, new variants replace them (keeping the settings), `--no-ab-test` removes
+    the test; a setting for a campaign with no test, or `--no-ab-test` with options, is
+    refused naming the option and changes nothing; create and edit show the test."""
+    async with _studio(database_url) as (_client, container, _headers, _sink):
+        env = clean_env(DATABASE_URL=container.settings.database.url)
+        body = tmp_path / "issue.md"
+        body.write_text("Hello.\n", encoding="utf-8")
+        made = tidings(
+            *("campaign", "create", "-n", "weekly", "-s", SUBJECTS[1], "--from-file", str(body)),
+            *("--variant-subject", SUBJECTS[2]),
+            env=env,
+        )
+        assert made.returncode == 0, made.output
+        assert "A/B test of the subject: 2 variants" in made.stdout
+        campaign_id = int(made.stdout.split()[1])
+
+        def edit(*options: str) -> Any:
+            return tidings("campaign", "edit", str(campaign_id), *options, env=env)
+
+        def shown() -> Any:
+            return json.loads(edit("--json").stdout)["ab_test"]
+
+        assert edit("--test-share", "40", "--test-wait", "2h").returncode == 0
+        assert shown() == {
+            "field": "subject",
+            "variants": [SUBJECTS[2]],
+            "test_share": 40,
+            "wait_seconds": 7200,
+            "metric": "clicks",
+        }
+        replaced = edit("--variant-subject", "Third", "--variant-subject", "Fourth", "--json")
+        assert replaced.returncode == 0, replaced.output
+        assert json.loads(replaced.stdout)["ab_test"]["variants"] == ["Third", "Fourth"]
+        assert json.loads(replaced.stdout)["ab_test"]["test_share"] == 40
+        mixed = edit("--no-ab-test", "--test-share", "30")
+        assert mixed.returncode != 0
+        assert "no_ab_test" in mixed.output
+        assert shown()["test_share"] == 40
+        assert edit("--no-ab-test").returncode == 0
+        assert shown() is None
+        lonely = edit("--test-metric", "opens")
+        assert lonely.returncode != 0
+        assert "test_metric" in lonely.output
+        assert "no A/B test to change" in lonely.output
+        assert shown() is None
+
+
 async def test_a_test_whose_newsletter_stopped_tracking_is_refused_at_send(
     database_url: str,
 ) -> None:

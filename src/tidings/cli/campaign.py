@@ -71,6 +71,7 @@ def _show(draft: Any, as_json: bool) -> None:
                     "audience_filter": row.audience_filter,
                     "segments": list(draft.segments),
                     "archive_public": row.archive_public,
+                    "ab_test": campaign_ab.ab_summary(draft.ab.test if draft.ab else None),
                 }
             )
         )
@@ -84,6 +85,8 @@ def _show(draft: Any, as_json: bool) -> None:
     out_console.print(
         "archive: " + ("public" if row.archive_public else "not in the archive"), markup=False
     )
+    if draft.ab is not None:
+        out_console.print(campaign_ab.ab_line(draft.ab.test), markup=False)
 
 
 @app.command("create")
@@ -112,13 +115,17 @@ def create(
         None, "--variant-sender-name", help=campaign_ab.VARIANT_HELP.format(what="sender name")
     ),
     test_share: int = typer.Option(
-        20, "--test-share", help="A/B test: percent of the audience in the test (1-90)."
+        campaign_ab.DEFAULT_SHARE,
+        "--test-share",
+        help="A/B test: percent of the audience in the test (1-90).",
     ),
     test_wait: str = typer.Option(
-        "4h", "--test-wait", help="A/B test: how long to wait before choosing (30m, 4h, 1d)."
+        campaign_ab.DEFAULT_WAIT,
+        "--test-wait",
+        help="A/B test: how long to wait before choosing (30m, 4h, 1d).",
     ),
     test_metric: str = typer.Option(
-        "clicks",
+        campaign_ab.DEFAULT_METRIC,
         "--test-metric",
         help="A/B test: the winner by people's unique clicks or opens (clicks|opens).",
     ),
@@ -174,9 +181,36 @@ def edit(
         "Publish in the newsletter's archive and feeds (--no-archive: withdraw); alone, in any "
         "state. Not given with a new --audience: public only when the audience is empty."
     ),
+    variant_subject: list[str] | None = typer.Option(
+        None,
+        "--variant-subject",
+        help=campaign_ab.VARIANT_HELP.format(what="subject") + " Replaces the current test.",
+    ),
+    variant_preheader: list[str] | None = typer.Option(
+        None,
+        "--variant-preheader",
+        help=campaign_ab.VARIANT_HELP.format(what="preheader") + " Replaces the current test.",
+    ),
+    variant_sender_name: list[str] | None = typer.Option(
+        None,
+        "--variant-sender-name",
+        help=campaign_ab.VARIANT_HELP.format(what="sender name") + " Replaces the current test.",
+    ),
+    test_share: int | None = typer.Option(
+        None, "--test-share", help="A/B test: percent of the audience in the test (1-90)."
+    ),
+    test_wait: str | None = typer.Option(
+        None, "--test-wait", help="A/B test: how long to wait before choosing (30m, 4h, 1d)."
+    ),
+    test_metric: str | None = typer.Option(
+        None, "--test-metric", help="A/B test: the winner by unique clicks or opens."
+    ),
+    no_ab_test: bool = typer.Option(False, "--no-ab-test", help="Remove the A/B test."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Change a draft (only drafts can be edited), or any campaign's place in the archive."""
+    """Change a draft (only drafts can be edited), or any campaign's place in the archive.
+    A/B options not given keep the current test: --test-share, --test-wait or --test-metric
+    alone change it, new variants replace it, --no-ab-test removes it."""
     changes: dict[str, Any] = {**_body(from_file)}
     for key, value in (
         ("subject", subject),
@@ -189,7 +223,20 @@ def edit(
 
     async def go() -> None:
         async with container_for(ctx) as container:
-            draft = await container.campaigns.update(campaign_id, DraftChanges(**changes))
+            current = (await container.campaigns.get(campaign_id)).ab
+            ab = campaign_ab.edited_test(
+                current.test if current else None,
+                {
+                    "subject": variant_subject,
+                    "preheader": variant_preheader,
+                    "sender_name": variant_sender_name,
+                },
+                test_share=test_share,
+                test_wait=test_wait,
+                test_metric=test_metric,
+                remove=no_ab_test,
+            )
+            draft = await container.campaigns.update(campaign_id, DraftChanges(**changes, ab=ab))
             if archive is not None:
                 await _audit_archive(container, draft)
         _show(draft, as_json)

@@ -12,7 +12,10 @@ from rich.table import Table
 from tidings.cli.context import container_for, out_console, run
 from tidings.domain.ab_tests import AbTest, build_test
 from tidings.domain.audit import Actor
+from tidings.domain.edits import UNSET, Unset
+from tidings.domain.errors import InvalidInput
 
+DEFAULT_SHARE, DEFAULT_WAIT, DEFAULT_METRIC = 20, "4h", "clicks"
 VARIANT_HELP = (
     "An alternative {what} for an A/B test (repeatable, up to 3): the campaign's own is "
     "variant A, the default; these are B, C and D."
@@ -38,6 +41,77 @@ def ab_test(
         test_share=test_share,
         test_wait=test_wait,
         metric=test_metric,
+    )
+
+
+def edited_test(
+    current: AbTest | None,
+    variants: dict[str, list[str] | None],
+    *,
+    test_share: int | None,
+    test_wait: str | None,
+    test_metric: str | None,
+    remove: bool,
+) -> AbTest | Unset | None:
+    """`campaign edit`'s A/B options as the change to make: UNSET when none was given, None
+    for --no-ab-test; new variants replace the test (share, wait and metric kept from the
+    current test unless given); --test-share, --test-wait or --test-metric alone change the
+    current test."""
+    given = {name: values for name, values in variants.items() if values}
+    settings = {"test_share": test_share, "test_wait": test_wait, "test_metric": test_metric}
+    if remove:
+        if given or any(value is not None for value in settings.values()):
+            raise InvalidInput(
+                "--no-ab-test removes the test: give it without variant or test options",
+                field="no_ab_test",
+            )
+        return None
+    if not given and all(value is None for value in settings.values()):
+        return UNSET
+    if not given:
+        if current is None:
+            named = next(name for name, value in settings.items() if value is not None)
+            raise InvalidInput(
+                "the campaign has no A/B test to change: give --variant-subject (or "
+                "--variant-preheader, --variant-sender-name) to start one",
+                field=named,
+            )
+        given = {current.field.value: list(current.alternatives)}
+    return build_test(
+        dict(given),
+        test_share=test_share
+        if test_share is not None
+        else (current.test_share if current else DEFAULT_SHARE),
+        test_wait=test_wait
+        if test_wait is not None
+        else (current.wait if current else DEFAULT_WAIT),
+        metric=test_metric
+        if test_metric is not None
+        else (current.metric.value if current else DEFAULT_METRIC),
+    )
+
+
+def ab_summary(test: AbTest | None) -> dict[str, Any] | None:
+    """A campaign's A/B test as `campaign create|edit --json` show it (None: no test)."""
+    if test is None:
+        return None
+    return {
+        "field": test.field.value,
+        "variants": list(test.alternatives),
+        "test_share": test.test_share,
+        "wait_seconds": int(test.wait.total_seconds()),
+        "metric": test.metric.value,
+    }
+
+
+def ab_line(test: AbTest) -> str:
+    """One line for the terminal, e.g. `A/B test of the subject: 3 variants, 20% for 4:00:00
+    by clicks`."""
+    return (
+        f"A/B test of the {test.field.value}: {test.variant_count} variants "
+        f"(B: {', '.join(repr(value) for value in test.alternatives)} after the campaign's own "
+        f"A), {test.test_share}% of the audience for {test.wait}, winner by unique "
+        f"{test.metric.value}"
     )
 
 
