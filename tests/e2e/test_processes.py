@@ -133,7 +133,8 @@ async def test_bench_queue_prints_well_formed_json(database_url: str) -> None:
 
 async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
     """BEN-1's figures are for people; the test checks the run completes and reports every
-    phase beside its reference, with counts that add up."""
+    phase beside its reference, with counts that add up (the A/B test's variants and
+    remainder too)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -158,6 +159,13 @@ async def test_bench_prepare_prints_well_formed_json(database_url: str) -> None:
     for key in ("ratio_full_to_reference", "ratio_label_to_reference"):
         assert result[key] > 0
     assert result["full_audience"]["peak_rss_mb"] > 0
+    split = result["ab_test_audience"]["split"]  # 3 variants in a 20% test share
+    assert result["ab_test_audience"]["candidates"] == 3000
+    assert split["accounted"] is True
+    assert sorted(split["variants"]) == ["v1", "v2", "v3"]
+    assert sum(split["variants"].values()) + split["remainder"] == 3000
+    assert split["expected_per_variant"] == 200.0
+    assert result["ratio_ab_to_full"] > 0
 
 
 async def test_bench_send_prints_well_formed_json(database_url: str) -> None:

@@ -1,18 +1,22 @@
 """`tidings bench prepare MEMBERS CONCURRENCY` (BEN-1): recipient preparation of a synthetic
 audience on a scratch database of the configured kind — the full audience, discard and rebuild
-after a complete pending attempt, and a label audience of every fifth member — beside one bare
-INSERT … SELECT of the same rows measured in the same run, with statement counts, rows fetched
-into Python, the longest transaction and the preparing process's RSS."""
+after a complete pending attempt, a label audience of every fifth member, and the full audience
+with an A/B test (ENG-8: 3 variants in a 20% test share, assigned in SQL by a keyed hash) —
+beside one bare INSERT … SELECT of the same rows measured in the same run, with statement
+counts, rows fetched into Python, the longest transaction, the preparing process's RSS, and
+how far each variant's share lies from its expectation."""
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import event
@@ -25,10 +29,12 @@ from tidings.campaigns.commands import DraftFields
 from tidings.campaigns.jobs.payloads import SEND_CAMPAIGN, SendCampaign
 from tidings.campaigns.preparation import Preparation
 from tidings.config import Settings, load_settings
+from tidings.domain.ab_tests import AbField, AbMetric, AbTest, split_segment
 from tidings.domain.jobs import JobStatus
 from tidings.domain.segments import parse_filter
 from tidings.observability.logging import configure_logging
 from tidings.queue import rounds
+from tidings.storage import ab_tests as ab_queries
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -106,10 +112,21 @@ class Probe:
         }
 
 
-async def _campaign(container: Container, audience_filter: str) -> int:
+AB_TEST = AbTest(
+    field=AbField.SUBJECT,
+    alternatives=("Bench B", "Bench C"),
+    test_share=20,
+    wait=timedelta(hours=4),
+    metric=AbMetric.CLICKS,
+)
+
+
+async def _campaign(container: Container, audience_filter: str, ab: AbTest | None = None) -> int:
     draft = await container.campaigns.create(
         "bench",
-        DraftFields(subject="Bench", body="Hello {{ name }}.", audience_filter=audience_filter),
+        DraftFields(
+            subject="Bench", body="Hello {{ name }}.", audience_filter=audience_filter, ab=ab
+        ),
     )
     await container.sends.send(draft.campaign.id)
     return draft.campaign.id
@@ -165,6 +182,34 @@ async def _reference(container: Container, probe: Probe, audience_filter: str) -
     return {"rows": rows, "seconds": round(elapsed, 3), **probe.figures()}
 
 
+async def _ab_split(container: Container, campaign_id: int, candidates: int) -> dict[str, Any]:
+    """Each variant's and the remainder's recipients from the prepared batches, and each
+    variant's distance from its expected count (candidates × share / variants) in standard
+    deviations of a binomial draw: a fair keyed hash stays within about 3."""
+    async with container.db.read() as conn:
+        per_segment = await ab_queries.sent_per_segment(conn, campaign_id)
+    variants: dict[str, int] = {}
+    remainder = 0
+    for segment, (recipients, _sent) in per_segment.items():
+        _tier, variant = split_segment(segment)
+        if variant is None:
+            remainder += recipients
+        else:
+            variants[f"v{variant}"] = variants.get(f"v{variant}", 0) + recipients
+    p = AB_TEST.test_share / 100 / AB_TEST.variant_count
+    sigma = math.sqrt(candidates * p * (1 - p)) or 1.0
+    return {
+        "variants": dict(sorted(variants.items())),
+        "remainder": remainder,
+        "accounted": sum(variants.values()) + remainder == candidates,
+        "expected_per_variant": round(candidates * p, 1),
+        "largest_deviation_sigma": round(
+            max((abs(count - candidates * p) / sigma for count in variants.values()), default=0),
+            2,
+        ),
+    }
+
+
 def _settings(url: str, concurrency: int) -> Settings:
     return load_settings(
         database={"url": url},
@@ -184,6 +229,7 @@ async def bench_prepare(url: str, members: int, concurrency: int) -> dict[str, A
                     name="Bench",
                     sender_name="Bench",
                     sender_address="bench@example.org",
+                    tracking="aggregate",  # an A/B test needs a tracked newsletter (ENG-8)
                 )
             )
             seeded = time.perf_counter()
@@ -204,6 +250,9 @@ async def bench_prepare(url: str, members: int, concurrency: int) -> dict[str, A
             rebuild = await _prepare(container, probe, full_id)
             label = await _prepare(container, probe, await _campaign(container, "label:beta"))
             label_reference = await _reference(container, probe, "label:beta")
+            ab_id = await _campaign(container, "", AB_TEST)
+            ab = await _prepare(container, probe, ab_id)
+            ab["split"] = await _ab_split(container, ab_id, ab["candidates"])
     return {
         "benchmark": "prepare",
         "database": {
@@ -223,5 +272,10 @@ async def bench_prepare(url: str, members: int, concurrency: int) -> dict[str, A
         "label_reference_insert_select": label_reference,
         "ratio_label_to_reference": round(
             label["seconds"] / max(label_reference["seconds"], 1e-9), 2
+        ),
+        "ab_test_audience": ab,
+        "ratio_ab_to_full": round(ab["seconds"] / max(full["seconds"], 1e-9), 2),
+        "ratio_ab_selection_to_full_selection": round(
+            ab["phases"]["selection"] / max(full["phases"]["selection"], 1e-9), 2
         ),
     }
