@@ -223,6 +223,53 @@ async def test_the_remainder_waits_for_the_decision_then_gets_the_winner(
     assert counted["variants"]["A"] + counted["variants"]["B"] == tested
 
 
+async def test_a_paused_test_waits_for_resume_without_polling(database_url: str) -> None:
+    """Paused while the test share is unsent, a decision job that comes due ends instead of
+    deferring every second for as long as the pause lasts (hours, maybe); it neither decides
+    nor releases anyone. Resuming makes it due again: the test share goes, the decision is
+    made, the remainder gets the winner and everyone is mailed once."""
+    async with _studio(database_url) as (client, container, headers, sink):
+        campaign_id = await _start(client, headers)
+        async with running(container, registry(container, kinds=(SEND_CAMPAIGN,))):
+
+            async def testing() -> bool:
+                summary = await container.ab_tests.summary(campaign_id)
+                return summary is not None and summary["state"] == "testing"
+
+            await wait_for(testing, message="the test never started")
+        paused = await client.post(f"/api/admin/campaigns/{campaign_id}/pause", headers=headers)
+        assert paused.status_code == 200, paused.text
+        await _decide_now(container)
+
+        async def decide_job() -> tuple[str, int]:
+            async with container.db.read() as conn:
+                query = select(jobs.c.status, jobs.c.attempts).where(
+                    jobs.c.kind == "decide_ab_test"
+                )
+                status, attempts = (await conn.execute(query)).one()
+            return str(status), int(attempts)
+
+        async with workers(container):
+
+            async def ended() -> bool:
+                return (await decide_job())[0] == "done"
+
+            await wait_for(ended, message="the decision job kept polling the paused send")
+        assert len(sink.messages) == 0
+        shown = await client.get(f"/api/admin/campaigns/{campaign_id}/ab", headers=headers)
+        assert shown.json()["state"] == "testing"
+        resumed = await client.post(f"/api/admin/campaigns/{campaign_id}/resume", headers=headers)
+        assert resumed.status_code == 202, resumed.text
+        async with workers(container):
+            await _test_share_sent(container, campaign_id, sink)
+            await _decide_now(container)  # resuming made it due at the wait's end again
+            assert await wait_for_campaign_status(container, campaign_id) == "submitted"
+        segments = await _segments(container, campaign_id)
+        decided = await client.get(f"/api/admin/campaigns/{campaign_id}/ab", headers=headers)
+    _check_everyone_once(sink, segments, winner=1)  # no clicks: A, the default, wins
+    assert (decided.json()["state"], decided.json()["winner"]) == ("decided", "A")
+
+
 async def test_the_operator_picks_a_winner_early_and_the_job_later_changes_nothing(
     database_url: str,
 ) -> None:

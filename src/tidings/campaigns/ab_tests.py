@@ -141,18 +141,24 @@ class AbTests:
 
     async def decide(self, job: Job) -> None:
         """The `decide_ab_test` job: choose by the figures (unless already chosen) and release
-        the remainder. A test batch still being sent makes it wait a moment more."""
+        the remainder. A test batch still being sent makes it wait a moment more; while the
+        send is paused, it ends instead of polling: resuming dispatches the send again, which
+        makes this job due again (`hold_remainder`)."""
         step = DecideAbTest.from_job(job)
         async with self._ctx.queue.fenced(job) as conn:
             send = await send_queries.get(conn, step.campaign_id)
             ab = await ab_queries.get(conn, step.campaign_id)
             if send is None or send.attempt != step.attempt or ab is None:
                 return
-            if await send_queries.status(conn, step.campaign_id) not in OPEN_STATES:
+            status = await send_queries.status(conn, step.campaign_id)
+            if status not in OPEN_STATES:
                 return
             if not ab.decided:
                 batches = await ab_queries.unfinished_batches(conn, step.campaign_id)
                 if any(split_segment(segment)[1] is not None for _, segment in batches):
+                    if status == CampaignStatus.PAUSED:
+                        log.info("campaign.ab_decision_waits_for_resume")
+                        return
                     raise Defer(
                         "the test share is still being sent", seconds=TEST_BATCHES_WAIT_SECONDS
                     )
