@@ -117,7 +117,8 @@ async def test_blank_cells_never_clear_stored_data(context: AudienceContext, db:
 async def test_row_errors_name_line_and_field_while_valid_rows_import(
     context: AudienceContext, db: Database
 ) -> None:
-    """One bad row in 100,000 must not sink the file, and the admin must find it by line."""
+    """One bad row in 100,000 must not sink the file, and the admin must find it by line,
+    column and value; a bad value in a good row loses that value only."""
     lines = _csv(
         "ok1@example.org,,,,,,",  # line 2
         "not-an-address,,,,,,",  # 3
@@ -134,23 +135,38 @@ async def test_row_errors_name_line_and_field_while_valid_rows_import(
         "ok3@example.org,,,,,,",  # 15
     )
     report = await _import(context, lines, chunk_size=3)
-    assert [(error.line, error.field) for error in report.errors] == [
-        (3, "email"),
-        (4, "name"),
-        (6, "tier"),
-        (7, "labels"),
-        (8, "status"),
-        (9, "created_at"),
-        (10, "newsletter"),
-        (11, "email"),
-        (12, "created_at"),
-        (13, "row"),
+    assert [(e.line, e.column or e.field, e.value) for e in report.errors] == [
+        (3, "email", "not-an-address"),
+        (8, "status", "bouncing"),
+        (10, "newsletter", "nowhere"),
+        (11, "email", "OK1@Example.org"),
+        (13, "row", None),
     ]
-    assert "repeats line 2" in report.errors[7].message
+    assert "repeats line 2" in report.errors[3].message
     assert not any("example.org" in error.message for error in report.errors), "no addresses"
-    assert (report.total_rows, report.created, report.failed_rows) == (12, 2, 10)
+    # A value that cannot be used is skipped, never the row; a label is made to fit.
+    assert [(w.line, w.column, w.value) for w in report.warnings] == [
+        (4, "name", "Two\nLines"),
+        (6, "tier", "gold"),
+        (9, "created_at", "yesterday"),
+        (12, "created_at", "2999-01-01"),
+    ]
+    assert [(c.written, c.kept, c.rows) for c in report.label_changes] == [
+        ("no spaces", "no-spaces", 1)
+    ]
+    assert (report.total_rows, report.created, report.failed_rows, report.warned_rows) == (
+        12,
+        7,
+        5,
+        4,
+    )
     assert [row["email_key"] for row in await _subscriptions(db)] == [
         "ok1@example.org",
+        "ok2@example.org",
+        "bad-tier@example.org",
+        "bad-label@example.org",
+        "bad-date@example.org",
+        "future@example.org",
         "ok3@example.org",
     ]
 

@@ -14,7 +14,7 @@ from tests.support.audience import audience_context
 from tests.support.clock import Clock
 from tidings.audience.confirm_pending import PendingConfirmations
 from tidings.audience.context import AudienceContext
-from tidings.audience.import_rows import parse_column_map
+from tidings.audience.import_header import parse_column_map
 from tidings.audience.importer import Importer, ImportReport
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.storage import suppressions as suppression_queries
@@ -78,7 +78,8 @@ async def test_semicolon_and_tab_files_and_other_tools_statuses(
     context: AudienceContext, db: Database
 ) -> None:
     """Spreadsheets in many locales save with `;`, and listmonk exports carry their own
-    statuses: a blocklisted person must arrive unsubscribed, an enabled one waiting."""
+    statuses: a blocklisted person must arrive suppressed (and nothing else of them kept),
+    an enabled one waiting."""
     semicolon = "e-mail;name;status\ncy@example.org;Cy, Jr.;confirmed\n"
     listmonk = (
         "uuid\temail\tname\tattributes\tstatus\tcreated_at\tupdated_at\n"
@@ -90,14 +91,17 @@ async def test_semicolon_and_tab_files_and_other_tools_statuses(
     second = await _import(context, listmonk)
     assert (first.failed_rows, second.failed_rows) == (0, 0)
     assert (first.mailable, first.awaiting_confirmation) == (1, 0)
-    assert (second.mailable, second.awaiting_confirmation) == (0, 1)
+    assert (second.mailable, second.awaiting_confirmation, second.suppressed) == (0, 1, 1)
     assert second.ignored_columns == ["uuid", "updated_at"]
     assert second.attribute_columns == ["attributes"]
     assert await _people(db) == {
         "cy@example.org": ("Cy, Jr.", True, False),
         "dee@example.org": ("Dee", False, False),
-        "eve@example.org": ("Eve", False, True),
     }
+    async with db.read() as conn:
+        assert await suppression_queries.reason_of(conn, context.email_hash("eve@example.org")) == (
+            "admin"
+        )
 
 
 async def test_a_list_of_bare_addresses_needs_no_header(
@@ -185,7 +189,8 @@ async def test_extra_columns_and_listmonk_attributes_become_custom_fields(
 ) -> None:
     """Custom fields (AUD-12) arrive with the people: Mailchimp's merge-field columns and
     listmonk's `attributes` JSON. A re-import merges (a blank cell keeps the stored value), a
-    row whose JSON is not an object is refused by line, and bookkeeping is named as ignored."""
+    row whose JSON is not an object imports without it, with a warning naming line, column
+    and value, and bookkeeping is named as ignored."""
     await _import(context, MAILCHIMP)
     listmonk = (
         "email,attributes,City,uuid\n"
@@ -194,8 +199,8 @@ async def test_extra_columns_and_listmonk_attributes_become_custom_fields(
         "cy@example.org,[1],,u3\n"
     )
     report = await _import(context, listmonk)
-    assert (report.updated, report.unchanged, report.failed_rows) == (1, 1, 1)
-    assert [(error.line, error.field) for error in report.errors] == [(4, "attributes")]
+    assert (report.created, report.updated, report.unchanged, report.failed_rows) == (1, 1, 1, 0)
+    assert [(w.line, w.column, w.value) for w in report.warnings] == [(4, "attributes", "[1]")]
     assert (report.attribute_columns, report.ignored_columns) == (["attributes", "City"], ["uuid"])
     assert await _attributes(db) == {
         "ada@example.org": {
@@ -205,4 +210,5 @@ async def test_extra_columns_and_listmonk_attributes_become_custom_fields(
             "city": "Paris",
         },
         "bob@example.org": {},
+        "cy@example.org": {},
     }

@@ -12,32 +12,50 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.audience.context import AudienceContext
-from tidings.audience.import_rows import ImportRow, RowError
+from tidings.audience.import_header import RowError
+from tidings.audience.import_rows import ImportRow, RowResult
 from tidings.audience.subscriber_events import subscriber_data
 from tidings.domain import consent
 from tidings.domain.audience import Source
 from tidings.domain.consent import SubscriptionState
 from tidings.storage import engagement_people
 from tidings.storage import importing as queries
+from tidings.storage import subscribers as subscriber_queries
+from tidings.storage import suppressions as suppression_queries
 from tidings.storage.importing import StoredSubscriber, StoredSubscription
 from tidings.storage.newsletters import NewsletterRow
 from tidings.storage.subscribers import SubscriberRow
 
-MAX_REPORTED_ERRORS = 1000
+MAX_REPORTED_ERRORS = 1000  # and as many warnings
+MAX_REPORTED_RENAMES = 200  # distinct label changes listed
 ANALYZE_FIRST_AFTER = 1000  # new subscribers; then at each doubling
+
+
+@dataclass(frozen=True, slots=True)
+class LabelChange:
+    """A label the file wrote one way and tidings keeps another ("Press Contact" →
+    `press-contact`), and on how many rows."""
+
+    written: str
+    kept: str
+    rows: int
 
 
 @dataclass
 class ImportReport:
     """What an import did, row by row. `errors` keeps the first MAX_REPORTED_ERRORS;
-    `failed_rows` counts them all."""
+    `failed_rows` counts them all; likewise `warnings` (values skipped, the row imported)
+    and `warned_rows`. `skipped` rows are those the source itself marked as never to be
+    imported (a spam filter's catch)."""
 
     total_rows: int = 0
     created: int = 0
     updated: int = 0
     unchanged: int = 0
     suppressed: int = 0
+    skipped: int = 0
     failed_rows: int = 0
+    warned_rows: int = 0
     kept_unsubscribed: int = 0  # asked for pending/confirmed, kept unsubscribed (also counted)
     # What the imported rows' subscriptions are now: mailable (confirmed, not suppressed), or
     # waiting for the person to confirm (`subscribers confirm-pending` asks them).
@@ -47,11 +65,40 @@ class ImportReport:
     # Columns read into each subscriber's custom fields (AUD-12), as the file names them.
     attribute_columns: list[str] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
+    warnings: list[RowError] = field(default_factory=list)
+    label_changes: list[LabelChange] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # (as written, as kept) -> rows; not a field, so not in the report's JSON
+        self._renames: dict[tuple[str, str], int] = {}
 
     def add_errors(self, errors: list[RowError]) -> None:
         self.failed_rows += 1
         room = MAX_REPORTED_ERRORS - len(self.errors)
         self.errors.extend(errors[: max(room, 0)])
+
+    def add(self, result: RowResult) -> None:
+        """Tally one row's reading: its errors, or its warnings and renamed labels."""
+        if result.errors:
+            self.add_errors(result.errors)
+            return
+        self.skipped += result.skipped
+        if result.warnings:
+            self.warned_rows += 1
+            room = MAX_REPORTED_ERRORS - len(self.warnings)
+            self.warnings.extend(result.warnings[: max(room, 0)])
+        for change in dict.fromkeys(result.renamed_labels):
+            if change in self._renames or len(self._renames) < MAX_REPORTED_RENAMES:
+                self._renames[change] = self._renames.get(change, 0) + 1
+
+    def finish(self) -> None:
+        """List the label changes, the most frequent first."""
+        self.label_changes = [
+            LabelChange(written, kept, rows)
+            for (written, kept), rows in sorted(
+                self._renames.items(), key=lambda item: (-item[1], item[0])
+            )
+        ]
 
 
 @dataclass
@@ -128,8 +175,13 @@ class ChunkWriter:
             labels = await queries.labels_of(conn, stored_ids)
             people: dict[str, _Subscriber] = {}
             plan = _SubscriptionPlan(self._evidence, now)
+            suppressions = await self._suppress(conn, chunk, stored, hashes, now)
+            suppressed |= {hashes[row.address.key] for row in chunk if row.suppress}
             for row in chunk:
                 key = row.address.key
+                if row.suppress:  # the address is suppressed; nothing else of the row is kept
+                    report.suppressed += 1
+                    continue
                 person = people.get(key)
                 created = person is None and key not in stored
                 if person is None:
@@ -191,13 +243,50 @@ class ChunkWriter:
             )
             # In the chunk's transaction, like every other change they report (PRI-6).
             await self._ctx.webhooks.publish_many(
-                conn, self._events(people, ids, hashes, changes, now), from_import=True
+                conn,
+                self._events(people, ids, hashes, changes, now) + suppressions,
+                from_import=True,
             )
         if self._created >= self._statistics_due_at:
             # Each doubling of what this import added: a handful of times per import.
             self._statistics_due_at *= 2
             async with self._ctx.db.write() as conn:
                 await queries.refresh_statistics(conn)
+
+    async def _suppress(
+        self,
+        conn: AsyncConnection,
+        chunk: list[ImportRow],
+        stored: dict[str, StoredSubscriber],
+        hashes: dict[str, str],
+        now: datetime,
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Suppress the addresses the source found undeliverable, complaining or blocked
+        (AUD-8), logged with the import as the actor; a `subscriber.suppressed` event for
+        each one newly suppressed that is a subscriber here."""
+        events: list[tuple[str, dict[str, Any]]] = []
+        for row in chunk:
+            if not row.suppress:
+                continue
+            key = row.address.key
+            created = await suppression_queries.suppress(
+                conn,
+                hashes[key],
+                reason=row.suppress,
+                note=f"imported: line {row.line} of the file",
+                actor=self._evidence,
+                now=now,
+            )
+            if created and key in stored:
+                subscriber = await subscriber_queries.get_by_key(conn, key)
+                if subscriber is not None:
+                    events.append(
+                        (
+                            "subscriber.suppressed",
+                            subscriber_data(subscriber, source="import", reason=row.suppress),
+                        )
+                    )
+        return events
 
     async def _write_subscribers(
         self,

@@ -1,100 +1,50 @@
-"""Reading an import CSV (AUD-9): the delimiter, the header, each row's validation, per-row
-errors.
+"""Reading each row of an import CSV (AUD-9): validation, other tools' statuses and labels
+read into ours, per-row errors and warnings.
 
-Files come from other tools, so the header is read generously: the column names of the common
-exports (Mailchimp, Substack, Ghost, listmonk) are aliases of ours, other columns become the
-subscriber's custom fields (AUD-12: Mailchimp's merge fields such as `Phone Number` become
-`phone_number`; listmonk's `attributes` JSON column is read as the object it is), other tools'
-bookkeeping columns (ratings, ids, IP addresses, timestamps) are ignored and reported,
-`--map column=field` names the rest, and a file of bare addresses needs no header at all.
-Nothing here touches the database. Error messages name the field and never quote the email
-address: reports are printed and may be logged.
+A row fails (an error, the row not imported) only when what decides *who* is written to, or
+*whether they may be mailed*, cannot be read: the address, the newsletter, the status, the
+tracking consent, or a repeat that contradicts an earlier row. Any other value that cannot
+be used — a name, a tier, a label, a date, custom fields — is skipped with a warning naming
+the line, the column and the value, and the rest of the row imports. Labels are normalised
+to tidings' rule ("Press Contact" is `press-contact`) and the report lists each change.
+
+Errors and warnings quote the cell: the report is for the operator who holds the file (the
+CLI's output, the API's answer, the admin page) and is never logged.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tidings.audience.subscribers import MAX_ATTRIBUTES_BYTES, validate_labels, validate_tier
+from tidings.audience.import_header import Header, RowError, restore_formula
+from tidings.audience.import_vocabulary import (
+    STATUS_WORDS,
+    STATUSES,
+    StatusMeaning,
+    normalise_label,
+    split_labels,
+    status_from_derived,
+    tier_from_derived,
+)
+from tidings.audience.subscribers import MAX_ATTRIBUTES_BYTES, MAX_LABELS, validate_tier
 from tidings.domain import tracking_consent
 from tidings.domain.audience import Address, normalise_email, validate_name
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
-COLUMNS = (
-    "email",
-    "name",
-    "tier",
-    "labels",
-    "newsletter",
-    "status",
-    "created_at",
-    "tracking_consent",  # the person agreed to per-person open and click tracking (ENG-1)
-)
-FIELDS = (*COLUMNS, "first_name", "last_name")  # the two halves of `name`
-LABEL_SEPARATORS = (";", "|")
-DELIMITERS = (",", ";", "\t")
-# Column names other tools export, normalised (`_header_key`), and the field each one is.
-# Mailchimp: "Email Address", "First Name", "Last Name", "TAGS", "OPTIN_TIME"; Substack:
-# "email", "name", "created_at"; Ghost: "email", "name", "labels", "created_at"; listmonk:
-# "email", "name", "status", "created_at". Their other columns are ignored and reported.
-HEADER_ALIASES = {
-    **{column: column for column in COLUMNS},
-    **dict.fromkeys(("e mail", "email address", "e mail address", "mail"), "email"),
-    **dict.fromkeys(("full name", "display name"), "name"),
-    **dict.fromkeys(("first name", "firstname", "fname", "given name"), "first_name"),
-    **dict.fromkeys(("last name", "lastname", "lname", "surname", "family name"), "last_name"),
-    **dict.fromkeys(("tags", "label"), "labels"),
-    **dict.fromkeys(("created at", "optin time", "subscribed at", "signup date"), "created_at"),
-    **dict.fromkeys(("tracking consent", "tracking"), "tracking_consent"),
-}
-_STATUSES = {state.value: state for state in SubscriptionState}
-# Another tool's "subscribed" is not consent this site may assert: such rows wait for the
-# person's confirmation (`confirmed` asserts it). Ended or blocked rows import unsubscribed.
-_STATUSES.update(
-    dict.fromkeys(("subscribed", "active", "enabled"), SubscriptionState.PENDING)
-    | dict.fromkeys(
-        ("blocklisted", "blacklisted", "disabled", "cleaned"), SubscriptionState.UNSUBSCRIBED
-    )
-)
-# listmonk's custom fields: one JSON object per row.
-ATTRIBUTES_COLUMN = "attributes"
-# Other tools' bookkeeping, normalised: not the person's data, so not custom fields. Mailchimp
-# (ratings, opt-in and confirm records, geolocation, its own ids, unsubscribe/clean records),
-# listmonk and Ghost (ids, update times), Substack (billing state).
-BOOKKEEPING_COLUMNS = frozenset(
-    {
-        "member rating", "optin ip", "confirm time", "confirm ip", "latitude", "longitude",
-        "gmtoff", "dstoff", "timezone", "cc", "region", "last changed", "leid", "euid",
-        "notes", "unsub time", "unsub campaign title", "unsub campaign id", "unsub reason",
-        "unsub reason other", "clean time", "clean campaign title", "clean campaign id",
-        "uuid", "id", "updated at", "deleted at", "lists", "note", "subscribed to emails",
-        "complimentary plan", "stripe customer id", "tiers",
-        "email disabled", "active subscription", "subscription type",
-    }
-)  # fmt: skip
-_ATTRIBUTE_KEY = re.compile(r"[^a-z0-9_-]+")
-# Spreadsheets run a cell that starts with one of these as a formula. Export prefixes such a
-# cell with an apostrophe (the spreadsheet convention for "text"); import takes it off again.
-FORMULA_TRIGGERS = ("=", "+", "-", "@", "'")
-
-
-@dataclass(frozen=True, slots=True)
-class RowError:
-    line: int  # the CSV line the record starts on; the header is line 1
-    field: str
-    message: str
+MAX_VALUE_QUOTED = 200  # characters of a cell quoted in an error or warning
+Problem = Callable[[str, str], None]  # (field, message): an error or a warning of this row
 
 
 @dataclass(frozen=True, slots=True)
 class ImportRow:
-    """A valid row. `None` (and an empty `labels`) means the file left the field blank."""
+    """A valid row. `None` (and an empty `labels`) means the file left the field blank.
+    `suppress` (a suppression reason) says the source found the address undeliverable,
+    complaining or blocked: the address is suppressed and no subscriber is written."""
 
     line: int
     address: Address
@@ -106,136 +56,28 @@ class ImportRow:
     created_at: datetime | None
     attributes: Mapping[str, Any] = field(default_factory=dict)  # the fields the row gives
     tracking_consent: bool | None = None  # asserted (True), denied (False), not said (None)
+    suppress: str | None = None
 
     @property
     def unsubscribes(self) -> bool:
         return self.status is SubscriptionState.UNSUBSCRIBED
 
 
-def neutralise_formula(cell: str) -> str:
-    return "'" + cell if cell.startswith(FORMULA_TRIGGERS) else cell
+@dataclass(slots=True)
+class RowResult:
+    """What reading one row gave: the row to write (None when it failed or is skipped),
+    its errors (it failed) or warnings (values skipped), the labels it renamed, and why it
+    is skipped, if it is."""
+
+    row: ImportRow | None = None
+    errors: list[RowError] = field(default_factory=list)
+    warnings: list[RowError] = field(default_factory=list)
+    renamed_labels: list[tuple[str, str]] = field(default_factory=list)
+    skipped: bool = False
 
 
-def restore_formula(cell: str) -> str:
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_TRIGGERS) else cell
-
-
-@dataclass(frozen=True, slots=True)
-class Header:
-    """Which field each position holds. `width` is the number of columns in the file;
-    `ignored` the columns no field takes, as the file names them."""
-
-    columns: Mapping[str, int]
-    width: int
-    ignored: tuple[str, ...] = ()
-    has_header_row: bool = True
-    # Custom fields (AUD-12): attribute key -> position; the file's names of those columns.
-    attributes: Mapping[str, int] = field(default_factory=dict)
-    attribute_columns: tuple[str, ...] = ()
-    json_attributes: int | None = None  # listmonk's `attributes` column
-
-
-def _header_key(name: str) -> str:
-    # "Email Address", "email_address" and "E-mail  address" are one column name.
-    return " ".join(re.split(r"[\s_-]+", name.strip().lower())).strip()
-
-
-def parse_column_map(entries: Iterable[str]) -> dict[str, str]:
-    """`column=field` entries (`--map`) as {normalised column: field}; `column=` ignores it."""
-    mapping: dict[str, str] = {}
-    for entry in entries:
-        column, sep, target = entry.partition("=")
-        target = target.strip().lower()
-        if not sep or not column.strip():
-            raise InvalidInput(f"expected COLUMN=FIELD, got {entry!r}", field="map")
-        if target and target not in FIELDS:
-            raise InvalidInput(
-                f"{target!r} is not a field; the fields are {', '.join(FIELDS)} "
-                "(or nothing, to ignore the column)",
-                field="map",
-            )
-        mapping[_header_key(restore_formula(column))] = target
-    return mapping
-
-
-def read_header(fields: list[str], column_map: Mapping[str, str] | None = None) -> Header:
-    """The file's first record as a header. A one-column file whose first cell is an
-    address has no header: every line is an address. Columns no field takes are ignored;
-    two columns for one field, or no `email`, fail the whole import before any row is read."""
-    column_map = column_map or {}
-    # A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-    names = [restore_formula(name.lstrip("\ufeff").strip()) for name in fields]
-    keys = [_header_key(name) for name in names]
-    unknown_maps = sorted(set(column_map) - set(keys))
-    if unknown_maps:
-        raise InvalidInput(
-            f"--map names column(s) the file does not have: {', '.join(unknown_maps)}",
-            field="map",
-        )
-    if len(names) == 1 and keys[0] not in column_map and "@" in names[0]:
-        return Header({"email": 0}, width=1, has_header_row=False)
-    columns: dict[str, int] = {}
-    ignored: list[str] = []
-    attributes: dict[str, int] = {}
-    attribute_columns: list[str] = []
-    json_attributes = None
-    for position, (name, key) in enumerate(zip(names, keys, strict=True)):
-        target = column_map[key] if key in column_map else HEADER_ALIASES.get(key, "")
-        if key in column_map and not target:
-            ignored.append(name)
-            continue
-        if not target:
-            attribute = _attribute_key(key)
-            if key == ATTRIBUTES_COLUMN and json_attributes is None:
-                json_attributes = position
-                attribute_columns.append(name)
-            elif key in BOOKKEEPING_COLUMNS or not attribute or attribute in attributes:
-                ignored.append(name)
-            else:
-                attributes[attribute] = position
-                attribute_columns.append(name)
-            continue
-        if target in columns:
-            raise InvalidInput(
-                f"repeated column(s): {target} (columns {columns[target] + 1} and "
-                f"{position + 1}); use --map COLUMN= to ignore one",
-                field="header",
-            )
-        columns[target] = position
-    if "email" not in columns:
-        raise InvalidInput(
-            f"the header must have an email column (found: {', '.join(names) or 'nothing'}); "
-            "name it with --map COLUMN=email",
-            field="header",
-        )
-    return Header(
-        columns,
-        width=len(names),
-        ignored=tuple(ignored),
-        attributes=attributes,
-        attribute_columns=tuple(attribute_columns),
-        json_attributes=json_attributes,
-    )
-
-
-def _attribute_key(header_key: str) -> str:
-    """A column's name as a custom-field key usable in `{{ attribs.KEY }}` and `attr:KEY=…`:
-    "Phone Number" is `phone_number`."""
-    return _ATTRIBUTE_KEY.sub("_", header_key).strip("_")[:64]
-
-
-def detect_delimiter(first_line: str) -> str:
-    """`,`, `;` or tab: whichever the header line (or a lone address line) has most of,
-    outside quotes. Spreadsheets in many locales write `;`."""
-    counts = dict.fromkeys(DELIMITERS, 0)
-    quoted = False
-    for char in first_line:
-        if char == '"':
-            quoted = not quoted
-        elif not quoted and char in counts:
-            counts[char] += 1
-    best = max(DELIMITERS, key=lambda delimiter: counts[delimiter])
-    return best if counts[best] else ","
+def _quoted(value: str) -> str:
+    return value if len(value) <= MAX_VALUE_QUOTED else value[: MAX_VALUE_QUOTED - 1] + "…"
 
 
 class RowReader:
@@ -251,10 +93,8 @@ class RowReader:
         now: datetime,
         assert_consent: bool = False,
     ) -> None:
+        self._header = header
         self._columns = header.columns
-        self._attributes = header.attributes
-        self._json_attributes = header.json_attributes
-        self._width = header.width
         self._newsletter_ids = newsletter_ids
         self._default_newsletter = default_newsletter
         self._now = now
@@ -267,77 +107,86 @@ class RowReader:
         self._subscriber_fields: dict[str, tuple[int, str | None, str | None]] = {}
         self._tracking_of: dict[str, tuple[int, bool]] = {}  # key -> (first line, consent)
 
-    def read(self, line: int, fields: list[str]) -> ImportRow | list[RowError]:
-        errors: list[RowError] = []
-
-        def problem(field: str, message: str) -> None:
-            errors.append(RowError(line, field, message))
-
-        if len(fields) > self._width:
-            problem("row", f"has {len(fields)} values but the header has {self._width}")
-            return errors
+    def read(self, line: int, fields: list[str]) -> RowResult:
+        result = RowResult()
         cell = self._cells(fields)
-        address = name = tier = created_at = None
-        labels: tuple[str, ...] = ()
+
+        def problem(into: list[RowError], field_name: str, message: str) -> None:
+            value = cell.get(field_name)
+            into.append(
+                RowError(
+                    line,
+                    field_name,
+                    message,
+                    column=self._header.name_of(field_name),
+                    value=None if value is None else _quoted(value),
+                )
+            )
+
+        def fail(field_name: str, message: str) -> None:
+            problem(result.errors, field_name, message)
+
+        def warn(field_name: str, message: str) -> None:
+            problem(result.warnings, field_name, message)
+
+        if len(fields) > self._header.width:
+            result.errors.append(
+                RowError(line, "row", f"has {len(fields)} values but the header has "
+                         f"{self._header.width}")
+            )  # fmt: skip
+            return result
+        address = None
         try:
             if not cell.get("email"):
                 raise InvalidInput("email is required", field="email")
             address = normalise_email(cell["email"])
         except InvalidInput as exc:
-            problem("email", exc.detail)
-        full_name = cell.get("name") or " ".join(
-            part for part in (cell.get("first_name"), cell.get("last_name")) if part
-        )
-        try:
-            name = validate_name(full_name or None)
-        except InvalidInput as exc:
-            problem("name", exc.detail)
-        try:
-            tier = validate_tier(cell["tier"].lower()) if cell.get("tier") else None
-        except InvalidInput as exc:
-            problem("tier", exc.detail)
-        try:
-            labels = tuple(validate_labels(_split_labels(cell.get("labels", ""))))
-        except InvalidInput as exc:
-            problem("labels", exc.detail)
+            fail("email", exc.detail)
         slug = cell.get("newsletter") or self._default_newsletter
         newsletter_id = self._newsletter_ids.get(slug)
         if newsletter_id is None:
-            problem("newsletter", "no newsletter with that slug")
-        status = _STATUSES.get((cell.get("status") or SubscriptionState.PENDING).lower())
-        if status is None:
-            problem(
-                "status",
-                "status must be pending, confirmed or unsubscribed (or another tool's "
-                "subscribed, active, enabled, blocklisted, disabled or cleaned)",
-            )
-        try:
-            created_at = self._created_at(cell.get("created_at", ""))
-        except ValueError as exc:
-            problem("created_at", str(exc))
-        attributes: dict[str, Any] = {}
-        try:
-            attributes = self._attributes_of(fields)
-        except InvalidInput as exc:
-            problem("attributes", exc.detail)
+            fail("newsletter", "no newsletter with that slug")
+        meaning = self._status(cell, fail)
         tracking = None
         try:
             tracking = tracking_consent.parse_flag(cell.get(tracking_consent.FIELD, ""))
         except InvalidInput as exc:
-            problem(tracking_consent.FIELD, exc.detail)
-        if status is SubscriptionState.PENDING:
-            status = self._waiting_becomes
-        if errors:
-            return errors
+            fail(tracking_consent.FIELD, exc.detail)
+        if result.errors:
+            return result
         assert address is not None
         assert newsletter_id is not None
-        assert status is not None
+        assert meaning is not None
+        if meaning.skip is not None:
+            warn("status", f"row skipped: {meaning.skip}")
+            result.skipped = True
+            return result
+        name = self._name(cell, warn)
+        tier = self._tier(cell, meaning, warn)
+        labels = self._labels(cell, warn, result.renamed_labels)
+        created_at = self._created_at(cell.get("created_at", ""), warn)
+        attributes = self._attributes_of(fields, line, result.warnings)
+        status = meaning.state or SubscriptionState.PENDING
+        if status is SubscriptionState.PENDING:
+            status = self._waiting_becomes
         repeat = self._repeat(line, address.key, newsletter_id, name, tier) or self._contradicts(
             line, address.key, tracking
         )
         if repeat is not None:
-            return [repeat]
-        return ImportRow(
+            value = cell.get(repeat.field)
+            result.errors.append(
+                RowError(
+                    repeat.line,
+                    repeat.field,
+                    repeat.message,
+                    column=self._header.name_of(repeat.field),
+                    value=None if value is None else _quoted(value),
+                )
+            )
+            result.warnings.clear()
+            result.renamed_labels.clear()
+            return result
+        result.row = ImportRow(
             line,
             address,
             name,
@@ -348,7 +197,63 @@ class RowReader:
             created_at,
             attributes,
             tracking_consent=tracking,
+            suppress=meaning.suppress,
         )
+        return result
+
+    def _status(self, cell: dict[str, str], fail: Problem) -> StatusMeaning | None:
+        word = (cell.get("status") or status_from_derived(cell) or "pending").lower()
+        meaning = STATUSES.get(word)
+        if meaning is None:
+            column = self._header.name_of("status")
+            fail(
+                "status",
+                f"not a status this import knows ({STATUS_WORDS}); if the column "
+                f"{column!r} is not a subscription status, ignore it with --map {column}=",
+            )
+        return meaning
+
+    @staticmethod
+    def _name(cell: dict[str, str], warn: Problem) -> str | None:
+        full_name = cell.get("name") or " ".join(
+            part for part in (cell.get("first_name"), cell.get("last_name")) if part
+        )
+        try:
+            return validate_name(full_name or None)
+        except InvalidInput as exc:
+            field_name = "name" if cell.get("name") else "first_name"
+            warn(field_name, f"{exc.detail}; the name was not imported")
+            return None
+
+    @staticmethod
+    def _tier(cell: dict[str, str], meaning: StatusMeaning, warn: Problem) -> str | None:
+        if cell.get("tier"):
+            try:
+                return validate_tier(cell["tier"].lower())
+            except InvalidInput as exc:
+                warn("tier", f"{exc.detail}; the tier was not imported")
+                return None
+        return meaning.tier or tier_from_derived(cell)
+
+    @staticmethod
+    def _labels(
+        cell: dict[str, str], warn: Problem, renamed: list[tuple[str, str]]
+    ) -> tuple[str, ...]:
+        """The row's labels by tidings' rule; each one changed is noted, each unusable one
+        (nothing left of it, or past the 50th) warned about and skipped."""
+        labels: dict[str, None] = {}
+        for raw in split_labels(cell.get("labels", "")):
+            label = normalise_label(raw)
+            if not label:
+                warn("labels", f"label {raw!r} has no letters or digits to keep; skipped")
+                continue
+            if label != raw:
+                renamed.append((raw, label))
+            if label not in labels and len(labels) >= MAX_LABELS:
+                warn("labels", f"more than {MAX_LABELS} labels; {raw!r} and later ones skipped")
+                break
+            labels[label] = None
+        return tuple(labels)
 
     def _contradicts(self, line: int, key: str, tracking: bool | None) -> RowError | None:
         """A row saying the opposite of an earlier row of the same address about tracking
@@ -362,30 +267,49 @@ class RowReader:
             )
         return None
 
-    def _attributes_of(self, fields: list[str]) -> dict[str, Any]:
-        """The row's custom fields: listmonk's JSON object, then the extra columns (a blank
-        cell gives nothing, as blanks never clear)."""
+    def _attributes_of(
+        self, fields: list[str], line: int, warnings: list[RowError]
+    ) -> dict[str, Any]:
+        """The row's custom fields: the JSON columns' objects, then the extra columns (a
+        blank cell gives nothing, as blanks never clear). A JSON cell that is not an object,
+        or fields too big to keep, are skipped with a warning."""
         found: dict[str, Any] = {}
-        if self._json_attributes is not None and self._json_attributes < len(fields):
-            text = restore_formula(fields[self._json_attributes].strip())
-            if text:
-                try:
-                    parsed = json.loads(text)
-                except ValueError:
-                    parsed = None
-                if not isinstance(parsed, dict):
-                    raise InvalidInput("attributes must be a JSON object", field="attributes")
+        names = self._header.names
+        for position in self._header.json_attributes:
+            text = restore_formula(fields[position].strip()) if position < len(fields) else ""
+            if not text:
+                continue
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
                 found.update(parsed)
-        for key, position in self._attributes.items():
+            else:
+                warnings.append(
+                    RowError(
+                        line,
+                        "attributes",
+                        "not a JSON object; these custom fields were not imported",
+                        column=names[position] if position < len(names) else None,
+                        value=_quoted(text),
+                    )
+                )
+        for key, position in self._header.attributes.items():
             if position < len(fields):
                 cell = fields[position].strip()
                 if cell:
                     found[key] = restore_formula(cell) if cell.startswith("'") else cell
         if found and len(json.dumps(found)) > MAX_ATTRIBUTES_BYTES:
-            raise InvalidInput(
-                f"custom fields must be under {MAX_ATTRIBUTES_BYTES} bytes of JSON",
-                field="attributes",
+            warnings.append(
+                RowError(
+                    line,
+                    "attributes",
+                    f"custom fields must be under {MAX_ATTRIBUTES_BYTES} bytes of JSON; "
+                    "none of this row's were imported",
+                )
             )
+            return {}
         return found
 
     def _cells(self, fields: list[str]) -> dict[str, str]:
@@ -396,17 +320,19 @@ class RowReader:
                 cells[name] = restore_formula(cell) if cell.startswith("'") else cell
         return cells
 
-    def _created_at(self, text: str) -> datetime | None:
+    def _created_at(self, text: str, warn: Problem) -> datetime | None:
         if not text:
             return None
         try:
-            parsed = datetime.fromisoformat(text)
+            parsed = _parse_time(text)
         except ValueError:
-            raise ValueError("created_at must be an ISO-8601 date or date-time") from None
+            warn("created_at", "not an ISO-8601 date or date-time; the date was not imported")
+            return None
         # A time without an offset is taken as UTC.
         parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
         if parsed > self._now:
-            raise ValueError("created_at must not be in the future")
+            warn("created_at", "in the future; the date was not imported")
+            return None
         return parsed
 
     def _repeat(
@@ -425,29 +351,9 @@ class RowReader:
         return None
 
 
-def _split_labels(text: str) -> list[str]:
-    for separator in LABEL_SEPARATORS[1:]:
-        text = text.replace(separator, LABEL_SEPARATORS[0])
-    return [label for label in text.split(LABEL_SEPARATORS[0]) if label.strip()]
-
-
-def csv_records(
-    lines: Iterable[str], delimiter: str = ","
-) -> Iterator[tuple[int, list[str]] | RowError]:
-    """(starting line, fields) for each record, or a RowError for one the CSV reader cannot
-    parse. Blank lines, and rows whose cells are all blank (spreadsheets add them), are
-    skipped."""
-    reader = csv.reader(lines, delimiter=delimiter)
-    next_line = 1
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield RowError(next_line, "row", f"not valid CSV: {exc}")
-            next_line = reader.line_num + 1
-            continue
-        line, next_line = next_line, reader.line_num + 1
-        if any(field.strip() for field in fields):
-            yield line, fields
+def _parse_time(text: str) -> datetime:
+    """ISO-8601, as every export writes it; a trailing `Z` and Mailchimp's space-separated
+    `2020-01-02 10:00:00` included (`fromisoformat` takes both), and a ` UTC` suffix."""
+    if text.upper().endswith(" UTC"):
+        text = text[:-4] + "+00:00"
+    return datetime.fromisoformat(text)

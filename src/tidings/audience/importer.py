@@ -46,17 +46,15 @@ import structlog
 
 from tidings.audience.context import AudienceContext
 from tidings.audience.import_chunks import ChunkWriter, ImportReport
-from tidings.audience.import_rows import (
-    ATTRIBUTES_COLUMN,
-    COLUMNS,
-    ImportRow,
+from tidings.audience.import_header import (
     RowError,
-    RowReader,
     csv_records,
     detect_delimiter,
     neutralise_formula,
     read_header,
 )
+from tidings.audience.import_rows import ImportRow, RowReader
+from tidings.audience.import_vocabulary import COLUMNS, JSON_ATTRIBUTE_COLUMNS
 from tidings.audience.subscribers import validate_tier
 from tidings.domain.consent import SubscriptionState, subscription_state
 from tidings.domain.errors import InvalidInput, NotFound
@@ -93,7 +91,7 @@ class Importer:
     ) -> ImportReport:
         """Import CSV text (a file opened with `newline=""`, or any iterable of lines), its
         delimiter detected. `column_map` ({normalised column: field}, from
-        `import_rows.parse_column_map`) overrides the header's reading. `on_progress` gets
+        `import_header.parse_column_map`) overrides the header's reading. `on_progress` gets
         the number of rows read so far after each chunk. `assert_consent` is the admin
         saying they hold everyone's consent: rows that would wait import confirmed."""
         async with self._ctx.db.read() as conn:
@@ -129,11 +127,13 @@ class Importer:
         chunk: list[ImportRow] = []
         for record in records:
             report.total_rows += 1
-            parsed = [record] if isinstance(record, RowError) else reader.read(*record)
-            if isinstance(parsed, ImportRow):
-                chunk.append(parsed)
-            else:
-                report.add_errors(parsed)
+            if isinstance(record, RowError):
+                report.add_errors([record])
+                continue
+            result = reader.read(*record)
+            report.add(result)
+            if result.row is not None:
+                chunk.append(result.row)
             if len(chunk) >= chunk_size:
                 await writer.write(chunk, report)
                 chunk = []
@@ -143,6 +143,7 @@ class Importer:
             await writer.write(chunk, report)
         if on_progress is not None:
             on_progress(report.total_rows)
+        report.finish()
         log.info(
             "subscribers.imported",
             total_rows=report.total_rows,
@@ -150,7 +151,9 @@ class Importer:
             updated=report.updated,
             unchanged=report.unchanged,
             suppressed=report.suppressed,
+            skipped=report.skipped,
             failed_rows=report.failed_rows,
+            warned_rows=report.warned_rows,
             mailable=report.mailable,
             awaiting_confirmation=report.awaiting_confirmation,
         )
@@ -184,7 +187,7 @@ class Importer:
             audience = ExportFilter(found.id, audience.state, audience.tier, audience.label)
         writer = csv.writer(out)
         # Custom fields travel as listmonk's `attributes` JSON column, which import reads.
-        writer.writerow([*COLUMNS, ATTRIBUTES_COLUMN])
+        writer.writerow([*COLUMNS, JSON_ATTRIBUTE_COLUMNS[0]])
         written, after_id = 0, None
         while True:
             async with self._ctx.db.read() as conn:

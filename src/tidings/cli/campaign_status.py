@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from tidings.api.admin.send_views import RecipientPublic, SendStatusPublic
-from tidings.audience.import_rows import neutralise_formula
+from tidings.audience.import_header import neutralise_formula
 from tidings.campaigns.send_status import CampaignRecipient
 from tidings.cli.context import container_for, fail, out_console, run
 from tidings.domain.send_status import SendingStatus

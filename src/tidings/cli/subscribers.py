@@ -22,9 +22,11 @@ from typing import Any, TextIO
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from tidings.access.audit import export_entry
-from tidings.audience.import_rows import FIELDS, parse_column_map
+from tidings.audience.import_header import RowError, parse_column_map
+from tidings.audience.import_vocabulary import FIELDS
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
@@ -179,7 +181,7 @@ def confirm_pending(
 
 
 def _print_report(report: ImportReport) -> None:
-    summary = Table("rows", "created", "updated", "unchanged", "suppressed", "failed")
+    summary = Table("rows", "created", "updated", "unchanged", "suppressed", "skipped", "failed")
     summary.add_row(
         *(
             str(count)
@@ -189,6 +191,7 @@ def _print_report(report: ImportReport) -> None:
                 report.updated,
                 report.unchanged,
                 report.suppressed,
+                report.skipped,
                 report.failed_rows,
             )
         )
@@ -216,22 +219,38 @@ def _print_report(report: ImportReport) -> None:
         )
     if report.suppressed:
         out_console.print(
-            f"{report.suppressed} suppressed address(es) were stored but will not be mailed."
+            f"{report.suppressed} row(s) of suppressed addresses (or marked bounced, complained "
+            "or blocked by the source, now suppressed) will not be mailed."
         )
     if report.kept_unsubscribed:
         out_console.print(
             f"{report.kept_unsubscribed} row(s) asked for a subscription that the person had "
             "unsubscribed from; they stay unsubscribed."
         )
-    if not report.errors:
+    for change in report.label_changes:
+        out_console.print(
+            f"label {change.written!r} → {change.kept!r} ({change.rows} row(s))", markup=False
+        )
+    _print_problems(report.warnings, report.warned_rows, "Values skipped (the rows imported)")
+    _print_problems(report.errors, report.failed_rows, "Rows not imported")
+
+
+def _print_problems(problems: list[RowError], rows: int, title: str) -> None:
+    if not problems:
         return
-    errors = Table("line", "field", "problem", title="Rows not imported")
-    for error in report.errors[:ERRORS_SHOWN]:
-        errors.add_row(str(error.line), error.field, error.message)
-    out_console.print(errors)
-    hidden = report.failed_rows - min(len(report.errors), ERRORS_SHOWN)
+    table = Table("line", "column", "value", "problem", title=title)
+    for problem in problems[:ERRORS_SHOWN]:
+        # Text, not markup: cells come from the file and may hold "[…]".
+        table.add_row(
+            str(problem.line),
+            Text(problem.column or problem.field),
+            Text("" if problem.value is None else repr(problem.value)),
+            Text(problem.message),
+        )
+    out_console.print(table)
+    hidden = rows - min(len(problems), ERRORS_SHOWN)
     if hidden > 0:
-        out_console.print(f"… and {hidden} more failed row(s); --json lists them.")
+        out_console.print(f"… and more on {hidden} other row(s); --json lists them.")
 
 
 @app.command("export")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from tidings.access.audit import export_entry
 from tidings.api.deps import AdminKeyId, ContainerDep, KeyActor
-from tidings.audience.import_rows import parse_column_map
+from tidings.audience.import_header import parse_column_map
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
@@ -21,6 +22,14 @@ class RowErrorPublic(BaseModel):
     line: int
     field: str
     message: str
+    column: str | None = Field(description="The column as the file names it.")
+    value: str | None = Field(description="The cell as the file has it (up to 200 characters).")
+
+
+class LabelChangePublic(BaseModel):
+    written: str = Field(description="The label as the file writes it.")
+    kept: str = Field(description="The label as tidings keeps it.")
+    rows: int
 
 
 class ImportResult(BaseModel):
@@ -29,7 +38,9 @@ class ImportResult(BaseModel):
     updated: int
     unchanged: int
     suppressed: int
+    skipped: int
     failed_rows: int
+    warned_rows: int
     kept_unsubscribed: int
     mailable: int
     awaiting_confirmation: int
@@ -37,7 +48,13 @@ class ImportResult(BaseModel):
     attribute_columns: list[str] = Field(
         description="Columns read into custom fields (listmonk's `attributes` JSON included)."
     )
-    errors: list[RowErrorPublic]
+    errors: list[RowErrorPublic] = Field(description="Rows not imported: why, where, what.")
+    warnings: list[RowErrorPublic] = Field(
+        description="Values skipped in rows that were imported (a bad tier, an unusable label)."
+    )
+    label_changes: list[LabelChangePublic] = Field(
+        description="Labels normalised to tidings' rule, e.g. 'Press Contact' → 'press-contact'."
+    )
 
 
 @router.post(
@@ -82,22 +99,7 @@ async def import_subscribers(
         column_map=mapping,
         assert_consent=assert_consent,
     )
-    return ImportResult(
-        total_rows=report.total_rows,
-        created=report.created,
-        updated=report.updated,
-        unchanged=report.unchanged,
-        suppressed=report.suppressed,
-        failed_rows=report.failed_rows,
-        kept_unsubscribed=report.kept_unsubscribed,
-        mailable=report.mailable,
-        awaiting_confirmation=report.awaiting_confirmation,
-        ignored_columns=report.ignored_columns,
-        attribute_columns=report.attribute_columns,
-        errors=[
-            RowErrorPublic(line=e.line, field=e.field, message=e.message) for e in report.errors
-        ],
-    )
+    return ImportResult.model_validate(dataclasses.asdict(report))
 
 
 @router.get("/export", summary="Export a filtered audience as CSV", response_class=Response)
