@@ -176,8 +176,6 @@ def detect_delimiter(first_line: str) -> str:
     return best if counts[best] else ","
 
 
-
-
 def csv_records(
     lines: Iterable[str], delimiter: str = ","
 ) -> Iterator[tuple[int, list[str]] | RowError]:

@@ -15,10 +15,10 @@ CLI's output, the API's answer, the admin page) and is never logged.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.audience.import_header import Header, RowError, restore_formula
 from tidings.audience.import_vocabulary import (
@@ -37,7 +37,13 @@ from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import InvalidInput
 
 MAX_VALUE_QUOTED = 200  # characters of a cell quoted in an error or warning
-Problem = Callable[[str, str], None]  # (field, message): an error or a warning of this row
+
+
+class Problem(Protocol):
+    """Reports an error or a warning of this row: the field, why, and the value in question
+    (the field's cell unless given)."""
+
+    def __call__(self, field_name: str, message: str, value: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +117,10 @@ class RowReader:
         result = RowResult()
         cell = self._cells(fields)
 
-        def problem(into: list[RowError], field_name: str, message: str) -> None:
-            value = cell.get(field_name)
+        def problem(
+            into: list[RowError], field_name: str, message: str, value: str | None = None
+        ) -> None:
+            value = cell.get(field_name) if value is None else value
             into.append(
                 RowError(
                     line,
@@ -123,11 +131,11 @@ class RowReader:
                 )
             )
 
-        def fail(field_name: str, message: str) -> None:
-            problem(result.errors, field_name, message)
+        def fail(field_name: str, message: str, value: str | None = None) -> None:
+            problem(result.errors, field_name, message, value)
 
-        def warn(field_name: str, message: str) -> None:
-            problem(result.warnings, field_name, message)
+        def warn(field_name: str, message: str, value: str | None = None) -> None:
+            problem(result.warnings, field_name, message, value)
 
         if len(fields) > self._header.width:
             result.errors.append(
@@ -161,11 +169,15 @@ class RowReader:
             warn("status", f"row skipped: {meaning.skip}")
             result.skipped = True
             return result
-        name = self._name(cell, warn)
-        tier = self._tier(cell, meaning, warn)
-        labels = self._labels(cell, warn, result.renamed_labels)
-        created_at = self._created_at(cell.get("created_at", ""), warn)
-        attributes = self._attributes_of(fields, line, result.warnings)
+        name = tier = created_at = None
+        labels: tuple[str, ...] = ()
+        attributes: dict[str, Any] = {}
+        if meaning.suppress is None:  # a suppressed address keeps nothing else: read no more
+            name = self._name(cell, warn)
+            tier = self._tier(cell, meaning, warn)
+            labels = self._labels(cell, warn, result.renamed_labels)
+            created_at = self._created_at(cell.get("created_at", ""), warn)
+            attributes = self._attributes_of(fields, line, result.warnings)
         status = meaning.state or SubscriptionState.PENDING
         if status is SubscriptionState.PENDING:
             status = self._waiting_becomes
@@ -245,12 +257,12 @@ class RowReader:
         for raw in split_labels(cell.get("labels", "")):
             label = normalise_label(raw)
             if not label:
-                warn("labels", f"label {raw!r} has no letters or digits to keep; skipped")
+                warn("labels", "no letters or digits to keep; the label was skipped", raw)
                 continue
             if label != raw:
                 renamed.append((raw, label))
             if label not in labels and len(labels) >= MAX_LABELS:
-                warn("labels", f"more than {MAX_LABELS} labels; {raw!r} and later ones skipped")
+                warn("labels", f"more than {MAX_LABELS} labels; this and later ones skipped", raw)
                 break
             labels[label] = None
         return tuple(labels)

@@ -9,7 +9,7 @@ field or is ignored as bookkeeping, see `import_header`):
 - listmonk: `email`, `name`, `attributes` (JSON), `status` (`enabled`, `disabled`,
   `blocklisted`), `created_at`.
 - Ghost: `email`, `name`, `labels` (comma-separated), `subscribed_to_emails`,
-  `complimentary_plan`, `created_at`.
+  `complimentary_plan`, `tiers` (the paid tiers a member is on), `created_at`.
 - Substack: `email`, `active_subscription`, `email_disabled`, `created_at`.
 - Buttondown: `email`, `tags`, `metadata` (JSON), `subscriber_type`, `creation_date`.
 - Kit (ConvertKit): `first_name`, `email_address`, `state`, `tags`, `created_at`.
@@ -45,6 +45,7 @@ DERIVED = (
     "email_disabled",
     "complimentary_plan",
     "active_subscription",
+    "paid_tiers",
 )
 FIELDS = (*COLUMNS, "first_name", "last_name")  # the fields `--map` may name
 # Column names other tools export, normalised (`header_key`), and the field each one is.
@@ -67,6 +68,7 @@ HEADER_ALIASES = {
     "email disabled": "email_disabled",
     "complimentary plan": "complimentary_plan",
     "active subscription": "active_subscription",
+    "tiers": "paid_tiers",  # Ghost: the paid tiers a member is on now
 }
 # Other tools' bookkeeping, normalised: not the person's data, so not custom fields. Mailchimp
 # (ratings, opt-in and confirm records, geolocation, its own ids, unsubscribe/clean records),
@@ -78,7 +80,7 @@ BOOKKEEPING_COLUMNS = frozenset(
         "notes", "unsub campaign title", "unsub campaign id", "unsub reason",
         "unsub reason other", "clean campaign title", "clean campaign id",
         "uuid", "id", "updated at", "deleted at", "lists", "note", "stripe customer id",
-        "tiers", "gift id", "products", "expiry", "plan", "first payment at",
+        "gift id", "products", "expiry", "first payment at",
         "subscription type", "secondary id", "referrer url", "source", "utm campaign",
         "utm medium", "utm source", "upgrade date", "unsubscription date", "churn date",
         "import", "ip address",
@@ -136,7 +138,7 @@ MAX_LABEL_LENGTH = 64
 
 
 def header_key(name: str) -> str:
-    """"Email Address", "email_address" and "E-mail  address" are one column name."""
+    """ "Email Address", "email_address" and "E-mail  address" are one column name."""
     return " ".join(_HEADER_SPLIT.split(name.strip().lower())).strip()
 
 
@@ -161,10 +163,11 @@ def status_from_derived(cells: dict[str, str]) -> str | None:
 
 
 def tier_from_derived(cells: dict[str, str]) -> str | None:
-    """A tier for a row with no tier cell: Ghost's complimentary plan, Substack's paid one."""
+    """A tier for a row with no tier cell: Ghost's complimentary plan or paid tiers,
+    Substack's paid subscription."""
     if flag(cells.get("complimentary_plan", "")) is True:
         return "comped"
-    if flag(cells.get("active_subscription", "")) is True:
+    if cells.get("paid_tiers") or flag(cells.get("active_subscription", "")) is True:
         return "paid"
     return None
 
