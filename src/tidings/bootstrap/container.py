@@ -42,6 +42,8 @@ from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignDrafts
+from tidings.campaigns.feeds.service import Feeds
+from tidings.campaigns.feeds.step import FeedStep, RetryPolicy
 from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.listing import CampaignListing
 from tidings.campaigns.reconcile import Reconciler
@@ -56,6 +58,7 @@ from tidings.campaigns.submit.strategy import SubmitStrategy
 from tidings.config import (
     Settings,
 )
+from tidings.delivery.feed_client import FeedClient
 from tidings.delivery.imap_mailbox import MailboxAccount
 from tidings.delivery.mailgun import MailgunProvider
 from tidings.delivery.provider import PerRecipientProvider
@@ -63,6 +66,7 @@ from tidings.delivery.webhook_client import WebhookClient
 from tidings.domain import verp
 from tidings.domain.audit import Actor
 from tidings.domain.clock import Clock
+from tidings.domain.feeds import parse_zone
 from tidings.domain.identity import SendingIdentity
 from tidings.engagement.activity import PersonActivity
 from tidings.engagement.apply import EngagementApplier
@@ -145,6 +149,7 @@ class Container:
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None
     _webhook_client: WebhookClient | None = None
+    _feed_client: FeedClient | None = None
     _batch_providers: dict[str, MailgunProvider] = field(default_factory=dict)
 
     async def close(self) -> None:
@@ -257,6 +262,42 @@ class Container:
             self.resources.push_async_callback(self._webhook_client.aclose)
         return self._webhook_client
 
+    def feed_client(self) -> FeedClient:
+        """The client that reads followed feeds (AUT-2), built on first use, closed with the
+        container; private networks as `webhooks.allow_private_networks` says."""
+        if self._feed_client is None:
+            feeds = self.settings.feeds
+            self._feed_client = FeedClient(
+                allow_private_networks=self.settings.webhooks.allow_private_networks,
+                timeout_seconds=feeds.timeout_seconds,
+                max_bytes=feeds.max_bytes,
+                max_redirects=feeds.max_redirects,
+            )
+            self.resources.push_async_callback(self._feed_client.aclose)
+        return self._feed_client
+
+    @functools.cached_property
+    def feeds(self) -> Feeds:
+        """Feed-to-email (AUT-2): following, the digest step and its jobs. Schedules are
+        read in the site's time zone (`site.timezone`)."""
+        feeds = self.settings.feeds
+        step = FeedStep(
+            queue=self.queue,
+            client=self.feed_client,
+            environment=self.templates.environment,
+            zone=parse_zone(self.settings.site.timezone),
+            retry=RetryPolicy(feeds.retry_seconds, feeds.retry_max_seconds),
+        )
+        return Feeds(
+            self.db,
+            self.queue,
+            self.clock,
+            step,
+            self.feed_client,
+            allow_private_networks=self.settings.webhooks.allow_private_networks,
+            send=self.sends.send,
+        )
+
     def handler_registry(self) -> HandlerRegistry:
         """Every job kind and its one handler (`bootstrap/handlers.py`)."""
         return handler_registry(self)
@@ -317,6 +358,11 @@ class Container:
                 ),
                 Periodic("apply_engagement", APPLY_INTERVAL_SECONDS, self.engagement_applier.apply),
                 Periodic("sunset", self.settings.tracking.sunset_interval_seconds, self.sunset.run),
+                Periodic(
+                    "queue_due_feeds",
+                    self.settings.feeds.check_interval_seconds,
+                    self.feeds.queue_due,
+                ),
                 Periodic(
                     "count_statistics",
                     self.settings.bulk_email.statistics_interval_seconds,

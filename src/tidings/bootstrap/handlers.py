@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tidings.audience.consent_requests import REQUEST_CONSENT, ConsentRequestHandler
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL, SubscriberMailHandler
+from tidings.campaigns.feeds.jobs import RUN_FEED, SEND_DIGEST
 from tidings.campaigns.jobs.finalise_campaign import FinaliseCampaignHandler
 from tidings.campaigns.jobs.payloads import (
     DECIDE_AB_TEST,
@@ -74,6 +75,9 @@ def handler_registry(container: Container) -> HandlerRegistry:
         renew_lease=True,
     )
     registry.register(DECIDE_AB_TEST, container.ab_tests.decide, concurrency=1)
+    # Feed reads wait on other servers: a couple at once per worker is plenty.
+    registry.register(RUN_FEED, container.feeds.run_job, concurrency=2)
+    registry.register(SEND_DIGEST, container.feeds.send_job, concurrency=1)
     registry.register(
         DELIVER_WEBHOOK,
         WebhookJobHandler(container.queue, container.webhook_client, container.clock),

@@ -16,6 +16,7 @@ from tidings.config.bulk_email import BulkEmailSettings
 from tidings.config.delivery import (
     DkimSettings,
     EmailSettings,
+    FeedSettings,
     MailgunSettings,
     SmtpSettings,
     WebhookSettings,
@@ -51,6 +52,7 @@ __all__ = [
     "DatabaseSettings",
     "DkimSettings",
     "EmailSettings",
+    "FeedSettings",
     "HttpSettings",
     "InboundSettings",
     "LogSettings",

@@ -225,8 +225,10 @@ class WebhookSettings(Section):
     allow_private_networks: bool = Field(
         default=False,
         description=(
-            "Allow webhook URLs that resolve to private, loopback or link-local addresses. Off by "
-            "default (SSRF guard); turn on only for self-hosted receivers on your own network."
+            "Allow webhook URLs, and the feeds newsletters follow, that resolve to private, "
+            "loopback or link-local addresses. Off by default (SSRF guard); turn on only for "
+            "self-hosted receivers and feeds on your own network. Cloud metadata addresses stay "
+            "refused either way."
         ),
     )
     deadline_seconds: float = Field(
@@ -242,4 +244,44 @@ class WebhookSettings(Section):
         default=24.0,
         ge=0,
         description="After rotating an endpoint's secret, how long the old one still signs too.",
+    )
+
+
+class FeedSettings(Section):
+    """Reading the feeds newsletters follow (AUT-2). Private addresses: see
+    `webhooks.allow_private_networks`, which governs feeds too."""
+
+    check_interval_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How often the workers look for feeds due to be read; a digest is made "
+        "at most this long after its scheduled time.",
+    )
+    timeout_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        le=120,
+        description="Whole-read deadline for one feed: connecting, redirects and the body.",
+    )
+    max_bytes: int = Field(
+        default=5_000_000,
+        ge=10_000,
+        le=100_000_000,
+        description="Largest feed read (after decompression); reading stops at this size and "
+        "the read fails.",
+    )
+    max_redirects: int = Field(
+        default=5, ge=0, le=20, description="Redirects followed, each checked by the SSRF guard."
+    )
+    retry_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="After a failed read the feed is read again this long later, doubling "
+        "with each failure in a row up to `retry_max_seconds`.",
+    )
+    retry_max_seconds: float = Field(
+        default=21_600.0,
+        gt=0,
+        description="The longest wait between reads of a failing feed.",
     )

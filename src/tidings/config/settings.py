@@ -14,6 +14,7 @@ from tidings.config.bulk_email import BulkEmailSettings
 from tidings.config.delivery import (
     DkimSettings,
     EmailSettings,
+    FeedSettings,
     MailgunSettings,
     SmtpSettings,
     WebhookSettings,
@@ -54,6 +55,7 @@ class Settings(BaseSettings):
     dkim: DkimSettings = DkimSettings()
     bulk_email: BulkEmailSettings = BulkEmailSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    feeds: FeedSettings = FeedSettings()
     inbound: InboundSettings = InboundSettings()
     ses: SesSettings = SesSettings()
     tracking: TrackingSettings = TrackingSettings()

@@ -15,10 +15,11 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpcore
 
-from tidings.domain.errors import TidingsError
+from tidings.domain.errors import InvalidInput, TidingsError
 
 IPAddress = IPv4Address | IPv6Address
 
@@ -80,6 +81,7 @@ _IPV6_RANGES: tuple[tuple[IPv6Network, str], ...] = tuple(
 _NAT64 = IPv6Network("64:ff9b::/96")
 _IPV4_TRANSLATED = IPv6Network("::ffff:0:0:0/96")
 # WHATWG: a host whose last label is a number is an IPv4 address, in whatever base.
+MAX_URL_LENGTH = 2000
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
 
 
@@ -141,6 +143,39 @@ def literal_host_refusal(host: str, *, allow_private_networks: bool) -> str | No
     if literal is None:
         return None
     return refusal(literal, allow_private_networks=allow_private_networks)
+
+
+def validated_url(url: str, *, allow_private_networks: bool, refused_by: str) -> str:
+    """An absolute http(s) URL without credentials whose host, if an IP literal, the guard
+    would dial; InvalidInput (field `url`) otherwise. Names are checked when dialed (DNS can
+    change); a literal never will. `refused_by` names who dials it ("webhooks", "feeds")."""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        hostname, _port = parts.hostname, parts.port  # both raise on `[zz]` or `:99999`
+    except ValueError:
+        raise InvalidInput(
+            "url is not a valid URL (check the host and port)", field="url"
+        ) from None
+    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not hostname:
+        raise InvalidInput("url must be an absolute http(s) URL", field="url")
+    if parts.username or parts.password:
+        raise InvalidInput("url must not carry credentials", field="url")
+    if any(not ch.isprintable() or ch.isspace() for ch in url):
+        raise InvalidInput("url must not contain spaces or control characters", field="url")
+    reason = literal_host_refusal(hostname, allow_private_networks=allow_private_networks)
+    if reason is not None:
+        hint = (
+            ""
+            if reason in (CLOUD_METADATA, UNPARSEABLE)
+            else f"; a self-hosted {refused_by.removesuffix('s')} on a private network needs "
+            "webhooks.allow_private_networks = true"
+        )
+        raise InvalidInput(
+            f"url points at a {reason} address, which {refused_by} never reach{hint}",
+            field="url",
+        )
+    return url
 
 
 def _embedded_ipv4(ip: IPv6Address) -> IPv4Address | None:

@@ -78,7 +78,7 @@ def parse_retry_after(value: str | None, *, now: datetime, cap_seconds: float) -
     return min(max((when - now).total_seconds(), 0.0), cap_seconds)
 
 
-def _caused_by_tls(exc: BaseException) -> bool:
+def caused_by_tls(exc: BaseException) -> bool:
     # httpcore re-raises its ConnectError "from None", so the SSLError is in the context chain.
     seen: BaseException | None = exc
     while seen is not None:
@@ -180,7 +180,7 @@ class WebhookClient:
             return WebhookResponse(Outcome.RETRY, None, elapsed_ms(), error="timeout")
         except httpcore.ConnectError as exc:
             # A certificate problem needs the receiver's admin, not patience: say which it is.
-            kind = "tls error" if _caused_by_tls(exc) else "connect error"
+            kind = "tls error" if caused_by_tls(exc) else "connect error"
             return WebhookResponse(Outcome.RETRY, None, elapsed_ms(), error=kind)
         except (httpcore.NetworkError, httpcore.ProtocolError):
             return WebhookResponse(Outcome.RETRY, None, elapsed_ms(), error="network error")

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from secrets import token_hex
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.delivery.signing import generate_secret, sign_headers
-from tidings.delivery.ssrf import CLOUD_METADATA, UNPARSEABLE, literal_host_refusal
+from tidings.delivery.ssrf import validated_url
 from tidings.delivery.webhook_client import Outcome, WebhookClient
 from tidings.domain.clock import Clock
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
@@ -40,7 +39,6 @@ from tidings.storage.webhooks import DeliveryRow, NewEvent
 from tidings.storage.webhooks import EndpointRow as EndpointRow  # the use case's answer
 
 DELIVER_WEBHOOK = "deliver_webhook"
-MAX_URL_LENGTH = 2000
 HOST_BUSY_RETRY_SECONDS = 1.0
 log = structlog.get_logger("tidings.webhooks")
 
@@ -68,37 +66,6 @@ def _new_event(event_type: str, data: dict[str, Any], now: datetime) -> NewEvent
     )
 
 
-def _validated_url(url: str, *, allow_private_networks: bool) -> str:
-    """An absolute http(s) URL without credentials whose host, if an IP literal, the SSRF guard
-    would dial. Names are checked when dialed (DNS can change); a literal never will."""
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-        hostname, _port = parts.hostname, parts.port  # both raise on `[zz]` or `:99999`
-    except ValueError:
-        raise InvalidInput(
-            "url is not a valid URL (check the host and port)", field="url"
-        ) from None
-    if len(url) > MAX_URL_LENGTH or parts.scheme not in ("http", "https") or not hostname:
-        raise InvalidInput("url must be an absolute http(s) URL", field="url")
-    if parts.username or parts.password:
-        raise InvalidInput("url must not carry credentials", field="url")
-    if any(not ch.isprintable() or ch.isspace() for ch in url):
-        raise InvalidInput("url must not contain spaces or control characters", field="url")
-    reason = literal_host_refusal(hostname, allow_private_networks=allow_private_networks)
-    if reason is not None:
-        hint = (
-            ""
-            if reason in (CLOUD_METADATA, UNPARSEABLE)
-            else "; a self-hosted receiver on a private network needs "
-            "webhooks.allow_private_networks = true"
-        )
-        raise InvalidInput(
-            f"url points at a {reason} address, which webhooks never reach{hint}", field="url"
-        )
-    return url
-
-
 def _validated_events(event_types: list[str]) -> list[str]:
     try:
         return validate_event_types(event_types)
@@ -123,7 +90,9 @@ class Webhooks:
         self._allow_private_networks = allow_private_networks
 
     def _url(self, url: str) -> str:
-        return _validated_url(url, allow_private_networks=self._allow_private_networks)
+        return validated_url(
+            url, allow_private_networks=self._allow_private_networks, refused_by="webhooks"
+        )
 
     # -- endpoints ---------------------------------------------------------------------
 

@@ -991,3 +991,60 @@ sunset_requests = Table(
 )
 Index(None, sunset_requests.c.newsletter_id, sunset_requests.c.outcome, sunset_requests.c.asked_at)
 Index(None, sunset_requests.c.subscriber_id)
+
+# -- feed-to-email (AUT-2) ------------------------------------------------------------------
+# A newsletter follows at most one feed: where, on which schedule (text, read in the site's
+# zone), and whether its digest waits as a draft or is sent. The row also keeps the feed's
+# conditional-request validators and the state an operator needs: last success, last error
+# (safe to show: never the body), consecutive failures and when it is read next.
+newsletter_feeds = Table(
+    "newsletter_feeds",
+    metadata,
+    Column(
+        "newsletter_id",
+        BigId,
+        ForeignKey("newsletters.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("url", String(2000), nullable=False),
+    Column("schedule", String(100), nullable=False),
+    Column("mode", String(8), nullable=False),
+    # Items dated before this are not news: following a feed does not mail its back catalogue.
+    Column("followed_at", UTCDateTime(), nullable=False),
+    Column("etag", String(500), nullable=True),
+    Column("last_modified", String(100), nullable=True),
+    Column("next_run_at", UTCDateTime(), nullable=False),
+    Column("last_run_at", UTCDateTime(), nullable=True),
+    Column("last_success_at", UTCDateTime(), nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    Column(
+        "last_campaign_id", BigId, ForeignKey("campaigns.id", ondelete="SET NULL"), nullable=True
+    ),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint("mode IN ('draft', 'send')", name="mode"),
+)
+Index(None, newsletter_feeds.c.next_run_at)
+
+# Every item a digest took, one row per (newsletter, item): the unique key is the whole
+# never-twice guarantee. Rows are written in the transaction that creates the digest
+# campaign, so both exist or neither; they outlive the feed's configuration (following it
+# again sends nothing already sent) and the draft (deleting it does not put items back).
+feed_items = Table(
+    "feed_items",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "newsletter_id", BigId, ForeignKey("newsletters.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("key_hash", String(64), nullable=False, comment="sha256 of the guid, else the link"),
+    Column("item_key", String(2000), nullable=False),
+    Column("title", String(500), nullable=False, server_default=""),
+    Column("link", String(2000), nullable=True),
+    Column("campaign_id", BigId, ForeignKey("campaigns.id", ondelete="SET NULL"), nullable=True),
+    Column("recorded_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("newsletter_id", "key_hash"),
+)
+Index(None, feed_items.c.campaign_id)

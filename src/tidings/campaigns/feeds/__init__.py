@@ -1,0 +1,1 @@
+"""Feed-to-email (AUT-2): following a feed, the digest step, and its jobs."""
