@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tidings.audience.hearing.recording import ReplayedEvent
 from tidings.audience.public import LinkProblem
+from tidings.campaigns.feeds.service import FeedRunFailed
 from tidings.campaigns.lifecycle import EmptyAudience
 from tidings.campaigns.reconcile import ReconcileRefused
 from tidings.campaigns.retry import ResendRefused, RetryRefused
@@ -39,6 +40,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     PlaceholderIdentity: 409,
     EmptyAudience: 409,
     PayloadTooLarge: 413,
+    FeedRunFailed: 502,
     UnsupportedMediaType: 415,
     RateLimited: 429,
     NotReady: 503,

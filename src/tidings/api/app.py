@@ -25,6 +25,7 @@ from tidings.api.admin import (
     emails,
     jobs,
     keys,
+    newsletter_feeds,
     newsletters,
     outbox,
     provider,
@@ -145,6 +146,7 @@ def create_metrics_app(container: Container) -> FastAPI:
 ADMIN_PREFIX = "/api/admin"
 ADMIN_MODULES = (
     newsletters,
+    newsletter_feeds,
     audience_csv,  # before `subscribers`: /subscribers/export is not /subscribers/{id}
     subscribers,
     suppressions,

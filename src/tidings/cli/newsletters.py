@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tidings.access.audit import newsletter_entries
 from tidings.audience.newsletters import TRACKING_MEANINGS, NewsletterChanges, NewsletterFields
-from tidings.cli import newsletters_sunset
+from tidings.cli import newsletters_feed, newsletters_sunset
 from tidings.cli.context import EXIT_CONFIG, container_for, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
@@ -228,3 +228,4 @@ def list_newsletters(
 
 
 newsletters_sunset.register(app)
+newsletters_feed.register(app)

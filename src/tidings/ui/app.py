@@ -21,6 +21,7 @@ from tidings.ui import (
     dashboard,
     inbound,
     jobs,
+    newsletter_feeds,
     newsletters,
     operators,
     outbox,
@@ -46,6 +47,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         _static,
         auth.router,
         dashboard.router,
+        newsletter_feeds.router,
         newsletters.router,
         subscriber_edits.router,  # before subscribers: /new and /bulk are not ids
         subscribers.router,

@@ -104,16 +104,19 @@ async def edit_newsletter(
     current: Slug,
     sunset_preview: Annotated[bool, Query()] = False,
 ) -> HTMLResponse:
-    return await _edit_page(request, session, current, sunset_preview=sunset_preview)
+    return await edit_page(request, session, current, sunset_preview=sunset_preview)
 
 
-async def _edit_page(
+async def edit_page(
     request: Request,
     session: Session,
     current: str,
     *,
     sunset_preview: bool = False,
     sunset_error: str | None = None,
+    feed_error: str | None = None,
+    feed_notice: str | None = None,
+    feed_form: dict[str, str] | None = None,
 ) -> HTMLResponse:
     container = container_of(request)
     newsletter = await container.newsletters.get(current)
@@ -124,7 +127,7 @@ async def _edit_page(
         request,
         session,
         "newsletter_form.html",
-        status_code=422 if sunset_error else 200,
+        status_code=422 if sunset_error or feed_error else 200,
         tracking_meanings=TRACKING_MEANINGS,
         newsletter=newsletter,
         editing=current,
@@ -133,6 +136,10 @@ async def _edit_page(
         archive_url=f"{public_url}/archive/{newsletter.slug}",
         sunset_preview=preview,
         sunset_error=sunset_error,
+        feed=await container.feeds.get(current),
+        feed_error=feed_error,
+        feed_notice=feed_notice,
+        feed_form=feed_form or {},
     )
 
 
@@ -159,7 +166,7 @@ async def set_sunset(
         row = await container.newsletters.get(current)
         await container.sunset.configure(current, **changes)
     except InvalidInput as refused:
-        return await _edit_page(request, session, current, sunset_error=refused.detail)
+        return await edit_page(request, session, current, sunset_error=refused.detail)
     await container.audit.record(actor, "newsletter.sunset", f"newsletter:{row.id}", changes)
     return RedirectResponse(f"/admin/newsletters/{current}", status_code=303)
 
