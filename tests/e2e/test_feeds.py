@@ -321,3 +321,36 @@ async def test_a_failing_feed_is_named_on_the_page_with_the_next_try(
         assert "Digest campaign" in ran.text
         page = await client.get("/admin/newsletters/weekly")
         assert "This feed is failing" not in page.text
+
+
+async def test_a_digest_that_cannot_be_sent_stays_a_draft_and_the_feed_says_why(
+    site: Site,
+) -> None:
+    """`send` mode for a newsletter nobody reads: the send is refused, the digest stays a
+    draft (its items stay taken), and the feed's last error names the campaign and why."""
+    async with site.container.db.write() as conn:
+        await rows.newsletter(conn, slug="empty", name="Empty")
+    site.feeds.routes["/feed.xml"] = Route(rss(_posts(1)))
+    followed = await site.http.put(
+        "/api/admin/newsletters/empty/feed",
+        json={"url": site.feeds.url("/feed.xml"), "mode": "send"},
+        headers=site.headers,
+    )
+    assert followed.status_code == 200, followed.text
+    made = await site.http.post("/api/admin/newsletters/empty/feed/run", headers=site.headers)
+    campaign_id = made.json()["campaign_id"]
+
+    async def noted() -> str | None:
+        view = await site.container.feeds.get("empty")
+        assert view is not None
+        return view.feed.last_error
+
+    async with workers(site.container):
+        error = await wait_for(noted, message="the refused send was never noted")
+    assert error == (
+        f"digest campaign {campaign_id} was left as a draft: nobody would receive it: "
+        "empty has no confirmed subscriber in this audience"
+    )
+    async with site.container.db.read() as conn:
+        status = await conn.execute(select(campaigns.c.status).where(campaigns.c.id == campaign_id))
+        assert status.scalar_one() == "draft"

@@ -5,8 +5,9 @@ sent in chunks, and anything else a test puts at a path."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -153,3 +154,30 @@ async def feed_server() -> AsyncIterator[FeedServer]:
     served.port = server.sockets[0].getsockname()[1]
     async with server:
         yield served
+
+
+@contextmanager
+def feed_server_thread() -> Iterator[FeedServer]:
+    """`feed_server` on an event loop of its own thread: for a test that runs commands in its
+    own (blocking) thread, as a `tidings` command run by hand does."""
+    ready = threading.Event()
+    served: list[FeedServer] = []
+    stop: list[asyncio.Event] = []
+
+    async def serve() -> None:
+        stop.append(asyncio.Event())
+        async with feed_server() as server:
+            served.append(server)
+            ready.set()
+            await stop[0].wait()
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10), "the feed server did not start"
+    try:
+        yield served[0]
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(10)
+        loop.close()
