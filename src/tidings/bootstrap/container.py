@@ -39,6 +39,7 @@ from tidings.bootstrap.providers import (
 )
 from tidings.campaigns.ab_tests import AbTests
 from tidings.campaigns.archive import PublicArchive
+from tidings.campaigns.checks import PresendChecks
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignDrafts
@@ -124,6 +125,7 @@ class Container:
     suppressions: Suppressions
     subscribe_limiter: SubscribeRateLimiter
     campaigns: CampaignDrafts
+    checks: PresendChecks  # warnings before a send (CMP-8)
     sending: SendingContext
     sends: CampaignLifecycle
     send_status: SendStatusReader

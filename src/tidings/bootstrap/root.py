@@ -38,6 +38,7 @@ from tidings.bootstrap.providers import bounce_mailbox, sns_certificates
 from tidings.campaigns.ab_tests import AbTests
 from tidings.campaigns.archive import PublicArchive
 from tidings.campaigns.auto_pause import AutoPause
+from tidings.campaigns.checks import PresendChecks
 from tidings.campaigns.context import SendingContext
 from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
@@ -238,6 +239,7 @@ def build(
             ses_topics=frozenset(settings.ses.topic_arns),
         ),
         campaigns=campaigns,
+        checks=PresendChecks(campaign_context, campaigns, site_secret),
         archive=PublicArchive(campaign_context),
         bot_check=BotCheck(
             enabled=settings.audience.altcha,

@@ -1,4 +1,4 @@
-"""`tidings campaign create|edit|clone|list|preview|test-send` (compose and check campaigns),
+"""`tidings campaign create|edit|clone|list|preview|check|test-send` (compose and check campaigns),
 `send|schedule|cancel` from `campaign_send`, `status|recipients` from `campaign_status` and
 `retry|reconcile|resend` from `campaign_repair` and `resend-to` from `campaign_resend_to`."""
 
@@ -26,6 +26,7 @@ from tidings.cli import (
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.cli.options import email_address, header_text
 from tidings.domain.audit import Actor
+from tidings.domain.presend import CheckReport
 from tidings.rendering import Preview
 
 if TYPE_CHECKING:
@@ -314,6 +315,34 @@ def preview(
     else:
         out.write_text(rendered, encoding="utf-8")
         out_console.print(f"Wrote the {shown.segment} version to {out}.")
+
+
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    campaign_id: int = typer.Argument(..., help="The campaign's id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Checks before sending (CMP-8): HTML Gmail would clip, images without alt text, links
+    and images that are not https, merge tags without a fallback that recipients lack
+    (counted), a long subject or preheader, a missing postal address or unsubscribe link.
+    Warnings: the exit status is 0 either way."""
+
+    async def go() -> CheckReport:
+        async with container_for(ctx) as container:
+            return await container.checks.check(campaign_id)
+
+    report = run(go)
+    if as_json:
+        print(json.dumps(report.public()))
+        return
+    if not report.findings:
+        out_console.print(f"campaign {campaign_id}: no warnings.")
+        return
+    out_console.print(f"campaign {campaign_id}: {len(report.findings)} warning(s)")
+    for finding in report.findings:
+        where = f"[{', '.join(finding.segments)}] " if finding.segments else ""
+        out_console.print(f"  {where}{finding.code}: {finding.message}", markup=False)
 
 
 @app.command("test-send")

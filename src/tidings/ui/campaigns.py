@@ -120,6 +120,8 @@ async def _editor(
     zone = container.settings.site.timezone
     segments = draft.segments or TIERS
     extra = {} if notice is None else {"notice": notice}
+    editable = draft.campaign.status in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED)
+    checks = await container.checks.check(campaign_id) if editable else None
     return page(
         request,
         session,
@@ -133,6 +135,7 @@ async def _editor(
         shown_width=width if width in PREVIEW_WIDTHS else PREVIEW_WIDTHS[0],
         widths=PREVIEW_WIDTHS,
         zones=[zone, "UTC"] if zone != "UTC" else ["UTC"],
+        checks=checks,
         send_again=await container.send_again.links(campaign_id),
         **extra,
     )
@@ -341,6 +344,7 @@ async def confirm_send(request: Request, session: Session, campaign_id: Campaign
         draft=draft,
         recipients=recipients,
         unjudged=unjudged,
+        checks=await container.checks.check(campaign_id),
     )
 
 

@@ -1,4 +1,5 @@
-"""Admin campaigns: drafts (create, list, get, edit, delete), preview and test send."""
+"""Admin campaigns: drafts (create, list, get, edit, delete), preview, checks before sending
+and test send."""
 
 from __future__ import annotations
 
@@ -201,6 +202,29 @@ async def preview_campaign(
     if format == "text":
         return Response(shown.text, media_type="text/plain; charset=utf-8", headers=headers)
     return Response(shown.html, media_type="text/html; charset=utf-8", headers=headers)
+
+
+class CheckWarning(RecordView):
+    code: str = Field(description="e.g. `html_clipped`, `image_without_alt`, `insecure_link`.")
+    message: str
+    segments: list[str] = Field(
+        description="The segments whose version it concerns; empty: the whole campaign."
+    )
+    count: int | None = Field(description="For a merge tag: the recipients without a value.")
+
+
+class CampaignChecks(RecordView):
+    campaign_id: int
+    warnings: list[CheckWarning]
+
+
+@router.get(
+    "/{campaign_id}/checks",
+    summary="Checks before sending (CMP-8): warnings, never refusals",
+)
+async def campaign_checks(container: ContainerDep, campaign_id: CampaignId) -> CampaignChecks:
+    report = await container.checks.check(campaign_id)
+    return CampaignChecks.model_validate(report.public())
 
 
 @router.post(

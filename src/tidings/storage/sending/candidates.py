@@ -26,6 +26,7 @@ from tidings.domain.segments import AudienceFilter, Term
 from tidings.domain.sending import SegmentRange
 from tidings.storage import engagement_people, resends
 from tidings.storage.consent import mailable
+from tidings.storage.dialect import attribute_text
 from tidings.storage.subscribers import attribute_equals, has_label
 from tidings.storage.tables import campaign_candidates, newsletters, subscribers, subscriptions
 
@@ -105,6 +106,34 @@ async def count_audience(
     `campaign_id`: its frozen audience, if it has one)."""
     chosen = audience(newsletter_id, audience_filter, now=now, campaign_id=campaign_id).subquery()
     return int((await conn.execute(select(func.count()).select_from(chosen))).scalar_one())
+
+
+async def count_lacking(
+    conn: AsyncConnection,
+    newsletter_id: int,
+    audience_filter: AudienceFilter,
+    *,
+    segments: tuple[str, ...],
+    field: str,
+    key: str = "",
+    campaign_id: int | None = None,
+    now: datetime | None = None,
+) -> int:
+    """How many of the audience in `segments` (tiers) have no value for a merge tag (CMP-8):
+    no name (or only spaces) for `name` and `first_name`, no text or number for the custom
+    field `key` of `attribs`, as rendering reads them."""
+    chosen = audience(newsletter_id, audience_filter, now=now, campaign_id=campaign_id).subquery()
+    value: Any
+    if field == "attribs":
+        value = attribute_text(subscribers.c.attributes, literal(key), literal(f'$."{key}"'))
+    else:
+        value = subscribers.c.name
+    query = (
+        select(func.count())
+        .select_from(chosen.join(subscribers, subscribers.c.id == chosen.c.subscriber_id))
+        .where(chosen.c.segment.in_(segments), func.coalesce(func.trim(value), "") == "")
+    )
+    return int((await conn.execute(query)).scalar_one())
 
 
 async def count_unjudged(conn: AsyncConnection, newsletter_id: int) -> int:
