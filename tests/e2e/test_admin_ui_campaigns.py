@@ -76,7 +76,7 @@ async def test_a_campaign_is_composed_previewed_and_sent_from_the_browser(
         done = await client.get(campaign_url)
         assert "Verification" in done.text
         assert "<dt>Sent</dt><dd>6</dd>" in done.text
-        assert '<span class="badge">sent</span>' in done.text  # not "submitted"
+        assert 'class="badge" data-field="stage">sent</span>' in done.text  # not "submitted"
         assert re.search(r'data-field="started">\d{4}-\d\d-\d\d \d\d:\d\d UTC<', done.text)
         assert re.search(r'data-field="finished">\d{4}-\d\d-\d\d \d\d:\d\d UTC<', done.text)
         assert re.search(r'data-field="took">\d+ (s|min \d+ s)<', done.text)

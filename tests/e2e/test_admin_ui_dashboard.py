@@ -1,6 +1,7 @@
 """The dashboard tells an operator how the audience grew and whether the queue needs them, and
 the jobs page lets them replay what died (UI-1)."""
 
+import dataclasses
 import io
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +15,7 @@ from tidings.domain.jobs import GiveUp, JobStatus
 from tidings.queue.job import Job
 from tidings.queue.policy import HandlerRegistry
 from tidings.queue.worker import Worker
+from tidings.storage.sending.campaign_sends import SendRow
 from tidings.ui.campaign_sends import duration_words, eta_words
 from tidings.ui.chart import line_chart, nice_ceiling
 
@@ -137,6 +139,26 @@ def test_a_sends_duration_and_start_read_as_an_operator_would_say_them() -> None
     assert duration_words(start, start + timedelta(seconds=125)) == "2 min 5 s"
     assert duration_words(start, start + timedelta(hours=1, minutes=3, seconds=9)) == "1 h 3 min"
     due = start + timedelta(days=2)
-    assert send_started(start, due) == due
-    assert send_started(due, start) == due  # a retry after the due time starts then
-    assert send_started(start, None) == start
+
+    def row(attempt_started_at: datetime, candidates: int | None = 10) -> SendRow:
+        fields = dict.fromkeys(f.name for f in dataclasses.fields(SendRow))
+        fields.update(
+            campaign_id=1,
+            attempt=1,
+            attempt_started_at=attempt_started_at,
+            preflight_email_count=10,
+            candidate_count=candidates,
+            created_at=start,
+            updated_at=start,
+        )
+        return SendRow(**fields)  # type: ignore[arg-type]
+
+    assert send_started("submitted", row(due), due) == due  # rewritten when it went out
+    assert send_started("submitted", row(start), due) == due  # a row from before that rule
+    assert send_started("submitted", row(due), start) == due  # a retry after the due time
+    assert send_started("submitted", row(start), None) == start
+    assert send_started("scheduled", row(start), due) is None  # not gone out yet
+    assert send_started("draft", row(start), None) is None  # unscheduled
+    assert send_started("cancelled", row(start, candidates=None), due) is None  # called off
+    assert send_started("cancelled", row(start), None) == start  # cancelled mid-send
+    assert send_started("draft", None, None) is None

@@ -218,7 +218,14 @@ async def test_campaign_page_pauses_resumes_and_cancels(sqlite_url: str) -> None
         assert "only a send in progress" in again.text
         resumed = await client.post(campaign_url + "/resume", data={"csrf_token": csrf})
         assert resumed.status_code == 303
-        cancelled = await client.post(campaign_url + "/cancel", data={"csrf_token": csrf})
+        asked = await client.get(campaign_url + "/cancel")
+        assert "Cancel this campaign for good?" in asked.text
+        unconfirmed = await client.post(campaign_url + "/cancel", data={"csrf_token": csrf})
+        assert unconfirmed.status_code == 400  # asked again; nothing changed
+        assert (await container.campaigns.get(campaign_id)).campaign.status != "cancelled"
+        cancelled = await client.post(
+            campaign_url + "/cancel", data={"csrf_token": csrf, "confirmed": "yes"}
+        )
         assert cancelled.status_code == 303
         assert (await container.campaigns.get(campaign_id)).campaign.status == "cancelled"
         actions = await _actions(container, campaign_id)

@@ -112,7 +112,12 @@ def test_a_batch_awaiting_reconcile_is_not_remaining_work() -> None:
 def test_preparation_progress_counts_pages_written_of_the_candidates() -> None:
     """While pages are written, completed counts every candidate of a written page (its
     exclusions too) and total is the selection's count; once prepared no work remains."""
-    unprepared = _send(prepared_at=None, preparation_excluded_count=None, candidate_count=120)
+    unprepared = _send(
+        prepared_at=None,
+        preparation_excluded_count=None,
+        candidate_count=120,
+        attempt_started_at=NOW - timedelta(seconds=2),  # a steady 25/s since it began
+    )
     groups = [_group(BatchStatus.PENDING, 48, positions=50, batches=1)]
     samples = [Sample(NOW - timedelta(seconds=1), 25), Sample(NOW, 25)]
     found = derive_status(CampaignStatus.PENDING, unprepared, groups, samples, now=NOW)

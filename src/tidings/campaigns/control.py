@@ -1,5 +1,6 @@
 """Pause, resume and cancel a send in progress (SPEC SND-23), each a conditional state change
-recorded as a send intervention with who and when, in the same transaction.
+recorded as a send intervention with who and when, in the same transaction; and unschedule, a
+scheduled campaign back to draft with its waiting job removed (issue 38 item 2).
 
 Pause: the campaign becomes `paused`. Workers look at the status in the write that marks each
 chunk in flight (and a preparing send at each page), so a chunk already handed over finishes
@@ -50,9 +51,9 @@ OPERATOR_REASON = "operator"  # the webhook's `reason` of an operator's action
 @dataclass(frozen=True, slots=True)
 class ControlApplied:
     campaign_id: int
-    action: str  # pause | resume | cancel
+    action: str  # pause | resume | cancel | unschedule
     status: CampaignStatus  # after the action
-    attempt: int | None  # the send's attempt (None: a draft or scheduled one cancelled)
+    attempt: int | None  # the send's attempt (None: a draft or scheduled one called off)
 
 
 class SendControl:
@@ -105,6 +106,38 @@ class SendControl:
                 reason=OPERATOR_REASON,
             )
 
+    async def unschedule(self, campaign_id: int, *, actor: str) -> ControlApplied:
+        """Put a scheduled campaign back to draft and remove its waiting send job, in one
+        transaction: nothing is sent, nothing is left queued, and the draft can be edited,
+        scheduled again or sent. Refused (409) for any other state, a schedule whose time
+        came (its job took it: it is a send now) included."""
+        async with self._ctx.db.write() as conn:
+            status = await send_queries.status(conn, campaign_id)
+            if status is None:
+                raise NotFound(f"no campaign with id {campaign_id}")
+            if not await send_queries.set_status(
+                conn,
+                campaign_id,
+                from_statuses=[CampaignStatus.SCHEDULED],
+                to_status=CampaignStatus.DRAFT,
+                now=self._ctx.now(),
+            ):
+                raise Conflict(
+                    f"a {status} campaign cannot be unscheduled; only a scheduled one can"
+                    + (" (it is sending now: pause or cancel it)" if status in PAUSABLE else "")
+                )
+            removed = await self._withdraw_scheduled(conn, campaign_id)
+        log.info("campaign.unscheduled", campaign_id=campaign_id, jobs_removed=removed)
+        return ControlApplied(campaign_id, "unschedule", CampaignStatus.DRAFT, None)
+
+    async def _withdraw_scheduled(self, conn: AsyncConnection, campaign_id: int) -> int:
+        """Remove the waiting `send_campaign` job of the campaign's current attempt."""
+        send = await send_queries.get(conn, campaign_id)
+        if send is None:
+            return 0
+        step = SendCampaign(campaign_id, send.attempt)
+        return await self._ctx.queue.withdraw(conn, step.idempotency_key)
+
     async def _change_in(
         self,
         conn: AsyncConnection,
@@ -130,6 +163,7 @@ class SendControl:
             )
             scheduled = await send_queries.get(conn, campaign_id)
             if scheduled is not None:  # a scheduled send: who called it off, and when
+                await self._withdraw_scheduled(conn, campaign_id)  # no job left behind
                 await interventions.record(
                     conn,
                     campaign_id,

@@ -128,6 +128,10 @@ class CampaignLifecycle:
                         else ""
                     )
                 )
+            earlier = await send_queries.get(conn, campaign_id)
+            if earlier is not None:  # a schedule sent now: its waiting job goes (no job left)
+                before = SendCampaign(campaign_id, earlier.attempt)
+                await self._ctx.queue.withdraw(conn, before.idempotency_key)
             send = await send_queries.start_attempt(
                 conn, campaign_id, preflight_email_count=preflight, now=now
             )

@@ -18,16 +18,25 @@ from tidings.storage.campaigns import CampaignRow
 from tidings.storage.sending import campaign_sends as send_queries
 from tidings.storage.sending import candidates as candidate_queries
 from tidings.storage.sending import recipient_outcomes
+from tidings.storage.sending.campaign_sends import SendRow
 
 NOT_SENT = frozenset({CampaignStatus.DRAFT, CampaignStatus.SCHEDULED})
 
 
-def send_started(attempt_started_at: datetime, scheduled_at: datetime | None) -> datetime:
-    """When the send began: its attempt, or the time it was scheduled for when that is later
-    (a scheduled send's attempt is recorded when it is scheduled, and runs when due)."""
-    if scheduled_at is not None and scheduled_at > attempt_started_at:
+def send_started(
+    status: str, send: SendRow | None, scheduled_at: datetime | None
+) -> datetime | None:
+    """When the send went out, or None if it never did (a draft, a schedule not yet due,
+    one called off before its time). A scheduled send's attempt start is rewritten when its
+    job takes it; a row from before that rule still holds the scheduling time, so the
+    scheduled time stands in when it is later."""
+    if send is None or status in NOT_SENT:
+        return None
+    if status == CampaignStatus.CANCELLED and send.candidate_count is None:
+        return None  # cancelled before any recipient was selected: nothing went out
+    if scheduled_at is not None and scheduled_at > send.attempt_started_at:
         return scheduled_at
-    return attempt_started_at
+    return send.attempt_started_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +140,7 @@ class CampaignListing:
                         campaign=row,
                         newsletter_name=newsletter.name if newsletter else "",
                         audience=audience,
-                        started_at=None
-                        if row.status in NOT_SENT or send is None
-                        else send_started(send.attempt_started_at, row.scheduled_at),
+                        started_at=send_started(row.status, send, row.scheduled_at),
                         finished_at=send.finished_at if send else None,
                         results=results,
                         engagement=listed_engagement(

@@ -21,6 +21,7 @@ from tidings.domain.send_status import (
     SendingStatus,
     SendRecord,
     closed,
+    closing,
     derive_status,
     finished_status,
     idle_status,
@@ -89,11 +90,13 @@ class SendStatusReader:
             record = _record(send)
             if closed(status, record):
                 return finished_status(status, record)
-            if status not in READS_BATCHES:
+            if status not in READS_BATCHES and not closing(status, record):
                 return idle_status(status, record)
-            groups = await progress_queries.batch_groups(conn, campaign_id)
+            groups = await progress_queries.batch_groups(
+                conn, campaign_id, since=send.attempt_started_at
+            )
             samples: list[Sample] = []
-            if status != CampaignStatus.FAILED:  # a failed send has no ETA
+            if status in READS_BATCHES and status != CampaignStatus.FAILED:  # an ETA's samples
                 samples = await progress_queries.timing_samples(
                     conn,
                     campaign_id,

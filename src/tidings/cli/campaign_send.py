@@ -1,5 +1,5 @@
-"""`tidings campaign send|schedule|cancel|pause|resume`: start, time, pause, resume and stop a
-campaign's send (SND-1, SND-23); pause, resume and cancel are audited as `cli:<login>`."""
+"""`tidings campaign send|schedule|unschedule|cancel|pause|resume`: start, time, untime, pause,
+resume and stop a campaign's send (SND-1, SND-23), each audited as `cli:<login>`."""
 
 from __future__ import annotations
 
@@ -7,13 +7,16 @@ import asyncio
 import getpass
 import json
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import typer
 
 from tidings.cli.context import container_for, err_console, fail, out_console, run
 from tidings.domain.audit import Actor
+from tidings.domain.clock import is_naive
+from tidings.domain.errors import InvalidInput
+from tidings.domain.local_time import read_local
 from tidings.domain.sending import CampaignStatus
 
 if TYPE_CHECKING:
@@ -22,7 +25,14 @@ if TYPE_CHECKING:
 TERMINAL = (CampaignStatus.SUBMITTED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
 
 
-CANCEL_ASKS = (CampaignStatus.PENDING, CampaignStatus.SUBMITTING, CampaignStatus.PAUSED)
+# Cancelling is for good: asked first for a schedule (`unschedule` keeps it as a draft) and
+# a send; a draft alone is not worth a question.
+CANCEL_ASKS = (
+    CampaignStatus.SCHEDULED,
+    CampaignStatus.PENDING,
+    CampaignStatus.SUBMITTING,
+    CampaignStatus.PAUSED,
+)
 
 
 def _actor() -> str:
@@ -44,6 +54,18 @@ def _ask(question: str, yes: bool, refused: str) -> None:
         fail(f"{refused} without confirmation: add --yes (no terminal to ask on)")
     if not typer.confirm(question, default=False):
         fail(refused)
+
+
+def _moment(typed: datetime, zone: str) -> tuple[datetime, str | None]:
+    """The instant a typed `--at` means: as given with an offset, else read in `zone` (a DST
+    gap refused naming --at, a fold read as its first occurrence, with a note)."""
+    if not is_naive(typed):
+        return typed, None
+    try:
+        local = read_local(typed, zone, field="--at")
+    except InvalidInput as refused:
+        fail(refused.detail)
+    return local.at, local.note(zone)
 
 
 def _confirm(subject: str, count: int, when: str, yes: bool) -> None:
@@ -174,26 +196,58 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         campaign_id: int = typer.Argument(..., help="The campaign's id."),
         at: str = typer.Option(
-            ..., "--at", help="When, ISO 8601 with a timezone: 2026-12-01T09:00:00Z."
+            ...,
+            "--at",
+            help="When: ISO 8601 with an offset (2026-12-01T09:00:00Z), or a wall-clock time "
+            "(2026-12-01T09:00) read in --zone. A time the zone skips (a daylight-saving gap) "
+            "is refused; one it has twice (a fold) is its first occurrence.",
+        ),
+        zone: str | None = typer.Option(
+            None,
+            "--zone",
+            help="The IANA zone a wall-clock --at is read in (default: the site's, site.timezone).",
         ),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     ) -> None:
-        """Send a draft at a later time (a durable scheduled job; cancel with `cancel`)."""
+        """Send a draft at a later time (a durable scheduled job). `unschedule` puts it back
+        to draft; `cancel` ends it for good."""
         try:
-            when = datetime.fromisoformat(at.replace("Z", "+00:00"))
+            typed = datetime.fromisoformat(at.replace("Z", "+00:00"))
         except ValueError:
-            fail("--at: not an ISO 8601 time like 2026-12-01T09:00:00Z")
+            fail("--at: not an ISO 8601 time like 2026-12-01T09:00:00Z or 2026-12-01T09:00")
 
         async def go() -> None:
             async with container_for(ctx) as container:
+                when, note = _moment(typed, zone or container.settings.site.timezone)
                 draft = await container.campaigns.get(campaign_id)
                 count = await container.sends.audience_size(campaign_id)
                 _confirm(draft.campaign.subject, count, f"at {when.isoformat()}", yes)
                 accepted = await container.sends.schedule(campaign_id, when)
                 await _audited(container, "campaign.schedule", campaign_id)
+            if note:
+                err_console.print(f"note: {note}", markup=False)
             out_console.print(
                 f"Scheduled campaign {campaign_id} for {when.isoformat()} "
-                f"({accepted.preflight_email_count} recipient(s) today)."
+                f"({when.astimezone(UTC):%Y-%m-%d %H:%M} UTC; "
+                f"{accepted.preflight_email_count} recipient(s) today)."
+            )
+
+        run(go)
+
+    @app.command("unschedule")
+    def unschedule(
+        ctx: typer.Context, campaign_id: int = typer.Argument(..., help="The campaign's id.")
+    ) -> None:
+        """Put a scheduled campaign back to draft: its send job is removed, nothing is sent,
+        and it can be edited, scheduled again or sent. (`cancel` ends a campaign for good.)"""
+
+        async def go() -> None:
+            async with container_for(ctx) as container:
+                await container.control.unschedule(campaign_id, actor=_actor())
+                await _audited(container, "campaign.unschedule", campaign_id)
+            out_console.print(
+                f"Campaign {campaign_id} is a draft again; nothing was sent and no job is "
+                "left queued."
             )
 
         run(go)
@@ -203,16 +257,24 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         campaign_id: int = typer.Argument(..., help="The campaign's id."),
         yes: bool = typer.Option(
-            False, "--yes", "-y", help="Do not ask for confirmation (a send in progress)."
+            False, "--yes", "-y", help="Do not ask for confirmation (a schedule or a send)."
         ),
     ) -> None:
-        """Cancel a draft, a scheduled campaign, or a send in progress or paused. A send stops
-        at each worker's next chunk; recipients never handed over end `cancelled`."""
+        """Cancel for good a draft, a scheduled campaign, or a send in progress or paused. A
+        send stops at each worker's next chunk; recipients never handed over end `cancelled`.
+        To keep a scheduled campaign as a draft instead, use `unschedule`."""
 
         async def go() -> None:
             async with container_for(ctx) as container:
                 draft = await container.campaigns.get(campaign_id)
-                if draft.campaign.status in CANCEL_ASKS:
+                if draft.campaign.status == CampaignStatus.SCHEDULED:
+                    _ask(
+                        f"Cancel {draft.campaign.subject!r} for good? It will never be sent "
+                        f"(`tidings campaign unschedule {campaign_id}` keeps it as a draft).",
+                        yes,
+                        "not cancelled",
+                    )
+                elif draft.campaign.status in CANCEL_ASKS:
                     _ask(
                         f"Cancel the send of {draft.campaign.subject!r}? Recipients not yet "
                         "handed over will never get it.",

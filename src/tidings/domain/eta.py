@@ -1,10 +1,12 @@
 """The sending ETA (SPEC SND-18): remaining work divided by recent throughput. Pure.
 
 A *sample* is one batch's completion: when it happened and how many recipients it settled,
-whichever worker did it. The rate is the work of the last minute of samples over the time it
-took, measured from the sample just before the window (the interval crossing the boundary)
-up to now; a sparse send keeps at least its last two intervals. Samples from before the
-attempt started belong to an earlier attempt and are left out. Nothing here reads a clock.
+whichever worker did it. The recent rate is the work of the last minute of samples over the
+time it took, measured from the sample just before the window (the interval crossing the
+boundary) up to now; a sparse send keeps at least its last two intervals. Samples from before
+the attempt started belong to an earlier attempt and are left out. The phase's average rate
+(its work so far over its time so far) bounds it, and stands alone before two samples exist
+(issue 38 item 3). Nothing here reads a clock.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ WINDOW = timedelta(minutes=1)
 # crossing the boundary, or the three that make two intervals when the window is empty.
 SAMPLES_BEFORE_WINDOW = 3
 MIN_SAMPLES = 2
+# The recent rate is kept within this factor of the phase's average (see `blended_rate`).
+AVERAGE_BAND = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,29 @@ def rate_per_second(
     return work / elapsed
 
 
+def average_rate(done: int, *, phase_started_at: datetime | None, now: datetime) -> float | None:
+    """The phase's own pace: the work it has done over the time since it began, or None
+    before any work. Read from the batches' counts, which move with every chunk, so it exists
+    seconds into a send — long before two batches have finished."""
+    if phase_started_at is None or done <= 0:
+        return None
+    elapsed = (now - phase_started_at).total_seconds()
+    return done / elapsed if elapsed > 0 else None
+
+
+def blended_rate(recent: float | None, average: float | None) -> float | None:
+    """The rate the ETA divides by: the recent one (`rate_per_second`), kept within
+    `AVERAGE_BAND`× of the phase's average, or whichever of the two exists.
+
+    The recent rate follows a change of pace (workers added, a stall) but is read from batch
+    completions, which come in bursts (two batches finishing together measure a moment, not
+    a pace); the average cannot burst. At a steady pace the average is the truth, so the ETA
+    then stays within `AVERAGE_BAND`× of it, whatever the bursts."""
+    if recent is None or average is None:
+        return recent if average is None else average
+    return min(max(recent, average / AVERAGE_BAND), average * AVERAGE_BAND)
+
+
 def eta_seconds(
     *,
     failed: bool,
@@ -85,15 +112,20 @@ def eta_seconds(
     attempt_started_at: datetime,
     now: datetime,
     window: timedelta = WINDOW,
+    phase_started_at: datetime | None = None,
+    phase_done: int = 0,
 ) -> int | None:
-    """Seconds until the current phase's work is done: None for a failed send or without
-    two samples of the current attempt, 0 once nothing remains (which says nothing about
-    the outcome: key completion on the status, never on the ETA)."""
+    """Seconds until the current phase's work is done: None for a failed send or with no
+    measure of pace yet (neither two samples of the current attempt nor any work done since
+    `phase_started_at`), 0 once nothing remains (which says nothing about the outcome: key
+    completion on the status, never on the ETA)."""
     if failed:
         return None
     if remaining <= 0:
         return 0
-    rate = rate_per_second(samples, attempt_started_at=attempt_started_at, now=now, window=window)
+    recent = rate_per_second(samples, attempt_started_at=attempt_started_at, now=now, window=window)
+    average = average_rate(phase_done, phase_started_at=phase_started_at, now=now)
+    rate = blended_rate(recent, average)
     if rate is None:
         return None
     return math.ceil(remaining / rate)

@@ -8,6 +8,7 @@ counts exclusions as completed work: the numbers are recipients *processed*, not
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -108,6 +109,8 @@ class BatchGroup:
     excluded: int = 0
     failed: int = 0
     uncertain: int = 0
+    first_claimed_at: datetime | None = None  # the group's first claim in this attempt
+    settled_since: int = 0  # settled by the batches claimed in this attempt
 
     @property
     def settled(self) -> int:
@@ -125,6 +128,15 @@ def phase_of(groups: Sequence[BatchGroup]) -> Phase:
     """`preparing` until any batch has left `pending`, then `submitting`."""
     started = any(g.claimed or g.status != BatchStatus.PENDING for g in groups if g.batches)
     return Phase.SUBMITTING if started else Phase.PREPARING
+
+
+def phase_started(send: SendRecord, groups: Sequence[BatchGroup], phase: Phase) -> datetime | None:
+    """When the phase began in this attempt: preparing at the attempt's start (a scheduled
+    send's when it went out), submitting at its first batch claimed."""
+    if phase == Phase.PREPARING:
+        return send.attempt_started_at
+    claims = [g.first_claimed_at for g in groups if g.first_claimed_at is not None]
+    return min(claims, default=None)
 
 
 def submitting_batches(groups: Sequence[BatchGroup]) -> int:
@@ -186,6 +198,16 @@ class SendingStatus:
     recipients: RecipientTotals
     provider_problem: ProviderProblem | None = None  # a send waiting on its provider (SND-26)
     auto_pause: AutoPaused | None = None  # the send paused itself (SND-24)
+    closing: bool = False  # cancelled, its close not run yet: the totals it will record
+
+    @property
+    def stage(self) -> str:
+        """The one word for where the send is, shown by the badge and the progress panel
+        alike so they never disagree: the phase while it runs (`preparing`, `submitting`),
+        otherwise the status (a paused send is `paused`, not its phase)."""
+        if self.status in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING) and self.phase:
+            return self.phase.value
+        return self.status.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +243,16 @@ def submission_progress(send: SendRecord, groups: Sequence[BatchGroup]) -> Progr
     return Progress(completed, total, max(0, remaining))
 
 
+def _phase_done(
+    send: SendRecord, groups: Sequence[BatchGroup], phase: Phase, progress: Progress
+) -> int:
+    """Work the phase has done: candidates paged, or recipients settled by the batches claimed
+    in this attempt (the preparation's exclusions were the other phase's work)."""
+    if phase == Phase.PREPARING:
+        return progress.completed
+    return sum(g.settled_since for g in groups)
+
+
 def batch_totals(send: SendRecord, groups: Sequence[BatchGroup]) -> RecipientTotals:
     return RecipientTotals(
         sent=sum(g.sent for g in groups),
@@ -253,6 +285,43 @@ def finished_status(status: CampaignStatus, send: SendRecord) -> SendingStatus:
     )
 
 
+def closing(status: CampaignStatus, send: SendRecord) -> bool:
+    """A cancelled send whose close (the finalise step) has not recorded its totals yet, with
+    recipients selected: its numbers come from its batches until then."""
+    return (
+        status == CampaignStatus.CANCELLED
+        and send.cancelled_count is None
+        and send.candidate_count is not None
+    )
+
+
+def closing_status(send: SendRecord, groups: Sequence[BatchGroup]) -> SendingStatus:
+    """A cancelled send before its close ran: the totals the close will record, so the page
+    right after a cancel shows what it shows after a reload. Every recipient a batch still
+    owed (not handed over) is counted `cancelled`, as the close will make them."""
+    owed = sum(
+        g.recipients - g.settled
+        for g in groups
+        if g.status in (BatchStatus.PENDING, BatchStatus.SUBMITTING)
+    )
+    totals = dataclasses.replace(batch_totals(send, groups), cancelled=max(0, owed))
+    total = send.candidate_count if send.candidate_count is not None else totals.processed
+    return SendingStatus(
+        CampaignStatus.CANCELLED,
+        send.attempt,
+        None,
+        total,
+        total,
+        0,
+        None,
+        False,
+        None,
+        None,
+        totals,
+        closing=True,
+    )
+
+
 def idle_status(status: CampaignStatus, send: SendRecord | None) -> SendingStatus:
     """A draft, scheduled or cancelled campaign: nothing in progress."""
     total = send.preflight_email_count if send is not None else 0
@@ -274,6 +343,8 @@ def derive_status(
     completions (batches written while preparing, finished while submitting)."""
     if closed(status, send):
         return finished_status(status, send)
+    if closing(status, send):
+        return closing_status(send, groups)
     if status not in READS_BATCHES:
         return idle_status(status, send)
     failed = status == CampaignStatus.FAILED
@@ -290,6 +361,10 @@ def derive_status(
         samples=samples,
         attempt_started_at=send.attempt_started_at,
         now=now,
+        # The phase's own average (first attempt only: a retry's batches keep the counts of
+        # the attempts before it, which this attempt did not do).
+        phase_started_at=phase_started(send, groups, phase) if send.attempt == 1 else None,
+        phase_done=_phase_done(send, groups, phase, progress),
     )
     blocked = retry_blocked_by(status, send.error_code, submitting_batches(groups))
     return SendingStatus(

@@ -91,6 +91,11 @@ class JobQueue:
         for worker in self._local_workers:
             worker.arm(kind)
 
+    async def withdraw(self, conn: AsyncConnection, idempotency_key: str) -> int:
+        """Remove the still-pending job with this key inside the caller's write transaction
+        (a schedule called off); 0 if it is running, finished or gone."""
+        return await store.withdraw(conn, idempotency_key=idempotency_key)
+
     async def live_keys(
         self, conn: AsyncConnection, *, kinds: Sequence[str], key_patterns: Sequence[str]
     ) -> list[str]:
@@ -133,6 +138,11 @@ class JobQueue:
             return await store.list_jobs(
                 conn, status=status, kind=kind, before_id=before_id, limit=limit
             )
+
+    async def upcoming(self, limit: int = 50) -> list[Job]:
+        """Pending and running jobs, the next due first: what the workers will do."""
+        async with self.db.read() as conn:
+            return await store.upcoming(conn, limit=limit)
 
     async def replay(self, job_id: int) -> Job:
         async with self.db.write() as conn:

@@ -276,6 +276,17 @@ async def list_jobs(
     return [job_of(row) for row in await conn.execute(query)]
 
 
+async def upcoming(conn: AsyncConnection, *, limit: int) -> list[Job]:
+    """Jobs waiting for their time or running, the next due first (a scheduled send is one)."""
+    query = (
+        select(jobs)
+        .where(jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]))
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+    )
+    return [job_of(row) for row in await conn.execute(query)]
+
+
 async def attempts_of(conn: AsyncConnection, job_id: int) -> list[dict[str, Any]]:
     query = (
         select(job_attempts)
@@ -300,6 +311,18 @@ async def replay(conn: AsyncConnection, job_id: int, *, now: datetime) -> Job | 
             text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": row.kind}
         )
     return None if row is None else job_of(row)
+
+
+async def withdraw(conn: AsyncConnection, *, idempotency_key: str) -> int:
+    """Delete the job with this key if it is still `pending` (waiting for its time): work
+    called off before it started leaves nothing queued behind. A running job is left to its
+    worker, whose handler finds the work called off; a finished one is history. Returns how
+    many jobs were removed (0 or 1)."""
+    waiting = select(jobs.c.id).where(
+        jobs.c.idempotency_key == idempotency_key, jobs.c.status == JobStatus.PENDING.value
+    )
+    await conn.execute(delete(job_attempts).where(job_attempts.c.job_id.in_(waiting)))
+    return int((await conn.execute(delete(jobs).where(jobs.c.id.in_(waiting)))).rowcount)
 
 
 async def prune(conn: AsyncConnection, *, finished_before: datetime, batch: int) -> int:

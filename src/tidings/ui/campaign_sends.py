@@ -4,12 +4,14 @@ the verification summary and the recipients by state."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from tidings.campaigns.control import CANCELLABLE_SEND
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.campaigns.listing import send_started
 from tidings.campaigns.reconcile import ReconcileRefused
@@ -31,6 +33,9 @@ RECIPIENTS_SHOWN = 200
 PREVIEW_WIDTHS = ("desktop", "phone")
 DELIVERED = frozenset({"delivered"})
 PROBLEMS = frozenset({"hard_bounce", "soft_bounce", "complaint"})
+CANCELLABLE = frozenset({CampaignStatus.DRAFT, CampaignStatus.SCHEDULED, *CANCELLABLE_SEND})
+CLOSE_WAIT_SECONDS = 3.0
+CLOSE_POLL_SECONDS = 0.1
 
 
 def eta_words(seconds: int | None) -> str:
@@ -57,12 +62,20 @@ def duration_words(started: datetime | None, finished: datetime | None) -> str:
 
 
 def progress_labels(status: SendingStatus) -> dict[str, str]:
-    phase = status.phase.value if status.phase else status.status.value
+    """The progress panel's words, and the badge's: both read `stage`, one source, so the
+    badge and the phase never disagree (the script updates both from this)."""
+    stage = status_word(status.stage)
     return {
-        "phase": status_word(phase),
-        "counts": f"{status.completed} of {status.total} recipients processed",
+        "stage": stage,
+        "phase": stage,
+        "counts": f"{status.completed:,} of {status.total:,} recipients processed",
         "eta": eta_words(status.eta_seconds),
     }
+
+
+def following(status: SendingStatus) -> bool:
+    """Whether the page keeps polling: a send under way, or a cancel still closing."""
+    return status.status in ACTIVE or status.closing
 
 
 async def status_page(
@@ -79,7 +92,7 @@ async def status_page(
     container = container_of(request)
     campaign_id = draft.campaign.id
     send = await container.sends.get_send(campaign_id)
-    started = send_started(send.attempt_started_at, draft.campaign.scheduled_at) if send else None
+    started = send_started(draft.campaign.status, send, draft.campaign.scheduled_at)
     finished = send.finished_at if send else None
     status = await container.send_status.status(campaign_id)
     shown_state = state if state in {s.value for s in RecipientState} else ""
@@ -109,6 +122,7 @@ async def status_page(
         send_again=await container.send_again.links(campaign_id),
         status=status,
         active=status.status in ACTIVE,
+        following=following(status),
         labels=progress_labels(status),
         states=[s.value for s in RecipientState],
         shown_state=shown_state,
@@ -141,7 +155,7 @@ async def progress(request: Request, session: Session, campaign_id: CampaignId) 
     status = await container_of(request).send_status.status(campaign_id)
     return JSONResponse(
         {
-            "done": status.status not in ACTIVE,
+            "done": not following(status),
             "status": status.status.value,
             "completed": status.completed,
             "total": status.total,
@@ -218,6 +232,67 @@ async def resume(request: Request, session: Session, campaign_id: CampaignId) ->
     return await _control(request, session, campaign_id, "resume")
 
 
+@router.get("/{campaign_id}/cancel")
+async def confirm_cancel(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    """Cancelling is for good, so it is asked first, on a page of its own (it works without
+    the script): what will happen, with unschedule offered for a scheduled campaign."""
+    return await _cancel_page(request, session, campaign_id)
+
+
+async def _cancel_page(
+    request: Request, session: Session, campaign_id: int, *, status_code: int = 200
+) -> HTMLResponse:
+    container = container_of(request)
+    draft = await container.campaigns.get(campaign_id)
+    status = await container.send_status.status(campaign_id)
+    return page(
+        request,
+        session,
+        "campaign_cancel.html",
+        status_code=status_code,
+        draft=draft,
+        status=status,
+        labels=progress_labels(status),
+        cancellable=status.status in CANCELLABLE,
+    )
+
+
 @router.post("/{campaign_id}/cancel")
-async def cancel(request: Request, session: Session, campaign_id: CampaignId) -> Response:
-    return await _control(request, session, campaign_id, "cancel")
+async def cancel(
+    request: Request,
+    session: Session,
+    campaign_id: CampaignId,
+    confirmed: Annotated[str, Form(max_length=8)] = "",
+) -> Response:
+    """Cancel for good, once confirmed on the page above. A post without the confirmation
+    (a hand-made request) gets that page, 400, and nothing changes. Right after a send's
+    cancel, the close is waited for (a few seconds at most) so the page shows its totals."""
+    if confirmed != "yes":
+        return await _cancel_page(request, session, campaign_id, status_code=400)
+    response = await _control(request, session, campaign_id, "cancel")
+    if response.status_code == 303:
+        await _await_close(request, campaign_id)
+    return response
+
+
+@router.post("/{campaign_id}/unschedule")
+async def unschedule(request: Request, session: Session, campaign_id: CampaignId) -> Response:
+    """A scheduled campaign back to draft, its job removed; the editor opens again."""
+    container = container_of(request)
+    try:
+        await container.control.unschedule(campaign_id, actor=f"ui:{session.admin_id}")
+    except Conflict as refused:
+        return await _refused(request, session, campaign_id, refused.detail)
+    return RedirectResponse(f"/admin/campaigns/{campaign_id}", status_code=303)
+
+
+async def _await_close(request: Request, campaign_id: int) -> None:
+    """Wait, bounded, for a cancelled send's close (the finalise step a worker runs once no
+    batch is held). The page shows the totals it will keep either way; this makes them the
+    recorded ones when a worker is there to close it."""
+    reader = container_of(request).send_status
+    deadline = asyncio.get_running_loop().time() + CLOSE_WAIT_SECONDS
+    while (await reader.status(campaign_id)).closing:
+        if asyncio.get_running_loop().time() > deadline:
+            return
+        await asyncio.sleep(CLOSE_POLL_SECONDS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -14,6 +13,7 @@ from tidings.campaigns.commands import DraftChanges, DraftFields
 from tidings.campaigns.copy_outcome import await_outcome
 from tidings.campaigns.drafts import CampaignDraft
 from tidings.domain.errors import Conflict, InvalidInput, NotFound, TidingsError
+from tidings.domain.local_time import read_local
 from tidings.domain.segments import TIERS
 from tidings.domain.sending import CampaignStatus
 from tidings.ui.campaign_ab import AB_FORM_FIELDS, ab_from_form, ab_values
@@ -299,7 +299,8 @@ async def send_test_copy(
 
 def schedule_time(typed: str, zone: str, site_zone: str) -> datetime:
     """The form's date and time, read in `zone` (the site's or UTC; an offset typed with it
-    wins), as an aware datetime; InvalidInput naming `scheduled_at` otherwise."""
+    wins), as an aware datetime; InvalidInput naming `scheduled_at` otherwise, or for a time
+    the zone skips (a DST gap)."""
     if zone not in (site_zone, "UTC"):
         raise InvalidInput(f"the time zone must be {site_zone} or UTC", field="scheduled_at")
     try:
@@ -308,7 +309,9 @@ def schedule_time(typed: str, zone: str, site_zone: str) -> datetime:
         raise InvalidInput(
             "scheduled_at must be a date and time, e.g. 2026-12-24 09:00", field="scheduled_at"
         ) from None
-    return at.replace(tzinfo=ZoneInfo(zone)) if at.tzinfo is None else at
+    # A wall time in a DST gap is refused with the reason; one in a fold is its first
+    # occurrence (domain/local_time.py); both are shown in UTC once scheduled.
+    return read_local(at, zone, field="scheduled_at").at if at.tzinfo is None else at
 
 
 @router.post("/{campaign_id}/schedule")

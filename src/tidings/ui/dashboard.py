@@ -1,7 +1,7 @@
 """The dashboard: the audience per newsletter and state, 30 days of growth, recent campaigns
-and the queue's health, with a banner when jobs are dead and one per send waiting on an
-unreachable provider (SND-26), and a button that checks the email provider's connection
-step by step."""
+and the queue's health (counts per kind and state, and the next jobs due), with a banner when
+jobs are dead and one per send waiting on an unreachable provider (SND-26), and a button that
+checks the email provider's connection step by step."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tidings.ui.templating import UiRoute, page
 
 router = APIRouter(route_class=UiRoute)
 STATES = ("pending", "confirmed", "unsubscribed")
+NEXT_DUE_SHOWN = 5  # the queue panel's next jobs due (a scheduled send among them)
 
 
 @router.get("")
@@ -55,6 +56,7 @@ async def _dashboard(
         unsubscribed=line_chart(labels, [day.unsubscribed for day in growth], what="unsubscribes"),
         campaigns=await container.campaigns.list_campaigns(limit=8),
         queue=sorted(queue.items()),
+        waiting=await container.queue.upcoming(limit=NEXT_DUE_SHOWN),
         dead=dead,
         provider=container.settings.email.provider,
         provider_check=provider_check,

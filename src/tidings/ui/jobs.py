@@ -1,4 +1,5 @@
-"""Jobs: the dead ones with their error, and replay."""
+"""Jobs: those waiting for their time or running (a scheduled send is one), the next due
+first, and the dead ones with their error, and replay."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tidings.ui.guard import Session, container_of
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
 router = APIRouter(prefix="/jobs", route_class=UiRoute)
+UPCOMING_SHOWN = 50
 
 
 @router.get("")
@@ -20,11 +22,19 @@ async def dead_jobs(
     session: Session,
     before: Annotated[int | None, Query(ge=1, le=2**62)] = None,
 ) -> HTMLResponse:
-    rows = await container_of(request).queue.list_jobs(
-        status=JobStatus.DEAD, before_id=before, limit=PAGE_SIZE + 1
-    )
+    queue = container_of(request).queue
+    rows = await queue.list_jobs(status=JobStatus.DEAD, before_id=before, limit=PAGE_SIZE + 1)
     shown, next_before = one_page(rows, key=lambda job: job.id)
-    return page(request, session, "jobs.html", jobs=shown, next_before=next_before)
+    waiting = await queue.upcoming(limit=UPCOMING_SHOWN + 1)
+    return page(
+        request,
+        session,
+        "jobs.html",
+        jobs=shown,
+        next_before=next_before,
+        waiting=waiting[:UPCOMING_SHOWN],
+        more_waiting=len(waiting) > UPCOMING_SHOWN,
+    )
 
 
 @router.post("/{job_id}/replay")

@@ -48,15 +48,20 @@ class SendCampaignHandler:
             send = await send_queries.get(conn, step.campaign_id)
             if send is None or send.attempt != step.attempt:
                 return False
-            # A scheduled campaign's job runs at its time: it is now a send.
-            await send_queries.set_status(
+            # A scheduled campaign's job runs at its time: it is now a send, started now (its
+            # "started", "took" and the ETA's samples count from here, not from when it was
+            # scheduled).
+            if await send_queries.set_status(
                 conn,
                 step.campaign_id,
                 from_statuses=[CampaignStatus.SCHEDULED],
                 to_status=CampaignStatus.PENDING,
                 now=now,
                 keep_schedule=True,
-            )
+            ):
+                await send_queries.update_send(
+                    conn, step.campaign_id, attempt_started_at=now, updated_at=now
+                )
             status = await send_queries.status(conn, step.campaign_id)
             if status not in (CampaignStatus.PENDING, CampaignStatus.SUBMITTING):
                 return False

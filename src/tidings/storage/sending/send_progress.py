@@ -42,9 +42,20 @@ def _total(column: Any) -> Any:
     return func.coalesce(func.sum(column), 0)
 
 
-async def batch_groups(conn: AsyncConnection, campaign_id: int) -> list[BatchGroup]:
-    """The campaign's batches summed per status (one statement, a handful of rows)."""
+async def batch_groups(
+    conn: AsyncConnection, campaign_id: int, *, since: datetime | None = None
+) -> list[BatchGroup]:
+    """The campaign's batches summed per status (one statement, a handful of rows), with
+    each group's first claim made at or after `since` (the attempt's start)."""
     batches = campaign_batches.c
+    settled = (
+        func.coalesce(batches.submitted_count, 0)
+        + func.coalesce(batches.submission_excluded_count, 0)
+        + func.coalesce(batches.failed_count, 0)
+        + func.coalesce(batches.uncertain_count, 0)
+    )
+    this_attempt = batches.claimed_at.is_not(None) if since is None else batches.claimed_at >= since
+    claimed_since = case((this_attempt, batches.claimed_at))
     awaiting = case(
         (and_(batches.status == BatchStatus.SUBMITTING.value, batches.error_code.is_not(None)), 1),
         else_=0,
@@ -61,6 +72,8 @@ async def batch_groups(conn: AsyncConnection, campaign_id: int) -> list[BatchGro
             _total(batches.submission_excluded_count),
             _total(batches.failed_count),
             _total(batches.uncertain_count),
+            func.min(claimed_since),
+            _total(case((this_attempt, settled), else_=0)),
         )
         .where(batches.campaign_id == campaign_id)
         .group_by(batches.status, awaiting)
@@ -77,6 +90,8 @@ async def batch_groups(conn: AsyncConnection, campaign_id: int) -> list[BatchGro
             excluded=int(excluded),
             failed=int(failed),
             uncertain=int(uncertain),
+            first_claimed_at=first_claimed_at,
+            settled_since=int(settled_since),
         )
         for (
             status,
@@ -89,6 +104,8 @@ async def batch_groups(conn: AsyncConnection, campaign_id: int) -> list[BatchGro
             excluded,
             failed,
             uncertain,
+            first_claimed_at,
+            settled_since,
         ) in await conn.execute(query)
     ]
 

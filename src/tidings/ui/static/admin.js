@@ -16,7 +16,8 @@ document.addEventListener("submit", (event) => {
 function followProgress(panel) {
   const url = panel.getAttribute("data-progress-url");
   const bar = panel.querySelector("progress");
-  const label = (name) => panel.querySelector(`[data-field="${name}"]`);
+  // The panel's labels, and the page's badge (data-field="stage"), from the same answer.
+  const label = (name) => panel.querySelector(`[data-field="${name}"]`) || document.querySelector(`[data-field="${name}"]`);
   async function poll() {
     let state;
     try {
