@@ -145,3 +145,94 @@ def test_a_stalled_send_slows_its_estimate_down() -> None:
     assert soon == 100
     assert later is not None
     assert later > soon
+
+
+@given(
+    rate=st.floats(min_value=0.5, max_value=5000),
+    total=st.integers(min_value=100, max_value=10**6),
+    done_share=st.floats(min_value=0.1, max_value=0.99),
+    startup=st.floats(min_value=0, max_value=2),
+    burst=st.lists(st.floats(min_value=0, max_value=5), min_size=0, max_size=30),
+)
+def test_at_a_steady_pace_the_eta_is_within_twice_the_truth_once_a_tenth_is_done(
+    rate: float, total: int, done_share: float, startup: float, burst: list[float]
+) -> None:
+    """The promise on the send page (issue 38 item 3): once a tenth is done at a steady
+    pace, the time left shown is never off by more than 2x, however the batch completions
+    bunch up (samples at arbitrary times inside the phase)."""
+    elapsed = total * done_share / rate
+    assume_started = START + timedelta(seconds=startup)
+    now = assume_started + timedelta(seconds=elapsed)
+    done = round(total * done_share)
+    remaining = total - done
+    samples = [Sample(now - timedelta(seconds=min(b, elapsed)), 50) for b in burst]
+    eta = eta_seconds(
+        failed=False,
+        remaining=remaining,
+        samples=samples,
+        attempt_started_at=START,
+        now=now,
+        phase_started_at=assume_started,
+        phase_done=done,
+    )
+    truth = remaining / rate
+    assert eta is not None
+    assert truth / 2 <= eta <= 2 * truth + 1  # whole seconds, rounded up
+
+
+def test_the_average_gives_an_eta_before_two_batches_have_finished() -> None:
+    """A send's first batch may take minutes through a paced provider: the chunks its counts
+    record give the pace long before a second batch completes."""
+    now = START + timedelta(seconds=4)
+    eta = eta_seconds(
+        failed=False,
+        remaining=880,
+        samples=[],
+        attempt_started_at=START,
+        now=now,
+        phase_started_at=START,
+        phase_done=120,
+    )
+    assert eta == 30  # 120 in 4 s: 30 a second, 880 left
+    assert (
+        eta_seconds(
+            failed=False,
+            remaining=880,
+            samples=[],
+            attempt_started_at=START,
+            now=now,
+            phase_started_at=START,
+            phase_done=0,
+        )
+        is None
+    )  # nothing done yet: no pace to tell
+
+
+def test_past_a_minute_the_recent_rate_leads_within_a_band_of_the_average() -> None:
+    """An old phase follows its last minute (workers added double the pace shown), but a
+    burst of completions cannot make it promise more than 1.5x the phase's average pace."""
+    phase_started = START
+    now = START + timedelta(minutes=10)
+    recent = [Sample(now - timedelta(seconds=50), 1000), Sample(now, 1000)]  # 20/s lately
+    average_only = {"phase_started_at": phase_started, "phase_done": 6000}  # 10/s on average
+    eta = eta_seconds(
+        failed=False,
+        remaining=1500,
+        samples=recent,
+        attempt_started_at=START,
+        now=now,
+        **average_only,  # type: ignore[arg-type]
+    )
+    assert eta == 100  # 1500 at 15/s: the recent 20/s held to 1.5x the average's 10/s
+    young = START + timedelta(seconds=30)
+    bunched = [Sample(young - timedelta(seconds=1), 100), Sample(young, 100)]  # "100/s"
+    eta = eta_seconds(
+        failed=False,
+        remaining=300,
+        samples=bunched,
+        attempt_started_at=START,
+        now=young,
+        phase_started_at=START,
+        phase_done=300,
+    )
+    assert eta == 30  # younger than the window: its average (10/s), not the bunched pair

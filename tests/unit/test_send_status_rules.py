@@ -262,3 +262,39 @@ def test_progress_never_exceeds_its_total(
         found = derive_status(status, send, groups, [], now=NOW)
         assert 0 <= found.completed <= found.total
         assert found.eta_seconds is None or found.eta_seconds >= 0
+
+
+def test_the_badge_and_the_phase_are_one_word_whatever_the_send_looks_like() -> None:
+    """The page's badge and its progress panel read the same `stage`: a send marked
+    `submitting` before any batch is claimed is still preparing to the operator, a resumed
+    `pending` send whose batches went out is submitting, and a paused send is paused."""
+    unclaimed = [_group(BatchStatus.PENDING, 96)]
+    claimed = [_group(BatchStatus.PENDING, 46, claimed=1), _group(BatchStatus.SUBMITTED, 50)]
+    cases = [
+        (CampaignStatus.SUBMITTING, unclaimed, "preparing"),
+        (CampaignStatus.PENDING, claimed, "submitting"),
+        (CampaignStatus.SUBMITTING, claimed, "submitting"),
+        (CampaignStatus.PAUSED, claimed, "paused"),
+        (CampaignStatus.FAILED, claimed, "failed"),
+    ]
+    for status, groups, word in cases:
+        found = derive_status(status, _send(), groups, [], now=NOW)
+        assert found.stage == word, status
+
+
+def test_a_cancel_not_yet_closed_shows_the_totals_its_close_will_record() -> None:
+    """Right after a cancel the page must not show zeros that change on reload: whoever a
+    batch still owed is counted `cancelled`, as the close will make them."""
+    groups = [
+        _group(BatchStatus.SUBMITTED, 40, sent=38, failed=2),
+        _group(BatchStatus.PENDING, 36, claimed=1, sent=10, excluded=1),
+        _group(BatchStatus.FAILED, 20, failed=5),  # its unsent wait for a retry, not a cancel
+    ]
+    found = derive_status(CampaignStatus.CANCELLED, _send(), groups, [], now=NOW)
+    assert found.closing
+    assert found.stage == "cancelled"
+    totals = found.recipients
+    assert (totals.sent, totals.failed, totals.cancelled) == (48, 7, 25)
+    assert totals.excluded == 4 + 1  # the preparation's and the batch's
+    closed = derive_status(CampaignStatus.CANCELLED, _send(cancelled_count=25), groups, [], now=NOW)
+    assert not closed.closing

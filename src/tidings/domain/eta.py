@@ -91,16 +91,19 @@ def average_rate(done: int, *, phase_started_at: datetime | None, now: datetime)
     return done / elapsed if elapsed > 0 else None
 
 
-def blended_rate(recent: float | None, average: float | None) -> float | None:
-    """The rate the ETA divides by: the recent one (`rate_per_second`), kept within
-    `AVERAGE_BAND`× of the phase's average, or whichever of the two exists.
-
-    The recent rate follows a change of pace (workers added, a stall) but is read from batch
-    completions, which come in bursts (two batches finishing together measure a moment, not
-    a pace); the average cannot burst. At a steady pace the average is the truth, so the ETA
-    then stays within `AVERAGE_BAND`× of it, whatever the bursts."""
+def blended_rate(
+    recent: float | None, average: float | None, *, phase_age: timedelta | None
+) -> float | None:
+    """The rate the ETA divides by. While the phase is younger than the window, its average:
+    the last minute *is* the whole phase then, and the average reads it from counts that move
+    with every chunk, where the recent rate reads batch completions, which come in bursts
+    (two batches finishing together measure a moment, not a pace). Once older, the recent
+    rate (`rate_per_second`), which follows a change of pace (workers added, a stall), kept
+    within `AVERAGE_BAND`× of the average. Whichever exists when only one does."""
     if recent is None or average is None:
         return recent if average is None else average
+    if phase_age is not None and phase_age < WINDOW:
+        return average
     return min(max(recent, average / AVERAGE_BAND), average * AVERAGE_BAND)
 
 
@@ -125,7 +128,8 @@ def eta_seconds(
         return 0
     recent = rate_per_second(samples, attempt_started_at=attempt_started_at, now=now, window=window)
     average = average_rate(phase_done, phase_started_at=phase_started_at, now=now)
-    rate = blended_rate(recent, average)
+    phase_age = None if phase_started_at is None else now - phase_started_at
+    rate = blended_rate(recent, average, phase_age=phase_age)
     if rate is None:
         return None
     return math.ceil(remaining / rate)
