@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,14 @@ def _free_port() -> int:
 def admin_server(tmp_path: Path) -> Iterator[AdminServer]:
     """`tidings serve` (API, UI and workers in one process) on SQLite with the capture
     provider, and an operator made with `tidings admins create`."""
+    with serving_admin(tmp_path) as server:
+        yield server
+
+
+@contextmanager
+def serving_admin(tmp_path: Path, **settings: str) -> Iterator[AdminServer]:
+    """The `admin_server` fixture's server, with extra `TIDINGS_*` settings (full names:
+    `TIDINGS_SITE_TIMEZONE`), for a test module's own fixture."""
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {
@@ -63,6 +72,7 @@ def admin_server(tmp_path: Path) -> Iterator[AdminServer]:
         "TIDINGS_LOG_LEVEL": "warning",
         "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.1",
         "TIDINGS_BULK_EMAIL_BATCH_SIZE": "10",
+        **settings,
     }
     migrated = tidings("migrate", env=env)
     assert migrated.returncode == 0, migrated.stderr
