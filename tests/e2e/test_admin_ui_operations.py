@@ -71,7 +71,9 @@ async def test_a_campaign_is_scheduled_and_cancelled_from_its_page(database_url:
             campaign_url + "/schedule", data={"scheduled_at": "tomorrow", "csrf_token": csrf}
         )
         assert bad.status_code == 422
-        cancelled = await client.post(campaign_url + "/cancel", data={"csrf_token": csrf})
+        cancelled = await client.post(
+            campaign_url + "/cancel", data={"csrf_token": csrf, "confirmed": "yes"}
+        )
         assert cancelled.status_code == 303
         assert (await container.campaigns.get(campaign_id)).campaign.status == "cancelled"
 

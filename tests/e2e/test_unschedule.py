@@ -157,7 +157,9 @@ async def test_a_time_the_site_zone_skips_is_refused_and_a_repeated_one_is_read_
 
         naive = await client.post(url, json={"scheduled_at": FOLD}, headers=headers)
         assert naive.status_code == 422
-        assert "timezone" in naive.json()["detail"]
+        (error,) = naive.json()["errors"]
+        assert error["field"] == "body.scheduled_at"
+        assert "timezone" in error["message"]
         unknown = await client.post(
             url, json={"scheduled_at": FOLD, "timezone": "Mars/Olympus"}, headers=headers
         )

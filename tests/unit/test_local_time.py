@@ -49,9 +49,10 @@ def test_an_ordinary_time_is_read_in_its_zone_without_a_note() -> None:
 
 def test_an_unknown_zone_is_refused_naming_its_field() -> None:
     """A typo in a zone name is the operator's to fix, named as such."""
-    with pytest.raises(InvalidInput) as refused:
-        zone_named("Mars/Olympus", field="timezone")
-    assert refused.value.field == "timezone"
+    for name in ("Mars/Olympus", "Europe", "../etc/passwd", ""):
+        with pytest.raises(InvalidInput) as refused:
+            zone_named(name, field="timezone")
+        assert refused.value.field == "timezone"
 
 
 @given(

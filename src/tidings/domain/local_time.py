@@ -38,7 +38,7 @@ def zone_named(name: str, *, field: str) -> ZoneInfo:
     """The IANA zone `name`, or InvalidInput naming `field`."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Europe", a directory
         raise InvalidInput(
             f"{field}: {name!r} is not an IANA time zone such as Europe/Paris or UTC", field=field
         ) from None

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from tidings.api.deps import AdminKeyId, ContainerDep
 from tidings.api.schemas import RequestBody
@@ -22,11 +22,6 @@ CampaignId = Annotated[int, Path(ge=1, le=2**62)]
 
 
 class ScheduleRequest(RequestBody):
-    scheduled_at: datetime = Field(
-        description="When to send, at least 30 seconds ahead: with an offset "
-        "(`2026-12-01T09:00:00Z`), or a wall-clock time (`2026-12-01T09:00`) read in "
-        "`timezone`."
-    )
     timezone: str | None = Field(
         default=None,
         max_length=64,
@@ -35,6 +30,18 @@ class ScheduleRequest(RequestBody):
         "one it has twice (a fold) is its first occurrence. Ignored when `scheduled_at` has an "
         "offset.",
     )
+    scheduled_at: datetime = Field(
+        description="When to send, at least 30 seconds ahead: with an offset "
+        "(`2026-12-01T09:00:00Z`), or a wall-clock time (`2026-12-01T09:00`) read in "
+        "`timezone`."
+    )
+
+    @field_validator("scheduled_at")
+    @classmethod
+    def _zoned(cls, value: datetime, info: ValidationInfo) -> datetime:
+        if is_naive(value) and info.data.get("timezone") is None:
+            raise ValueError(f"{NEEDS_TIMEZONE}, or give a timezone")
+        return value
 
     def moment(self) -> datetime:
         """The instant asked for; InvalidInput naming the field that makes it impossible."""
