@@ -80,7 +80,12 @@ async def test_the_eta_shows_early_and_stays_within_twice_the_truth(database_url
     judged = [
         (eta, done_at - at)
         for at, completed, total, eta, phase in polls
-        if phase == "submitting" and total and completed >= total / 10 and completed < total
+        if phase == "submitting"
+        and total
+        and completed >= total / 10
+        and completed < total
+        # the last two seconds are below what a whole-second ETA, polled, can resolve
+        and done_at - at >= 2
     ]
     assert len(judged) > 10  # the check saw the send, not a moment of it
     for eta, truth in judged:
