@@ -289,7 +289,7 @@ async def test_admin_assertion_does_not_override_a_persons_unsubscribe(admin: An
     forced = await client.post(
         f"/api/admin/subscribers/{created['id']}/subscriptions",
         headers=headers,
-        json={"newsletter": "weekly", "confirmed": True},
+        json={"newsletter": "weekly", "confirmed": True, "note": "they asked by phone"},
     )
     assert forced.status_code == 409
     asked = await client.post(
@@ -297,7 +297,8 @@ async def test_admin_assertion_does_not_override_a_persons_unsubscribe(admin: An
         headers=headers,
         json={"newsletter": "weekly", "confirmed": False},
     )
-    assert asked.json()["subscriptions"][0]["state"] == "pending"
+    assert asked.json()["outcome"] == "asked_again"
+    assert asked.json()["subscriber"]["subscriptions"][0]["state"] == "pending"
 
 
 async def test_privacy_delete_also_erases_queued_mail_and_webhook_payloads(admin: Any) -> None:

@@ -12,6 +12,7 @@ from tests.support.admin_browser import (
     admin_server,  # noqa: F401  (a fixture)
     browser_type_launch_args,  # noqa: F401  (a fixture)
     screenshot_dir,
+    sign_in_and_add_newsletter,
 )
 
 CSV = (
@@ -43,17 +44,7 @@ def test_operator_imports_edits_adds_and_acts_on_people_in_bulk(
     visit = Visit(page, screenshot_dir(tmp_path), viewport)
     page.on("dialog", lambda dialog: dialog.accept())
 
-    page.goto("/admin/sign-in")
-    page.get_by_label("Email").fill(admin_server.email)
-    page.get_by_label("Password").fill(admin_server.password)
-    page.get_by_role("button", name="Sign in").click()
-    _nav(page, "Newsletters")
-    page.get_by_role("link", name="New newsletter").click()
-    page.get_by_label("Name", exact=True).fill("Weekly Notes")
-    page.get_by_role("textbox", name="Slug").fill("weekly")
-    page.get_by_label("Sender name").fill("The Editors")
-    page.get_by_label("Sender address").fill("editors@example.org")
-    page.get_by_role("button", name="Save").click()
+    sign_in_and_add_newsletter(page, admin_server, "Weekly Notes", "weekly")
 
     _nav(page, "Subscribers")
     page.get_by_role("link", name="Import CSV").click()

@@ -121,3 +121,25 @@ def screenshot_dir(tmp_path: Path) -> Path:
         target = tmp_path / "screenshots"
     target.mkdir(parents=True, exist_ok=True)
     return target
+
+
+def sign_in_and_add_newsletter(page: Any, server: AdminServer, name: str, slug: str) -> None:
+    """Sign `page` in as the server's operator and create a newsletter through the UI, as an
+    operator's first minutes go."""
+    page.goto("/admin/sign-in")
+    page.get_by_label("Email").fill(server.email)
+    page.get_by_label("Password").fill(server.password)
+    page.get_by_role("button", name="Sign in").click()
+    add_newsletter(page, name, slug)
+
+
+def add_newsletter(page: Any, name: str, slug: str) -> None:
+    """Create a newsletter from the Newsletters section."""
+    nav = page.get_by_role("navigation", name="Admin sections")
+    nav.get_by_role("link", name="Newsletters").click()
+    page.get_by_role("link", name="New newsletter").click()
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_role("textbox", name="Slug").fill(slug)
+    page.get_by_label("Sender name").fill("The Editors")
+    page.get_by_label("Sender address").fill("editors@example.org")
+    page.get_by_role("button", name="Save").click()

@@ -70,14 +70,18 @@ class ConsentRecorder:
         *,
         source: Source,
         now: datetime,
+        double_opt_in: bool | None = None,
     ) -> SubscriptionRow:
         """Someone asked to subscribe: create, revive or leave alone the subscription, and
         queue a confirmation email if one is needed (AUD-5), or the welcome email when a
-        single opt-in newsletter is confirmed by the asking."""
+        single opt-in newsletter is confirmed by the asking. `double_opt_in=True` asks for
+        the confirmation whatever the newsletter's setting (an admin asked, not the person)."""
         subscription, before = await self.subscription(
             conn, subscriber.id, newsletter.id, source=source, now=now
         )
-        decision = decide(before, Subscribe(source, newsletter.double_opt_in))
+        if double_opt_in is None:
+            double_opt_in = newsletter.double_opt_in
+        decision = decide(before, Subscribe(source, double_opt_in))
         assert isinstance(decision, Transition)  # subscribing is never refused
         written = await self.record(
             conn, subscription, decision, now=now, owners=(subscriber, newsletter)

@@ -34,6 +34,22 @@ LABEL = re.compile(r"[a-z0-9_-]{1,64}")
 MAX_ATTRIBUTES_BYTES = 16_384
 
 
+class SubscriberExists(Conflict):
+    """Adding a subscriber whose address is already one: the caller is pointed at the person,
+    to put them on a newsletter instead (`Memberships.add`)."""
+
+    def __init__(self, subscriber_id: int) -> None:
+        super().__init__(
+            f"a subscriber with that address exists (id {subscriber_id}): put them on a "
+            f"newsletter with POST /api/admin/subscribers/{subscriber_id}/subscriptions",
+            field="email",
+        )
+        self.subscriber_id = subscriber_id
+
+    def problem_fields(self) -> dict[str, Any]:
+        return {"subscriber_id": self.subscriber_id}
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriptionView:
     newsletter: str
@@ -172,7 +188,7 @@ class Subscribers:
                 **values,
             )
             if not created:
-                raise Conflict("a subscriber with that address exists", field="email")
+                raise SubscriberExists(row.id)
             if tracking_consent:
                 row = await record_tracking_consent(
                     conn, row, True, source=ConsentSource.API, now=now
@@ -194,8 +210,10 @@ class Subscribers:
             raise Conflict(
                 "the address is suppressed; lift the suppression first", field="subscriptions"
             )
-        if not asserted:
-            await self._consent.request(conn, row, newsletter, source=Source.ADMIN, now=now)
+        if not asserted:  # the admin asked, not the person: always double opt-in
+            await self._consent.request(
+                conn, row, newsletter, source=Source.ADMIN, now=now, double_opt_in=True
+            )
             return
         subscription, before = await self._consent.subscription(
             conn, row.id, newsletter.id, source=Source.ADMIN, now=now
@@ -211,16 +229,6 @@ class Subscribers:
         await self._consent.record(
             conn, subscription, decision, now=now, owners=(row, newsletter), asserted_by=actor
         )
-
-    async def subscribe(
-        self, subscriber_id: int, slug: str, *, asserted: bool, actor: str
-    ) -> SubscriberView:
-        async with self._ctx.db.write() as conn:
-            row = await queries.get(conn, subscriber_id)
-            if row is None:
-                raise NotFound(f"no subscriber with id {subscriber_id}")
-            await self._subscribe(conn, row, slug, asserted=asserted, actor=actor)
-            return await self._view(conn, row)
 
     async def unsubscribe(self, subscriber_id: int, slug: str) -> SubscriberView:
         async with self._ctx.db.write() as conn:

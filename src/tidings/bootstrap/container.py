@@ -23,6 +23,7 @@ from tidings.audience.hearing.inbound_mail import InboundMail
 from tidings.audience.hearing.intake import ProviderEvents
 from tidings.audience.hearing.recording import Feedback
 from tidings.audience.importer import Importer
+from tidings.audience.memberships import Memberships
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeRateLimiter
@@ -119,6 +120,7 @@ class Container:
     public: PublicFlows
     newsletters: Newsletters
     subscribers: Subscribers
+    memberships: Memberships
     bulk: BulkActions
     audience_stats: AudienceStats
     activity: PersonActivity  # a person's opens and clicks (ENG-6)

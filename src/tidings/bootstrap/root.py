@@ -23,6 +23,7 @@ from tidings.audience.hearing.inbound_mail import InboundMail
 from tidings.audience.hearing.intake import ProviderEvents
 from tidings.audience.hearing.recording import Feedback
 from tidings.audience.importer import Importer
+from tidings.audience.memberships import Memberships
 from tidings.audience.newsletters import Newsletters
 from tidings.audience.public import PublicFlows
 from tidings.audience.ratelimit import SubscribeLimits, SubscribeRateLimiter
@@ -204,6 +205,7 @@ def build(
         public=public,
         newsletters=Newsletters(audience),
         subscribers=subscribers,
+        memberships=Memberships(audience),
         bulk=BulkActions(audience, public, subscribers, audit.record),
         audience_stats=AudienceStats(audience),
         activity=PersonActivity(

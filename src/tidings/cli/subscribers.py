@@ -30,6 +30,7 @@ from tidings.audience.import_vocabulary import FIELDS
 from tidings.audience.importer import ImportReport
 from tidings.audience.subscribers import SubscriberView
 from tidings.cli.context import container_for, err_console, fail, out_console, run
+from tidings.cli.subscribers_add import subscribe
 from tidings.cli.subscribers_bulk import bulk
 from tidings.domain.audience import Tier
 from tidings.domain.audit import Actor
@@ -372,3 +373,4 @@ def show(
 
 
 app.command("bulk")(bulk)
+app.command("subscribe")(subscribe)

@@ -25,6 +25,7 @@ from tidings.ui import (
     newsletters,
     operators,
     outbox,
+    person,
     site_settings,
     subscriber_edits,
     subscribers,
@@ -51,6 +52,7 @@ def guarded_routers() -> tuple[APIRouter, ...]:
         newsletters.router,
         subscriber_edits.router,  # before subscribers: /new and /bulk are not ids
         subscribers.router,
+        person.router,  # after subscribers: /import and /export are not ids
         campaigns.router,
         campaign_sends.router,
         campaign_ab.router,

@@ -17,10 +17,13 @@ from tidings.audience.bulk import (
     BulkRequest,
     Selection,
 )
+from tidings.audience.memberships import ConsentChoice
+from tidings.audience.subscribers import SubscriberExists
 from tidings.domain.consent import SubscriptionState
 from tidings.domain.errors import Conflict, InvalidInput, NotFound
 from tidings.ui.guard import CSRF_FIELD, OperatorActor, Session, container_of
 from tidings.ui.imports import CONFIRMATION_RATE
+from tidings.ui.person import person_page
 from tidings.ui.templating import UiRoute, page
 
 router = APIRouter(prefix="/subscribers", route_class=UiRoute)
@@ -128,6 +131,21 @@ async def create_subscriber(
             attributes={},
             subscribe_to=[(newsletter, asserted)] if newsletter else [],
             actor=actor,
+        )
+    except SubscriberExists as known:
+        # Not a refusal: the person is here already; offer to put them on the newsletter.
+        offer = {
+            "newsletter": newsletter,
+            "consent": ConsentChoice.ASSERTED if asserted else ConsentChoice.CONFIRMATION,
+            "note": note,
+        }
+        return await person_page(
+            request,
+            session,
+            known.subscriber_id,
+            add_values=offer,
+            notice=f"{email.strip()} is already a subscriber: here they are. Put them on a "
+            "newsletter below (their name, tier and labels are as they were; edit them here).",
         )
     except (InvalidInput, NotFound, Conflict) as refused:
         return await _new_form(request, session, values=values, error=refused)

@@ -204,24 +204,6 @@ async def import_progress(
     )
 
 
-@router.get("/{subscriber_id}")
-async def person(request: Request, session: Session, subscriber_id: SubscriberId) -> HTMLResponse:
-    container = container_of(request)
-    view = await container.subscribers.get(subscriber_id)
-    deliveries = await container.audience_stats.deliveries_of(subscriber_id)
-    history = await container.subscribers.history(subscriber_id)
-    activity = await container.activity.of(subscriber_id)
-    return page(
-        request,
-        session,
-        "person.html",
-        view=view,
-        deliveries=deliveries,
-        history=history,
-        activity=activity,
-    )
-
-
 @router.post("/{subscriber_id}/suppress")
 async def suppress(
     request: Request,

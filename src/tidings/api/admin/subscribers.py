@@ -12,6 +12,7 @@ from tidings.api.deps import AdminKeyId, ContainerDep, KeyActor
 from tidings.api.pagination import Cursor, Limit, Page, int_cursor, page_of
 from tidings.api.schemas import EmailAddress, HeaderText, RequestBody
 from tidings.audience.bulk import MAX_PICKED, BulkAction, BulkRequest, Selection
+from tidings.audience.memberships import MAX_NOTE_LENGTH, ConsentChoice, Outcome, clean_note
 from tidings.audience.subscribers import SubscriberView
 from tidings.domain.consent import SubscriptionState
 
@@ -30,7 +31,16 @@ class SubscriptionRequest(RequestBody):
         default=False,
         description=(
             "True records consent asserted by you (the admin key is kept as evidence); "
-            "false sends a confirmation email."
+            "false sends a confirmation email (double opt-in, whatever the newsletter's "
+            "setting)."
+        ),
+    )
+    note: str | None = Field(
+        default=None,
+        max_length=MAX_NOTE_LENGTH,
+        description=(
+            "How the person consented (where, when): recorded with the evidence. Required "
+            "with `confirmed: true` when adding an existing subscriber to a newsletter."
         ),
     )
 
@@ -108,6 +118,15 @@ class SubscriberPublic(BaseModel):
         )
 
 
+class SubscriptionAdded(BaseModel):
+    outcome: Outcome = Field(
+        description="asked (confirmation email queued), asked_again (they had unsubscribed: "
+        "waiting again, email queued), confirmed (your assertion recorded), or "
+        "already_confirmed (nothing changed, nothing sent)."
+    )
+    subscriber: SubscriberPublic
+
+
 @router.get("", summary="Search subscribers")
 async def search_subscribers(
     container: ContainerDep,
@@ -135,6 +154,11 @@ async def search_subscribers(
 async def create_subscriber(
     container: ContainerDep, key_id: AdminKeyId, body: SubscriberCreate
 ) -> SubscriberPublic:
+    """An address that is already a subscriber is refused with 409 and its `subscriber_id`:
+    put them on a newsletter with `POST /{subscriber_id}/subscriptions`."""
+    # A note on an asserted subscription is recorded with the evidence.
+    notes = [clean_note(s.note) for s in body.subscriptions if s.confirmed and s.note]
+    notes = [note for note in notes if note]
     view = await container.subscribers.create(
         email=body.email,
         name=body.name,
@@ -142,7 +166,7 @@ async def create_subscriber(
         labels=body.labels,
         attributes=body.attributes,
         subscribe_to=[(s.newsletter, s.confirmed) for s in body.subscriptions],
-        actor=key_id,
+        actor=key_id if not notes else f"{key_id}: {notes[0]}",
         tracking_consent=body.tracking_consent,
     )
     return SubscriberPublic.of(view)
@@ -206,17 +230,27 @@ async def update_subscriber(
     return SubscriberPublic.of(view)
 
 
-@router.post("/{subscriber_id}/subscriptions", summary="Subscribe to a newsletter")
+@router.post(
+    "/{subscriber_id}/subscriptions",
+    summary="Put an existing subscriber on a newsletter (or back on one they left)",
+)
 async def add_subscription(
     container: ContainerDep,
     key_id: AdminKeyId,
+    actor: KeyActor,
     subscriber_id: SubscriberId,
     body: SubscriptionRequest,
-) -> SubscriberPublic:
-    view = await container.subscribers.subscribe(
-        subscriber_id, body.newsletter, asserted=body.confirmed, actor=key_id
+) -> SubscriptionAdded:
+    """`confirmed: false` emails a confirmation link; `confirmed: true` asserts consent and
+    needs a `note`. Refused with 409: a suppressed address, or asserting consent for a
+    newsletter the person unsubscribed from (only a confirmation email may bring them back)."""
+    choice = ConsentChoice.ASSERTED if body.confirmed else ConsentChoice.CONFIRMATION
+    added = await container.memberships.add(
+        subscriber_id, body.newsletter, choice=choice, note=body.note, actor=key_id
     )
-    return SubscriberPublic.of(view)
+    await container.audit.record(actor, *added.audit(choice))
+    view = await container.subscribers.get(subscriber_id)
+    return SubscriptionAdded(outcome=added.outcome, subscriber=SubscriberPublic.of(view))
 
 
 @router.delete("/{subscriber_id}/subscriptions/{newsletter}", summary="Unsubscribe")
