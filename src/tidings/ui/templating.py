@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from tidings.access.admins import AdminSession
 from tidings.bootstrap import theme_from
 from tidings.domain.errors import TidingsError
+from tidings.domain.roles import required_role
 from tidings.error_status import retry_after, status_for
 from tidings.ui.guard import (
     CSRF_FIELD,
@@ -149,7 +150,13 @@ def page(
     status_code: int = 200,
     **context: Any,
 ) -> HTMLResponse:
-    """A page for a signed-in operator: their address in the top bar, the CSRF token in forms."""
+    """A page for a signed-in operator: their address in the top bar, the CSRF token in forms,
+    and `may(path)`: whether their role may post to `path` (UI-2), so that forms and buttons
+    they could not use are not rendered at all (issue 38 item 7)."""
+
+    def may(path: str) -> bool:
+        return session.role.allows(required_role("POST", path))
+
     return render(
         request,
         name,
@@ -157,6 +164,7 @@ def page(
         csrf_token=session.csrf_token,
         admin_email=session.email,
         admin_role=str(session.role),
+        may=may,
         **context,
     )
 
