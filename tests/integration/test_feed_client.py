@@ -4,7 +4,6 @@ the size cap, the deadline, and documents that are not feeds. Only DNS is faked.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -194,21 +193,16 @@ async def test_an_error_status_is_named(server: FeedServer, client: FeedClient) 
         await client.read(server.url("/missing"))
 
 
-async def test_a_server_that_never_answers_is_cut_off_at_the_deadline() -> None:
+async def test_a_server_that_never_answers_is_cut_off_at_the_deadline(
+    server: FeedServer,
+) -> None:
     """The whole read runs under `timeout_seconds`."""
-
-    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(-1)  # never answers; returns when the client hangs up
-        writer.close()
-
-    stalled = await asyncio.start_server(stall, "127.0.0.1", 0)
-    port = stalled.sockets[0].getsockname()[1]
+    server.routes["/feed.xml"] = Route(stall=True)
     reader = FeedClient(allow_private_networks=True, timeout_seconds=0.3)
     started = time.monotonic()
     try:
-        async with stalled:
-            with pytest.raises(FeedUnavailable, match=r"within 0\.3 seconds"):
-                await reader.read(f"http://127.0.0.1:{port}/feed.xml", Validators())
+        with pytest.raises(FeedUnavailable, match=r"within 0\.3 seconds"):
+            await reader.read(server.url("/feed.xml"), Validators())
     finally:
         await reader.aclose()
     assert time.monotonic() - started < 2.0

@@ -5,6 +5,7 @@ sent in chunks, and anything else a test puts at a path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,6 +25,7 @@ class Route:
     etag: str | None = None
     location: str | None = None
     huge_bytes: int = 0  # stream this many bytes of filler instead of `body`
+    stall: bool = False  # never answer (until the client hangs up)
 
 
 @dataclass
@@ -110,8 +112,12 @@ def _response(status: int, headers: dict[str, str], body: bytes) -> bytes:
 async def feed_server() -> AsyncIterator[FeedServer]:
     """Serves `routes` (path -> Route); unknown paths are 404. Yields the server."""
     served = FeedServer(port=0)
+    handlers: set[asyncio.Task[None]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             request_line, *header_lines = head.split("\r\n")
@@ -124,6 +130,8 @@ async def feed_server() -> AsyncIterator[FeedServer]:
             route = served.routes.get(path)
             if route is None:
                 writer.write(_response(404, {}, b"no such feed"))
+            elif route.stall:
+                await reader.read(-1)
             elif route.location is not None:
                 writer.write(_response(route.status, {"Location": route.location}, b""))
             elif route.huge_bytes:
@@ -149,11 +157,20 @@ async def feed_server() -> AsyncIterator[FeedServer]:
             pass  # the client hung up (a cap, a deadline): what the test wanted
         finally:
             writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            handlers.discard(task)
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     served.port = server.sockets[0].getsockname()[1]
     async with server:
-        yield served
+        try:
+            yield served
+        finally:
+            # Connections still open are finished here, on this loop, not collected later.
+            for task in list(handlers):
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
 
 @contextmanager

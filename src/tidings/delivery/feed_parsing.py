@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import feedparser
-
 from tidings.domain.errors import TidingsError
 
 MAX_ITEMS = 500  # items read from one document; a feed rarely carries more than 50
@@ -56,6 +54,8 @@ class FeedDocument:
 
 def parse_feed(body: bytes, url: str) -> FeedDocument:
     """The feed in `body`, fetched from `url` (relative links resolve against it)."""
+    import feedparser  # ~12 MB: loaded by the process that reads a feed, not by every worker
+
     parsed = feedparser.parse(
         io.BytesIO(body),
         response_headers={"content-location": url},
