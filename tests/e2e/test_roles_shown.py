@@ -115,7 +115,7 @@ async def test_a_viewer_walks_every_admin_page_and_is_offered_no_change(
             assert not offered, (path, offered)
             # Nor a link or button to a page for making or changing something.
             editing_links = re.findall(
-                r'href="(/admin/[^"?]*/(?:new|edit|delete|import))"', answer.text
+                r'href="(/admin/[^"?]*/(?:new|edit|delete|import|cancel))"', answer.text
             )
             assert not editing_links, (path, editing_links)
         # The pages with the most forms were really rendered, not skipped as missing.
