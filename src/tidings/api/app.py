@@ -25,6 +25,7 @@ from tidings.api.admin import (
     emails,
     jobs,
     keys,
+    media,
     newsletter_feeds,
     newsletters,
     outbox,
@@ -43,6 +44,7 @@ from tidings.api.middleware import RequestContext, RequestGuard, RouteTemplates
 from tidings.api.public import archive as public_archive
 from tidings.api.public import embed as public_embed
 from tidings.api.public import json as public_json
+from tidings.api.public import media as public_media
 from tidings.api.public import pages as public_pages
 from tidings.api.public import tracking as public_tracking
 from tidings.bootstrap import Container, build, start
@@ -99,13 +101,19 @@ def create_app(
     public = [provider_events.router, health.router]  # events: served by ProviderEventsFirst
     if settings.metrics.on_api_port:
         public.append(health.metrics_router)
-    public += [public_pages.router, public_archive.router, public_embed.router]
+    public += [public_pages.router, public_archive.router, public_embed.router, public_media.router]
     for router in public:
         app.include_router(router)
     app.include_router(public_json.router, dependencies=[Depends(require_accepted_media_type)])
     app.include_router(admin_router())
     app.include_router(ui_router())  # the admin web UI at /admin (UI-1)
-    app.add_middleware(RequestGuard, max_bytes=settings.http.max_body_bytes)
+    # Image uploads are binary (NUL bytes) and larger than other bodies: their own limit.
+    upload_limit = settings.media.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
+    app.add_middleware(
+        RequestGuard,
+        max_bytes=settings.http.max_body_bytes,
+        uploads=dict.fromkeys(MEDIA_UPLOAD_PATHS, upload_limit),
+    )
     app.add_middleware(DocsGate, container=container)
     app.add_middleware(
         SiteHardening,
@@ -144,6 +152,9 @@ def create_metrics_app(container: Container) -> FastAPI:
 
 
 ADMIN_PREFIX = "/api/admin"
+# The routes that take an image upload (the API's and the admin UI's forms).
+MEDIA_UPLOAD_PATHS = ("/api/admin/media", "/admin/media")
+MULTIPART_OVERHEAD_BYTES = 65_536  # the alt text, the CSRF token, the part headers
 ADMIN_MODULES = (
     newsletters,
     newsletter_feeds,
@@ -164,6 +175,7 @@ ADMIN_MODULES = (
     provider,
     webhooks,
     received_events,
+    media,
 )
 
 

@@ -91,9 +91,10 @@ async def require_accepted_media_type(request: Request) -> None:
     (docs/api.md), rather than a 422 saying the body "should be a valid dictionary".
     `application/<anything>+json` counts as JSON."""
     accepted = accepted_media_types(request.scope.get("route"))
-    if not accepted or not await request.body():
-        return
     sent = _media_type(request.headers.get("content-type", ""))
+    # Checked before the body is read: a multipart form has been parsed, its stream consumed.
     if sent in accepted or ("application/json" in accepted and sent.endswith("+json")):
+        return
+    if not accepted or not await request.body():
         return
     raise UnsupportedMediaType(f"send the body as {' or '.join(accepted)}")

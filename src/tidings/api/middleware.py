@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 from starlette.responses import Response
@@ -28,18 +28,24 @@ _NUL_IN_BODY = (b"\x00", b"\\u0000")
 class RequestGuard:
     """Refuse, before the app reads them, bodies over `max_bytes` (413: by Content-Length at
     once, else while streaming) and NUL characters in the URL or body, raw or JSON-escaped
-    (400: no field accepts one and PostgreSQL cannot store one; PRI-8)."""
+    (400: no field accepts one and PostgreSQL cannot store one; PRI-8). The paths in
+    `uploads` take binary files (NUL bytes are theirs): their own limit, no NUL check."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, uploads: Mapping[str, int] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.uploads = dict(uploads or {})
 
-    def _too_large(self) -> Response:
-        return problem(
-            413, PayloadTooLarge.code, PayloadTooLarge.title, f"the limit is {self.max_bytes} bytes"
-        )
+    def _too_large(self, limit: int, *, upload: bool) -> Response:
+        detail = f"the limit is {limit} bytes"
+        if not upload:
+            return problem(413, PayloadTooLarge.code, PayloadTooLarge.title, detail)
+        detail = f"the upload is larger than {limit} bytes (media.max_upload_bytes, with its form)"
+        errors = [{"field": "file", "message": detail}]
+        return problem(413, PayloadTooLarge.code, PayloadTooLarge.title, detail, errors=errors)
 
-    def _refusal_before_body(self, scope: Scope) -> Response | None:
+    def _refusal_before_body(self, scope: Scope, upload_limit: int | None) -> Response | None:
+        limit = self.max_bytes if upload_limit is None else upload_limit
         path = scope.get("raw_path", b"")
         url = (
             (b"" if path.startswith(_READER_PAGES) else path)
@@ -49,15 +55,17 @@ class RequestGuard:
         if any(marker in url.lower() for marker in _NUL_IN_URL):
             return _nul_problem()
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                return self._too_large()
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                return self._too_large(limit, upload=upload_limit is not None)
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = self._refusal_before_body(scope)
+        upload_limit = self.uploads.get(scope["path"])
+        limit = self.max_bytes if upload_limit is None else upload_limit
+        refusal = self._refusal_before_body(scope, upload_limit)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -70,10 +78,10 @@ class RequestGuard:
             if message["type"] == "http.request":
                 body = message.get("body", b"")
                 received += len(body)
-                if received > self.max_bytes:
-                    refusal = self._too_large()
-                    raise PayloadTooLarge(f"the limit is {self.max_bytes} bytes")
-                if any(marker in tail + body for marker in _NUL_IN_BODY):
+                if received > limit:
+                    refusal = self._too_large(limit, upload=upload_limit is not None)
+                    raise PayloadTooLarge(f"the limit is {limit} bytes")
+                if upload_limit is None and any(marker in tail + body for marker in _NUL_IN_BODY):
                     refusal = _nul_problem()
                     raise InvalidInput("the request contains a NUL character")
                 tail = (tail + body)[-5:]  # a marker split across two chunks is still seen

@@ -48,6 +48,7 @@ from tidings.campaigns.feeds.service import Feeds
 from tidings.campaigns.feeds.step import FeedStep, RetryPolicy
 from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.listing import CampaignListing
+from tidings.campaigns.media import MediaLibrary
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.recovery import SendRecovery
 from tidings.campaigns.retry import SendRetries
@@ -149,6 +150,7 @@ class Container:
     inbound_mail: InboundMail
     bounce_mailbox: MailboxAccount | None  # polled by `tidings inbound --imap`
     archive: PublicArchive
+    media: MediaLibrary  # uploaded images (CMP-6)
     bot_check: BotCheck
     resources: AsyncExitStack
     _email_provider: PerRecipientProvider | None = None

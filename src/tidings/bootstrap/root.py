@@ -45,6 +45,7 @@ from tidings.campaigns.control import SendControl
 from tidings.campaigns.drafts import CampaignContext, CampaignDrafts
 from tidings.campaigns.lifecycle import CampaignLifecycle
 from tidings.campaigns.listing import CampaignListing
+from tidings.campaigns.media import MediaLibrary
 from tidings.campaigns.reconcile import Reconciler
 from tidings.campaigns.retry import SendRetries
 from tidings.campaigns.send_again import SendAgain
@@ -74,6 +75,7 @@ from tidings.queue.service import JobQueue
 from tidings.rendering import Pages, TemplateEngine
 from tidings.storage import migrate, revision
 from tidings.storage.database import Database, create_database
+from tidings.storage.media_files import LocalMediaStore
 from tidings.storage.site_secrets import get_or_create_secret
 
 if TYPE_CHECKING:
@@ -243,6 +245,15 @@ def build(
         campaigns=campaigns,
         checks=PresendChecks(campaign_context, campaigns, site_secret),
         archive=PublicArchive(campaign_context),
+        media=MediaLibrary(
+            db,
+            LocalMediaStore(settings.media.directory),
+            clock,
+            audit.record,
+            public_url=audience.public_url,
+            max_bytes=settings.media.max_upload_bytes,
+            max_pixels=settings.media.max_pixels,
+        ),
         bot_check=BotCheck(
             enabled=settings.audience.altcha,
             max_number=settings.audience.altcha_max_number,

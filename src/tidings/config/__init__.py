@@ -38,7 +38,7 @@ from tidings.config.site import (
     SiteSettings,
     ThemeSettings,
 )
-from tidings.config.storage import DatabaseSettings, QueueSettings
+from tidings.config.storage import DatabaseSettings, MediaSettings, QueueSettings
 from tidings.config.tracking import TrackingSettings
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "InboundSettings",
     "LogSettings",
     "MailgunSettings",
+    "MediaSettings",
     "MetricsSettings",
     "PrivacySettings",
     "QueueSettings",

@@ -27,7 +27,7 @@ from tidings.config.site import (
     SiteSettings,
     ThemeSettings,
 )
-from tidings.config.storage import DatabaseSettings, QueueSettings
+from tidings.config.storage import DatabaseSettings, MediaSettings, QueueSettings
 from tidings.config.tracking import TrackingSettings
 
 
@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = PrivacySettings()
     theme: ThemeSettings = ThemeSettings()
     admin_ui: AdminUiSettings = AdminUiSettings()
+    media: MediaSettings = MediaSettings()
     # Where the values came from (the settings page): the file read and the keys given in code.
     # The sources and their precedence are the loader's (load_settings).
     _config_file: Path | None = PrivateAttr(default=None)

@@ -90,3 +90,31 @@ class QueueSettings(Section):
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("backoff_max_seconds must be at least backoff_base_seconds")
         return self
+
+
+class MediaSettings(Section):
+    """The media library (CMP-6): uploaded images, re-encoded and served from the public site."""
+
+    directory: Path = Field(
+        default=Path("./media"),
+        description=(
+            "Where uploaded images are stored (created on first upload). Back it up with the "
+            "database: campaigns link to the files in it by name."
+        ),
+    )
+    max_upload_bytes: int = Field(
+        default=10_485_760,
+        ge=1024,
+        le=104_857_600,
+        description="Largest image file accepted; reading stops at this size and it is refused.",
+    )
+    max_pixels: int = Field(
+        default=40_000_000,
+        ge=10_000,
+        le=89_478_485,  # Pillow's own decompression-bomb limit
+        description=(
+            "Most pixels an image may have (width × height; for an animated image, every "
+            "frame's together), read from its header before it is decoded: larger ones are "
+            "refused as possible decompression bombs."
+        ),
+    )

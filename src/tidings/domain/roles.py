@@ -58,6 +58,8 @@ _POLICY: tuple[tuple[str, Role, Role], ...] = (
     ("/subscribers", Role.VIEWER, Role.EDITOR),
     ("/suppressions", Role.VIEWER, Role.EDITOR),
     ("/campaigns", Role.VIEWER, Role.EDITOR),
+    # The media library: images for campaigns, uploaded and deleted by whoever writes them.
+    ("/media", Role.VIEWER, Role.EDITOR),
     # Checking the email provider's connection changes nothing: whoever sends may.
     ("/provider", Role.VIEWER, Role.EDITOR),
     # Bounce and complaint events from a bridge (the generic form): they act on the audience.

@@ -1048,3 +1048,34 @@ feed_items = Table(
     UniqueConstraint("newsletter_id", "key_hash"),
 )
 Index(None, feed_items.c.campaign_id)
+
+# The media library (CMP-6): one row per distinct upload (`source_sha256`, so the same file
+# uploaded twice is stored once). The files themselves live in the media store (a directory),
+# named by the hash of their own bytes: `file_1x` at most the layout's content width, `file_2x`
+# at most twice it (the same file when the original is no wider).
+media = Table(
+    "media",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("source_sha256", String(64), nullable=False, comment="of the bytes uploaded"),
+    Column("filename", String(255), nullable=False, comment="the upload's own name, shown"),
+    Column("alt", String(500), nullable=False),
+    Column("format", String(8), nullable=False),
+    Column("original_width", Integer, nullable=False),
+    Column("original_height", Integer, nullable=False),
+    Column("frames", Integer, nullable=False, server_default="1"),
+    Column("file_1x", String(64), nullable=False),
+    Column("width_1x", Integer, nullable=False),
+    Column("height_1x", Integer, nullable=False),
+    Column("bytes_1x", Integer, nullable=False),
+    Column("file_2x", String(64), nullable=False),
+    Column("width_2x", Integer, nullable=False),
+    Column("height_2x", Integer, nullable=False),
+    Column("bytes_2x", Integer, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("created_by", String(100), nullable=False, comment="the audit actor: ids, no emails"),
+    UniqueConstraint("source_sha256"),
+    CheckConstraint("format IN ('png', 'jpeg', 'gif', 'webp')", name="format"),
+)
+Index(None, media.c.file_1x)
+Index(None, media.c.file_2x)
