@@ -25,7 +25,7 @@ from tidings.domain.media import (
     stored_name,
 )
 from tidings.observability.logging import get_logger
-from tidings.rendering.images import CONTENT_WIDTH, prepare_image
+from tidings.rendering.theme import CONTENT_WIDTH
 from tidings.storage import media as queries
 from tidings.storage.database import Database
 from tidings.storage.media import AlreadyStored, MediaRow
@@ -107,6 +107,9 @@ class MediaLibrary:
             existing = await queries.media_by_source(conn, source_sha256)
         if existing is not None:
             return Added(existing, created=False)
+        # Pillow is loaded by the first upload, not by every process that builds the root.
+        from tidings.rendering.images import prepare_image
+
         prepared = await asyncio.to_thread(
             prepare_image, data, max_pixels=self.max_pixels, width=self.width
         )

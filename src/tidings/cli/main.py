@@ -21,6 +21,7 @@ from tidings.cli import (
     inbound_review,
     jobs,
     keys,
+    media,
     newsletters,
     outbox,
     provider_check,
@@ -94,6 +95,7 @@ app.add_typer(audit.app, name="audit")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(outbox.app, name="outbox")
 app.add_typer(webhooks.app, name="webhooks")
+app.add_typer(media.app, name="media")
 app.add_typer(bench.app, name="bench")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(provider_check.smtp_app, name="smtp")

@@ -18,12 +18,8 @@ from tidings.domain.media import (
     resized,
     sniff_format,
 )
+from tidings.rendering.theme import CONTENT_WIDTH
 
-# The email layout (templates/styles.css): a 600 px column with 48 px of padding each side,
-# so an image in the content is at most 504 CSS pixels wide. A test reads the stylesheet.
-LAYOUT_WIDTH = 600
-CONTENT_PADDING = 48
-CONTENT_WIDTH = LAYOUT_WIDTH - 2 * CONTENT_PADDING
 MAX_FRAMES = 1000
 _PILLOW_FORMAT = {"png": "PNG", "jpeg": "JPEG", "gif": "GIF", "webp": "WEBP"}
 _ANIMATED = frozenset({"png", "gif", "webp"})

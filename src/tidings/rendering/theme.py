@@ -19,6 +19,12 @@ _FONT_STACK = re.compile(r"[A-Za-z0-9 ,'\"-]{1,300}")
 _LOGO_URL = re.compile(r"https://[^\s\"'<>]+")
 _LANGUAGE = re.compile(r"[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*")
 
+# The email layout (templates/styles.css): a 600 px column with 48 px of padding each side,
+# so an image in the content is at most 504 CSS pixels wide. A test reads the stylesheet.
+LAYOUT_WIDTH = 600
+CONTENT_PADDING = 48
+CONTENT_WIDTH = LAYOUT_WIDTH - 2 * CONTENT_PADDING
+
 SERIF = "Georgia, Cambria, 'Times New Roman', Times, serif"
 SANS = "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MONO = "Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
