@@ -19,6 +19,7 @@ from tidings.domain.sending import CampaignStatus
 from tidings.ui.campaign_ab import AB_FORM_FIELDS, ab_from_form, ab_values
 from tidings.ui.campaign_sends import PREVIEW_WIDTHS, status_page
 from tidings.ui.guard import OperatorActor, Session, container_of
+from tidings.ui.media import media_item
 from tidings.ui.templating import PAGE_SIZE, UiRoute, one_page, page
 
 router = APIRouter(prefix="/campaigns", route_class=UiRoute)
@@ -137,6 +138,8 @@ async def _editor(
         zones=[zone, "UTC"] if zone != "UTC" else ["UTC"],
         checks=checks,
         send_again=await container.send_again.links(campaign_id),
+        media_items=[media_item(container, row) for row in await container.media.search(limit=200)],
+        media_max_bytes=container.media.max_bytes,
         **extra,
     )
 

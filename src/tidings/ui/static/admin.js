@@ -169,3 +169,106 @@ function previewTab(link) {
   });
 }
 document.querySelectorAll("a[data-preview-tab]").forEach(previewTab);
+
+// A form with data-max-bytes refuses a file over the limit before uploading it.
+function tooLarge(form) {
+  const limit = Number(form.getAttribute("data-max-bytes"));
+  const input = form.querySelector('input[type="file"]');
+  const file = input && input.files && input.files[0];
+  if (!limit || !file || file.size <= limit) return null;
+  return `the file is larger than ${limit.toLocaleString("en")} bytes`;
+}
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!form.hasAttribute("data-max-bytes") || form.hasAttribute("data-media-upload")) return;
+  const problem = tooLarge(form);
+  if (problem) {
+    event.preventDefault();
+    markField(form, "file", problem);
+  }
+});
+
+// The editor's image panel: an image of the library goes into the body at the cursor, only
+// with alt text; an upload is posted in place (the draft stays open) and joins the list.
+function escapeHtml(text) {
+  return text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+function mediaPanel(panel) {
+  const insert = panel.querySelector("[data-media-insert]");
+  const pick = panel.querySelector("#media_pick");
+  const alt = panel.querySelector("#media_alt");
+  const status = panel.querySelector("[data-media-status]");
+  const upload = panel.querySelector("form[data-media-upload]");
+  const body = document.getElementById("body");
+  const format = document.getElementById("body_format");
+  pick.addEventListener("change", () => {
+    const chosen = pick.selectedOptions[0];
+    alt.value = chosen && chosen.value ? chosen.dataset.alt : "";
+    markField(insert, null, null);
+  });
+  panel.querySelector("[data-insert-image]").addEventListener("click", () => {
+    const chosen = pick.selectedOptions[0];
+    if (!chosen || !chosen.value) {
+      markField(insert, "media_pick", "Choose an image first.");
+      pick.focus();
+      return;
+    }
+    const text = alt.value.trim();
+    if (!text) {
+      markField(insert, "media_alt", "An image goes in only with alt text: say what it shows.");
+      alt.focus();
+      return;
+    }
+    markField(insert, null, null);
+    const snippet = format && format.value === "html"
+      ? `<img src="${escapeHtml(chosen.dataset.url2x)}" alt="${escapeHtml(text)}" width="${chosen.dataset.width}" height="${chosen.dataset.height}">`
+      : `![${text.replace(/([\\[\]])/g, "\\$1")}](${chosen.dataset.url})`;
+    const start = body.selectionStart;
+    const lead = start > 0 && body.value[start - 1] !== "\n" ? "\n\n" : "";
+    body.setRangeText(`${lead}${snippet}\n\n`, start, body.selectionEnd, "end");
+    body.dispatchEvent(new Event("input", { bubbles: true }));
+    status.textContent = `Inserted “${text}” into the body.`;
+  });
+  upload.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const problem = tooLarge(upload);
+    if (problem) {
+      markField(upload, "file", problem);
+      return;
+    }
+    let answer;
+    try {
+      const response = await fetch(upload.action, {
+        method: "POST",
+        body: new FormData(upload),
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+      answer = await response.json();
+    } catch (error) {
+      answer = { error: "the upload did not reach the server", field: "file" };
+    }
+    if (answer.error) {
+      markField(upload, answer.field || "file", answer.error);
+      return;
+    }
+    markField(upload, null, null);
+    let option = pick.querySelector(`option[value="${answer.id}"]`);
+    if (!option) {
+      option = document.createElement("option");
+      option.value = String(answer.id);
+      option.textContent = `${answer.filename} — ${answer.alt}`;
+      pick.insertBefore(option, pick.options[1] || null);
+    }
+    Object.assign(option.dataset, {
+      url: answer.url, url2x: answer.url_2x, width: answer.width, height: answer.height, alt: answer.alt,
+    });
+    pick.value = String(answer.id);
+    alt.value = answer.alt;
+    upload.reset();
+    status.textContent = answer.created
+      ? `Uploaded “${answer.filename}”: chosen above, ready to insert.`
+      : `That file is already in the library as “${answer.filename}”: chosen above.`;
+  });
+}
+document.querySelectorAll("[data-media-panel]").forEach(mediaPanel);
