@@ -72,6 +72,7 @@ def serving_admin(tmp_path: Path, **settings: str) -> Iterator[AdminServer]:
         "TIDINGS_LOG_LEVEL": "warning",
         "TIDINGS_QUEUE_POLL_INTERVAL_SECONDS": "0.1",
         "TIDINGS_BULK_EMAIL_BATCH_SIZE": "10",
+        "TIDINGS_MEDIA_DIRECTORY": str(tmp_path / "media"),
         **settings,
     }
     migrated = tidings("migrate", env=env)

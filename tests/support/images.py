@@ -96,4 +96,3 @@ def stored_files(directory: Path) -> list[str]:
     if not directory.exists():
         return []
     return sorted(path.name for path in directory.iterdir())
-

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import FileResponse, Response
 
 from tidings.api.deps import ContainerDep
+from tidings.domain.errors import NotFound
 from tidings.domain.media import media_type_of
 
 router = APIRouter(tags=["public media"])
@@ -20,11 +21,24 @@ IMAGE_POLICY = "default-src 'none'; sandbox"
 StoredName = Annotated[str, Path(max_length=64, description="A stored file's name.")]
 
 
-@router.get("/media/{name}", summary="An image of the media library", response_model=None)
+IMAGE_TYPES: dict[str, dict[str, object]] = {
+    "image/png": {},
+    "image/jpeg": {},
+    "image/gif": {},
+    "image/webp": {},
+}
+
+
+@router.get(
+    "/media/{name}",
+    summary="An image of the media library",
+    response_class=Response,
+    responses={200: {"content": IMAGE_TYPES, "description": "The image."}},
+)
 async def media_file(container: ContainerDep, name: StoredName) -> Response:
     path = container.media.store.path_of(name)
     if path is None:
-        return Response("not found\n", status_code=404, media_type="text/plain")
+        raise NotFound("no image by that name")
     return FileResponse(
         path,
         media_type=media_type_of(name),
