@@ -23,10 +23,12 @@ from tidings.domain.errors import (
 )
 from tidings.domain.identity import PlaceholderIdentity
 from tidings.domain.jobs import DatabaseBusy
+from tidings.domain.media import MediaInUse, MediaRefused
 from tidings.domain.roles import Forbidden
 
 STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     InvalidInput: 422,
+    MediaRefused: 422,
     RetryRefused: 400,
     ResendRefused: 400,
     ReconcileRefused: 409,
@@ -39,6 +41,7 @@ STATUS_BY_ERROR: dict[type[TidingsError], int] = {
     ReplayedEvent: 409,
     PlaceholderIdentity: 409,
     EmptyAudience: 409,
+    MediaInUse: 409,
     PayloadTooLarge: 413,
     FeedRunFailed: 502,
     UnsupportedMediaType: 415,

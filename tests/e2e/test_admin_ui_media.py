@@ -3,6 +3,7 @@ upload with its alt text, a refusal that keeps what was typed and names the fiel
 and its search, a used image's deletion stopped by a page saying where it is used, viewers
 kept read-only, every change audited."""
 
+import re
 from pathlib import Path
 
 from tests.factories import make_settings
@@ -42,10 +43,9 @@ async def test_upload_search_and_delete_from_the_media_page(
         )
         assert refused.status_code == 422
         assert "SVG images are refused" in refused.text
-        assert (
-            'id="file" name="file" type="file" required accept="image/png,image/jpeg,image/gif,image/webp" aria-invalid="true"'
-            in refused.text
-        )
+        file_field = re.search(r'<input id="file"[^>]*>', refused.text)
+        assert file_field is not None
+        assert 'aria-invalid="true"' in file_field.group()
         assert 'value="A kind description"' in refused.text
         assert images.stored_files(directory) == []
         added = await client.post(

@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 
 from tidings.api.deps import ContainerDep, KeyActor
 from tidings.api.pagination import Limit, Page, encode_cursor, int_cursor
-from tidings.api.schemas import RecordView
 from tidings.bootstrap import Container
 from tidings.campaigns.media import MediaRow
 from tidings.domain.media import MAX_ALT_LENGTH, Usage
@@ -32,7 +31,7 @@ UPLOAD_BODY = {
 }
 
 
-class MediaPublic(RecordView):
+class MediaPublic(BaseModel):
     id: int
     filename: str = Field(description="The uploaded file's own name (never a stored name).")
     alt: str
@@ -72,6 +71,7 @@ def _public(container: Container, row: MediaRow) -> MediaPublic:
     status_code=status.HTTP_201_CREATED,
     summary="Upload an image (201; 200 when the same file is already in the library)",
     openapi_extra={"requestBody": {"content": UPLOAD_BODY, "required": True}},
+    responses={200: {"model": MediaPublic, "description": "Already in the library: that image."}},
 )
 async def upload(
     container: ContainerDep,
