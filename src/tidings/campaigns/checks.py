@@ -76,14 +76,17 @@ class PresendChecks:
         (images, links); its merge tags without a fallback are added to `missing`."""
         campaign = draft.campaign
         domain = draft.newsletter.sender_address.rpartition("@")[2]
+        # An undecided A/B test has no winner for the tier's remainder yet: its variant A
+        # (the campaign's own values) stands for it.
+        shown = segment if draft.ab is None or draft.ab.decided else f"{segment}-v1"
         rendering = self._drafts.render_for_send(
-            draft, segment, domain, tracking_signer(self._secret())
+            draft, shown, domain, tracking_signer(self._secret())
         )
         found: list[Finding] = []
         clipped = size_finding(segment, len(rendering.html.encode("utf-8")))
         if clipped is not None:
             found.append(clipped)
-        unsubscribe = unsubscribe_finding(rendering)
+        unsubscribe = unsubscribe_finding(rendering, segment)
         if unsubscribe is not None:
             found.append(unsubscribe)
         content = CampaignContent(

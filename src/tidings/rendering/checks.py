@@ -110,7 +110,7 @@ def content_findings(
     return findings, missing
 
 
-def unsubscribe_finding(rendering: SegmentRendering) -> Finding | None:
+def unsubscribe_finding(rendering: SegmentRendering, segment: str) -> Finding | None:
     """The message as it goes out carries no unsubscribe link (a changed template)."""
     if any(slot.field == "unsubscribe_token" for slot in rendering.slots.slots) and (
         UNSUBSCRIBE_PATH in rendering.html
@@ -120,7 +120,7 @@ def unsubscribe_finding(rendering: SegmentRendering) -> Finding | None:
         CheckCode.NO_UNSUBSCRIBE,
         "The message has no unsubscribe link in its body: the law in most places and every "
         "large mailbox provider require one.",
-        segments=(rendering.segment,),
+        segments=(segment,),
     )
 
 
