@@ -120,7 +120,9 @@ async def test_webhook_urls_archives_exports_and_transactional_sends_are_audited
         )
         assert sent.status_code == 202, sent.text
         entries = await container.audit.list()
-        shown = [(e.action, e.target, e.detail) for e in reversed(entries)]
+        # Entries with a detail: the plain ones of writes no route names (`newsletter.create`,
+        # `webhook.update`) are tested in test_audit_complete.
+        shown = [(e.action, e.target, e.detail) for e in reversed(entries) if e.detail]
         assert shown == [
             ("webhook.created", f"webhook:{endpoint}", {"host": "hooks.example.org"}),
             ("webhook.url_changed", f"webhook:{endpoint}", {"host": "collector.example.net"}),
@@ -154,7 +156,7 @@ async def test_ui_archive_and_export_are_audited_as_the_operator(database_url: s
         }
         saved = await client.post("/admin/newsletters/weekly", data=form)
         assert saved.status_code == 303, saved.text
-        assert await container.audit.list(action="newsletter.") == []
+        assert await container.audit.list(action="newsletter.archive") == []
         published = await client.post("/admin/newsletters/weekly", data=form | {"archive": "on"})
         assert published.status_code == 303, published.text
         exported = await client.get("/admin/subscribers/export")
@@ -170,7 +172,11 @@ async def test_ui_archive_and_export_are_audited_as_the_operator(database_url: s
         assert hooked.status_code == 200, hooked.text
         [endpoint] = await container.webhooks.list_endpoints(after_id=None, limit=10)
         entries = await container.audit.list(actor=f"admin:{admin.id}")
-        shown = [(e.action, e.target, e.detail) for e in reversed(entries)]
+        shown = [
+            (e.action, e.target, e.detail)
+            for e in reversed(entries)
+            if e.detail or e.action == "admin.sign_in"
+        ]
         assert shown[1:] == [
             (
                 "newsletter.archive",

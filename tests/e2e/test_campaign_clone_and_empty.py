@@ -115,6 +115,8 @@ async def test_sends_from_the_command_line_are_in_the_audit_log(database_url: st
     assert tidings("campaign", "send", str(campaign_id), "--yes").returncode == 0
     assert tidings("campaign", "cancel", str(campaign_id), "--yes").returncode == 0
     entries = json.loads(tidings("audit", "list", "--json", "--action", "campaign").stdout)
+    # The draft made through the API is its own entry (`campaign.create`, by the key).
+    entries = [entry for entry in entries if entry["action"] != "campaign.create"]
     assert [(entry["action"], entry["target"]) for entry in entries] == [
         ("campaign.cancel", f"campaign:{campaign_id}"),
         ("campaign.send", f"campaign:{campaign_id}"),

@@ -4,7 +4,9 @@ delete and import; they are read by the audit page and `tidings audit list`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +33,28 @@ OTHER_TARGETS = "others"
 
 # An entry to record: action, target, detail.
 AuditEntry = tuple[str, str | None, dict[str, Any] | None]
+
+# The actions recorded while one request or command runs (UI-2): what lets the fallback of
+# `api.audit_trail` and of the CLI know that the code that acted recorded it already.
+_recorded: ContextVar[list[str] | None] = ContextVar("audit_recorded", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[str]]:
+    """Collect the actions recorded inside the block (by any AuditLog), to tell whether a
+    request or a command left an entry."""
+    actions: list[str] = []
+    token = _recorded.set(actions)
+    try:
+        yield actions
+    finally:
+        _recorded.reset(token)
+
+
+def _noted(action: str) -> None:
+    actions = _recorded.get()
+    if actions is not None:
+        actions.append(action)
 
 
 def webhook_url_entry(
@@ -102,6 +126,7 @@ class AuditLog:
             await queries.insert_entry(
                 conn, now=self._now(), **_entry_fields(actor, action, target, detail)
             )
+        _noted(action)
         log.info("audit.recorded", action=action, actor=actor.label, target=target)
 
     async def record_entry(self, actor: Actor, entry: AuditEntry | None) -> None:
@@ -132,6 +157,26 @@ class AuditLog:
                 overflow_target=OTHER_TARGETS,
                 **_entry_fields(actor, action, target, detail),
             )
+        _noted(action)
+
+    async def record_folded(
+        self,
+        actor: Actor,
+        action: str,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Append one entry, or count it in this actor's entry of the same action and
+        target within the hour (a draft saved as its writer types is one entry, counted)."""
+        now = self._now()
+        async with self._db.write() as conn:
+            await queries.fold_own_entry(
+                conn,
+                now=now,
+                since=window_start(now, int(REPEAT_WINDOW.total_seconds())),
+                **_entry_fields(actor, action, target, detail),
+            )
+        _noted(action)
 
     async def purge(self) -> int:
         """Delete entries older than the retention (`admin_ui.audit_retention_days`)."""

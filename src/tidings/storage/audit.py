@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.storage.tables import audit_log
@@ -108,16 +108,50 @@ async def fold_entry(
     )
 
 
+async def fold_own_entry(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    since: datetime,
+    actor: str,
+    action: str,
+    target: str | None,
+    client_ip: str | None,
+    detail: dict[str, Any] | None,
+) -> None:
+    """Count one more `action` on `target` by `actor` in their entry since `since`, or begin
+    that entry. Only authenticated actors come here: no overflow is needed."""
+    if await _count_repeat(conn, now=now, since=since, action=action, target=target, actor=actor):
+        return
+    await insert_entry(
+        conn,
+        now=now,
+        actor=actor,
+        action=action,
+        target=target,
+        client_ip=client_ip,
+        detail=detail,
+    )
+
+
 async def _count_repeat(
-    conn: AsyncConnection, *, now: datetime, since: datetime, action: str, target: str | None
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    since: datetime,
+    action: str,
+    target: str | None,
+    actor: str | None = None,
 ) -> bool:
     earlier = audit_log.alias("earlier")
+    same_actor = true() if actor is None else earlier.c.actor == actor
     entry = (
         select(earlier.c.id)
         .where(
             (earlier.c.action == action)
             & (earlier.c.target == target)
             & (earlier.c.occurred_at >= since)
+            & same_actor
         )
         .order_by(earlier.c.id.desc())
         .limit(1)
