@@ -15,6 +15,7 @@ from tests.factories import make_settings
 from tidings.audience.consent_requests import REQUEST_CONSENT
 from tidings.audience.subscriber_mail import SEND_SUBSCRIBER_EMAIL
 from tidings.bootstrap import Container, build
+from tidings.campaigns.feeds.jobs import RUN_FEED, SEND_DIGEST
 from tidings.campaigns.jobs.payloads import SEND_BATCH, SEND_KINDS
 from tidings.cli.context import run
 from tidings.outbound.email_jobs import SEND_EMAIL
@@ -41,7 +42,15 @@ async def test_every_job_kind_a_worker_runs_has_exactly_one_handler(tmp_path: Pa
     finally:
         await container.close()
     assert sorted(kinds) == sorted(
-        {SEND_EMAIL, SEND_SUBSCRIBER_EMAIL, REQUEST_CONSENT, DELIVER_WEBHOOK, *SEND_KINDS}
+        {
+            SEND_EMAIL,
+            SEND_SUBSCRIBER_EMAIL,
+            REQUEST_CONSENT,
+            DELIVER_WEBHOOK,
+            RUN_FEED,
+            SEND_DIGEST,
+            *SEND_KINDS,
+        }
     )
     assert len(kinds) == len(set(kinds))
 
