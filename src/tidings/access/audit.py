@@ -147,17 +147,9 @@ class AuditLog:
     ) -> None:
         """Count an action anyone may repeat at will (a failed sign-in) in the entry of the
         same action and target in the current window, or begin that entry."""
-        now = self._now()
-        async with self._db.write() as conn:
-            await queries.fold_entry(
-                conn,
-                now=now,
-                since=window_start(now, int(REPEAT_WINDOW.total_seconds())),
-                most_targets=MOST_REPEATED_TARGETS,
-                overflow_target=OTHER_TARGETS,
-                **_entry_fields(actor, action, target, detail),
-            )
-        _noted(action)
+        await self._fold(
+            actor, action, target, detail, most_targets=MOST_REPEATED_TARGETS, same_actor=False
+        )
 
     async def record_folded(
         self,
@@ -168,12 +160,27 @@ class AuditLog:
     ) -> None:
         """Append one entry, or count it in this actor's entry of the same action and
         target within the hour (a draft saved as its writer types is one entry, counted)."""
+        await self._fold(actor, action, target, detail, most_targets=None, same_actor=True)
+
+    async def _fold(
+        self,
+        actor: Actor,
+        action: str,
+        target: str | None,
+        detail: dict[str, Any] | None,
+        *,
+        most_targets: int | None,
+        same_actor: bool,
+    ) -> None:
         now = self._now()
         async with self._db.write() as conn:
-            await queries.fold_own_entry(
+            await queries.fold_entry(
                 conn,
                 now=now,
                 since=window_start(now, int(REPEAT_WINDOW.total_seconds())),
+                same_actor=same_actor,
+                most_targets=most_targets,
+                overflow_target=OTHER_TARGETS,
                 **_entry_fields(actor, action, target, detail),
             )
         _noted(action)

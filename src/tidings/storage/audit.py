@@ -80,49 +80,29 @@ async def fold_entry(
     target: str | None,
     client_ip: str | None,
     detail: dict[str, Any] | None,
-    most_targets: int,
-    overflow_target: str,
+    same_actor: bool = False,
+    most_targets: int | None = None,
+    overflow_target: str = "",
 ) -> None:
-    """Count one more `action` on `target` in its entry since `since`, or begin that entry. Past
-    `most_targets` entries of the action since then, every further target shares the entry of
-    `overflow_target`: however many targets a flood names, the rows stay bounded."""
-    if await _count_repeat(conn, now=now, since=since, action=action, target=target):
+    """Count one more `action` on `target` in its entry since `since` (this `actor`'s entry
+    only, with `same_actor`), or begin that entry. With `most_targets`, past that many entries
+    of the action since then every further target shares the entry of `overflow_target`:
+    however many targets a flood names, the rows stay bounded."""
+    by = actor if same_actor else None
+    if await _count_repeat(conn, now=now, since=since, action=action, target=target, actor=by):
         return
-    entries = await conn.execute(
-        select(func.count())
-        .select_from(audit_log)
-        .where((audit_log.c.action == action) & (audit_log.c.occurred_at >= since))
-    )
-    if int(entries.scalar_one()) >= most_targets:
-        target, detail = overflow_target, None
-        if await _count_repeat(conn, now=now, since=since, action=action, target=target):
-            return
-    await insert_entry(
-        conn,
-        now=now,
-        actor=actor,
-        action=action,
-        target=target,
-        client_ip=client_ip,
-        detail=detail,
-    )
-
-
-async def fold_own_entry(
-    conn: AsyncConnection,
-    *,
-    now: datetime,
-    since: datetime,
-    actor: str,
-    action: str,
-    target: str | None,
-    client_ip: str | None,
-    detail: dict[str, Any] | None,
-) -> None:
-    """Count one more `action` on `target` by `actor` in their entry since `since`, or begin
-    that entry. Only authenticated actors come here: no overflow is needed."""
-    if await _count_repeat(conn, now=now, since=since, action=action, target=target, actor=actor):
-        return
+    if most_targets is not None:
+        entries = await conn.execute(
+            select(func.count())
+            .select_from(audit_log)
+            .where((audit_log.c.action == action) & (audit_log.c.occurred_at >= since))
+        )
+        if int(entries.scalar_one()) >= most_targets:
+            target, detail = overflow_target, None
+            if await _count_repeat(
+                conn, now=now, since=since, action=action, target=target, actor=by
+            ):
+                return
     await insert_entry(
         conn,
         now=now,
