@@ -88,6 +88,29 @@ class MediaLibrary:
         """Where readers' mail clients fetch a stored file (`/media/{name}`)."""
         return f"{self._public_url}/media/{name}"
 
+    def described(self, row: MediaRow) -> dict[str, Any]:
+        """One image as the admin page, the editor's image panel and `tidings media --json`
+        show it: its own facts, its size in mail, `path` on this site and `url` for readers."""
+        shown = self.shown(row)
+        return {
+            "id": row.id,
+            "filename": row.filename,
+            "alt": row.alt,
+            "format": row.format,
+            "frames": row.frames,
+            "width": row.width_1x,
+            "height": row.height_1x,
+            "original_width": row.original_width,
+            "original_height": row.original_height,
+            "bytes": row.bytes_1x,
+            "created_at": row.created_at,
+            "path": f"/media/{row.file_1x}",
+            "url": shown.url,
+            "url_2x": shown.url_2x,
+            "markdown": shown.markdown,
+            "html": shown.html,
+        }
+
     def shown(self, row: MediaRow) -> Insertion:
         """The image's public addresses and what inserting it into content writes."""
         return insertion(

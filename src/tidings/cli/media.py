@@ -24,23 +24,8 @@ app = typer.Typer(
 
 
 def _public(container: Container, row: MediaRow) -> dict[str, Any]:
-    shown = container.media.shown(row)
-    return {
-        "id": row.id,
-        "filename": row.filename,
-        "alt": row.alt,
-        "format": row.format,
-        "original_width": row.original_width,
-        "original_height": row.original_height,
-        "frames": row.frames,
-        "width": row.width_1x,
-        "height": row.height_1x,
-        "url": shown.url,
-        "url_2x": shown.url_2x,
-        "markdown": shown.markdown,
-        "html": shown.html,
-        "created_at": row.created_at.isoformat(),
-    }
+    described = container.media.described(row)
+    return {**described, "created_at": row.created_at.isoformat()}
 
 
 @app.command("add")

@@ -23,27 +23,8 @@ ACCEPT = "image/png,image/jpeg,image/gif,image/webp"
 
 
 def media_item(container: Container, row: MediaRow) -> dict[str, Any]:
-    """What a page (the library, the editor's image panel) shows of one image. Addresses
-    on the public site as a mail client fetches them; `path` for the admin's own pages."""
-    shown = container.media.shown(row)
-    return {
-        "id": row.id,
-        "filename": row.filename,
-        "alt": row.alt,
-        "format": row.format,
-        "frames": row.frames,
-        "width": row.width_1x,
-        "height": row.height_1x,
-        "original_width": row.original_width,
-        "original_height": row.original_height,
-        "bytes": row.bytes_1x,
-        "created_at": row.created_at,
-        "path": f"/media/{row.file_1x}",
-        "url": shown.url,
-        "url_2x": shown.url_2x,
-        "markdown": shown.markdown,
-        "html": shown.html,
-    }
+    """What a page (the library, the editor's image panel) shows of one image."""
+    return container.media.described(row)
 
 
 def _wants_json(request: Request) -> bool:
