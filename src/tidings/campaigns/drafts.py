@@ -266,7 +266,7 @@ class CampaignDrafts:
             ab = await ab_queries.get(conn, campaign_id)
             sent_tracking = await send_queries.sent_tracking(conn, campaign_id)
         assert newsletter is not None
-        return dataclasses.replace(self._draft(row, newsletter, ab), sent_tracking=sent_tracking)
+        return self._draft(row, newsletter, ab, sent_tracking)
 
     async def list_campaigns(
         self, *, newsletter: str | None = None, before_id: int | None = None, limit: int = 50
@@ -295,10 +295,14 @@ class CampaignDrafts:
         self._ctx.identity.check(newsletter=(newsletter.slug, newsletter.sender_address))
 
     def _draft(
-        self, row: CampaignRow, newsletter: NewsletterRow, ab: AbTestRow | None = None
+        self,
+        row: CampaignRow,
+        newsletter: NewsletterRow,
+        ab: AbTestRow | None = None,
+        sent_tracking: str | None = None,
     ) -> CampaignDraft:
         audience = parse_filter(row.audience_filter)
-        return CampaignDraft(row, newsletter, audience, audience.tiers(), ab)
+        return CampaignDraft(row, newsletter, audience, audience.tiers(), ab, sent_tracking)
 
     # -- rendering -----------------------------------------------------------------------
 

@@ -98,15 +98,19 @@ def header_findings(subject: str, preheader: str, *, variant: str | None = None)
     return found
 
 
-def size_finding(segment: str, size: int) -> Finding | None:
+def clip_warning(size: int) -> str | None:
+    """The warning for HTML of `size` bytes, when Gmail would clip it (None otherwise)."""
     if size <= CLIP_BYTES:
         return None
-    return Finding(
-        CheckCode.CLIPPED,
+    return (
         f"The HTML is {size / 1024:.0f} KB; Gmail clips messages over about 102 KB, hiding "
-        "the rest of the message and its unsubscribe link.",
-        segments=(segment,),
+        "the rest of the message and its unsubscribe link."
     )
+
+
+def size_finding(segment: str, size: int) -> Finding | None:
+    warning = clip_warning(size)
+    return None if warning is None else Finding(CheckCode.CLIPPED, warning, segments=(segment,))
 
 
 def lacking_finding(segments: tuple[str, ...], tag: str, count: int) -> Finding | None:

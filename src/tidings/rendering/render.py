@@ -17,6 +17,7 @@ from typing import Literal
 from markupsafe import Markup
 
 from tidings.domain.errors import InvalidInput
+from tidings.domain.presend import CLIP_BYTES, clip_warning
 from tidings.rendering import content as body
 from tidings.rendering.content import CampaignContent
 from tidings.rendering.engine import TemplateEngine
@@ -36,7 +37,7 @@ from tidings.storage.campaign_links import StoredLink
 
 # Gmail clips messages whose HTML is over about 102 KB, hiding the footer (and its unsubscribe
 # link) behind "View entire message".
-SIZE_WARNING_BYTES = 100 * 1024
+SIZE_WARNING_BYTES = CLIP_BYTES  # Gmail's clipping, warned a little before (CMP-8)
 _BASE_URL = re.compile(r"https?://[^\s\"'<>]+")
 _BUTTON_HREF = re.compile(r"(?:https?://|mailto:)[^\s\"'<>]+")
 
@@ -152,13 +153,8 @@ def render_segment(
             "hidden_link_url": links.hidden_url,
         }
     )
-    warnings: list[str] = []
-    size = len(parts.html.encode("utf-8"))
-    if size > SIZE_WARNING_BYTES:
-        warnings.append(
-            f"The HTML is {size / 1024:.0f} KB; Gmail clips messages over about 102 KB, "
-            "hiding the rest of the message and its unsubscribe link."
-        )
+    clipped = clip_warning(len(parts.html.encode("utf-8")))
+    warnings = [] if clipped is None else [clipped]
     skeleton = MessageSkeleton(
         html_body=parts.html,
         text_body=parts.text,
