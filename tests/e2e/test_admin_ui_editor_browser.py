@@ -137,8 +137,11 @@ def test_editor_keeps_typed_work_and_the_campaign_pages_read_at_a_glance(
     expect(page.locator('[data-field="took"]')).to_have_text(re.compile(r"^\d+ (s|min \d+ s)$"))
     expect(page.get_by_role("heading", name="What was sent")).to_be_visible()
     page.get_by_role("link", name="Paid readers").click()
+    expect(page.get_by_role("link", name="Paid readers")).to_have_attribute("aria-current", "true")
     sent_paid = page.frame_locator('iframe[title="paid version at desktop width"]')
-    expect(sent_paid.get_by_text("For members.")).to_be_visible()
+    # The frame loads its document after the page: under a full parallel suite on two cores
+    # that once took longer than the default 5 s (CI run of ac248c6, phone width).
+    expect(sent_paid.get_by_text("For members.")).to_be_visible(timeout=20_000)
     visit.check("campaign-sent-content")
 
     _nav(page, "Campaigns")
